@@ -1,0 +1,68 @@
+"""Shared pieces of the GPU benchmarks: the run context, ceilings measured in the same run, the report.
+
+Every ``bench/<topic>.py`` module defines ``bench(ctx) -> list[Row]`` and ``collect(out_dir)``.
+Ceilings are measured once per run and shared through :class:`Context`, so every ratio
+compares numbers taken on the same GPU minutes apart.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+os.environ.setdefault("LABHELPERS_BACKEND", "gpu")
+
+import labhelpers as lh  # noqa: E402
+
+
+@dataclass
+class Row:
+    """One benchmark result: ``value`` in ``unit``, and its ratio to a named ceiling."""
+
+    topic: str
+    kernel: str
+    size: str
+    value: float
+    unit: str
+    ceiling_name: str = ""
+    ceiling: float = float("nan")
+    target: float | None = None  # the ratio the issue asks for, if any
+
+    @property
+    def ratio(self) -> float:
+        return self.value / self.ceiling if self.ceiling == self.ceiling and self.ceiling else float("nan")
+
+
+@dataclass
+class Context:
+    """Ceilings measured in this run, computed on first use and cached."""
+
+    cache: dict = field(default_factory=dict)
+
+    def copy_bandwidth_gbs(self) -> float:
+        """Device-to-device copy bandwidth (CuPy, 1 GiB, bytes read + written), GB/s."""
+        if "copy" not in self.cache:
+            import cupy as cp
+
+            n = 2**28  # 1 GiB of float32
+            src = cp.ones(n, dtype=cp.float32)
+            dst = cp.empty_like(src)
+            t = lh.benchmark(lambda: dst.__setitem__(slice(None), src), nbytes=2 * src.nbytes, repeat=30,
+                             label="cupy copy")
+            self.cache["copy"] = t.gbps
+        return self.cache["copy"]
+
+
+def report(rows: list[Row]) -> str:
+    """A fixed-width table of the rows, with targets marked PASS/FAIL."""
+    lines = [f"{'topic':<12} {'kernel':<34} {'size':<14} {'value':>12} {'unit':<8} {'ratio':>7}  vs"]
+    for r in rows:
+        verdict = ""
+        if r.target is not None:
+            verdict = f"  target {r.target:.0%}: {'PASS' if r.ratio >= r.target else 'FAIL'}"
+        lines.append(f"{r.topic:<12} {r.kernel:<34} {r.size:<14} {r.value:>12,.1f} {r.unit:<8} {r.ratio:>7.1%}  "
+                     f"{r.ceiling_name}{verdict}")
+    return "\n".join(lines)

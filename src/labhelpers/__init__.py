@@ -1,0 +1,45 @@
+"""labhelpers: the tested package behind the gpu-course book.
+
+Import it before anything imports ``numba.cuda``: the first thing it does is decide
+whether kernels run on a real GPU or under Numba's CUDA simulator
+(see :mod:`labhelpers.backend`). Then, in a notebook::
+
+    import labhelpers as lh
+    lh.setup()          # banner, warnings, plot defaults, GPU self-test
+"""
+
+from . import backend as _backend
+
+_backend.configure()
+
+from .arrays import check_array, to_device, to_host  # noqa: E402
+from .backend import is_gpu, is_simulator  # noqa: E402
+from .checkers import check_function  # noqa: E402
+from .device import DeviceInfo, banner, device_info  # noqa: E402
+from .errors import (  # noqa: E402
+    ArrayArgumentError,
+    CheckFailed,
+    GPUOnlyError,
+    LabError,
+    LaunchConfigError,
+    NoGPUError,
+)
+from .launch import Launch1D, blocks_for, check_launch, launch_1d  # noqa: E402
+from .notebook import setup  # noqa: E402
+from .plotting import plot_comparison  # noqa: E402
+from .refdata import Reference, load_reference  # noqa: E402
+from .sizes import awkward_sizes, problem_size  # noqa: E402
+from .source import show_source  # noqa: E402
+from .sweep import sweep  # noqa: E402
+from .timing import Timing, benchmark, wall_time  # noqa: E402
+from .widgets import interactive_figure  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArrayArgumentError", "CheckFailed", "DeviceInfo", "GPUOnlyError", "LabError", "Launch1D",
+    "LaunchConfigError", "NoGPUError", "Reference", "Timing", "awkward_sizes", "banner", "benchmark",
+    "blocks_for", "check_array", "check_function", "check_launch", "device_info", "interactive_figure",
+    "is_gpu", "is_simulator", "launch_1d", "load_reference", "plot_comparison", "problem_size", "setup",
+    "show_source", "sweep", "to_device", "to_host", "wall_time",
+]

@@ -1,0 +1,135 @@
+"""Choose between a real CUDA GPU and Numba's CUDA simulator.
+
+The choice has to be made *before* ``numba.cuda`` is imported, because Numba reads
+``NUMBA_ENABLE_CUDASIM`` once, at import time. ``import labhelpers`` therefore calls
+:func:`configure` first thing, and every other module of the package imports
+``numba.cuda`` only afterwards.
+
+The rule, in order:
+
+1. ``LABHELPERS_BACKEND=gpu`` asks for a GPU and fails loudly when there is none;
+   ``LABHELPERS_BACKEND=sim`` forces the simulator even on a GPU machine.
+2. ``NUMBA_ENABLE_CUDASIM=1`` set by the user also means the simulator.
+3. Otherwise (``auto``, the default) the CUDA driver is asked, through ``ctypes``,
+   whether it sees at least one device. Yes: GPU. No driver or no device: simulator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+from .errors import NoGPUError
+
+ENV_VAR = "LABHELPERS_BACKEND"
+GPU = "gpu"
+SIM = "sim"
+_VALID = ("auto", GPU, SIM)
+
+_chosen: str | None = None
+
+
+def driver_device_count() -> int:
+    """Return how many CUDA devices the driver reports, or 0 without a usable driver.
+
+    This talks to ``libcuda`` directly so that it works before Numba is imported and
+    never raises: a missing library, a failing ``cuInit`` or any other problem all
+    count as "no device".
+    """
+    names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        try:
+            if lib.cuInit(0) != 0:
+                return 0
+            count = ctypes.c_int(0)
+            if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+                return 0
+            return int(count.value)
+        except (AttributeError, OSError):
+            return 0
+    return 0
+
+
+def _numba_cuda_already_imported() -> bool:
+    return "numba.cuda" in sys.modules
+
+
+def _mode_of_imported_numba() -> str:
+    from numba.cuda.core import config
+
+    return SIM if config.ENABLE_CUDASIM else GPU
+
+
+def requested() -> str:
+    """Return the backend asked for in ``LABHELPERS_BACKEND`` (``auto`` when unset).
+
+    Raises:
+        ValueError: the variable holds something other than ``auto``, ``gpu`` or ``sim``.
+    """
+    value = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
+    if value not in _VALID:
+        raise ValueError(
+            f"{ENV_VAR}={value!r} is not understood: use one of {', '.join(_VALID)} "
+            f"(or unset it to let labhelpers detect the GPU)."
+        )
+    return value
+
+
+def configure() -> str:
+    """Decide the backend once per process and set up Numba accordingly.
+
+    Returns:
+        ``"gpu"`` or ``"sim"``.
+
+    Raises:
+        NoGPUError: a GPU was asked for (``LABHELPERS_BACKEND=gpu``) but none is usable.
+        RuntimeError: ``numba.cuda`` was imported before labhelpers in the other mode.
+    """
+    global _chosen
+    if _chosen is not None:
+        return _chosen
+
+    want = requested()
+    if want == "auto":
+        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+            want = SIM
+        else:
+            want = GPU if driver_device_count() > 0 else SIM
+    elif want == GPU and driver_device_count() == 0:
+        raise NoGPUError(
+            f"{ENV_VAR}=gpu asks for a CUDA GPU, but the CUDA driver reports none. "
+            "In Colab choose Runtime > Change runtime type > a GPU, then restart; "
+            f"elsewhere check `nvidia-smi`. To run on the CPU simulator instead, unset {ENV_VAR} "
+            f"or set {ENV_VAR}=sim."
+        )
+
+    if _numba_cuda_already_imported():
+        have = _mode_of_imported_numba()
+        if have != want:
+            raise RuntimeError(
+                f"numba.cuda was imported before labhelpers, in {'simulator' if have == SIM else 'GPU'} "
+                f"mode, but labhelpers chose {'the simulator' if want == SIM else 'the GPU'}. "
+                "Restart the kernel and run `import labhelpers` before importing numba.cuda."
+            )
+    elif want == SIM:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+
+    _chosen = want
+    return _chosen
+
+
+def is_simulator() -> bool:
+    """True when kernels run under Numba's CUDA simulator (no GPU timings exist)."""
+    return configure() == SIM
+
+
+def is_gpu() -> bool:
+    """True when kernels run on a real CUDA GPU."""
+    return configure() == GPU

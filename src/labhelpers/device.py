@@ -1,0 +1,171 @@
+"""What machine the notebook runs on: the GPU's properties, or the simulator.
+
+:func:`device_info` returns a :class:`DeviceInfo` for the current device; :func:`banner`
+turns it into the one line printed at the top of every chapter.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import asdict, dataclass, field
+
+from . import backend
+
+BANNER_PREFIX = "[labhelpers]"
+SIMULATOR_NAME = "Numba CUDA simulator (CPU)"
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Properties of the device kernels run on.
+
+    Under the simulator the hardware fields are ``None``: there is no hardware to
+    describe, and chapters show a reference GPU's properties instead (see
+    :func:`labhelpers.refdata.reference_device`).
+    """
+
+    backend: str
+    name: str
+    compute_capability: tuple[int, int] | None = None
+    sm_count: int | None = None
+    total_memory_bytes: int | None = None
+    driver_version: str | None = None
+    runtime_version: str | None = None
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    max_block_dim_x: int = 1024
+    max_threads_per_sm: int | None = None
+    max_blocks_per_sm: int | None = None
+    max_shared_per_block: int = 48 * 1024
+    max_shared_per_block_optin: int | None = None
+    max_shared_per_sm: int | None = None
+    registers_per_sm: int | None = None
+    registers_per_block: int | None = None
+    l2_bytes: int | None = None
+    clock_khz: int | None = None
+    memory_clock_khz: int | None = None
+    memory_bus_bits: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def is_simulator(self) -> bool:
+        """True for the CPU simulator."""
+        return self.backend == backend.SIM
+
+    @property
+    def cc(self) -> str:
+        """Compute capability as text, e.g. ``"9.0"`` (``"n/a"`` in the simulator)."""
+        if self.compute_capability is None:
+            return "n/a"
+        return f"{self.compute_capability[0]}.{self.compute_capability[1]}"
+
+    @property
+    def peak_memory_bandwidth_gbs(self) -> float | None:
+        """Theoretical DRAM bandwidth from memory clock and bus width (GB/s), if known.
+
+        Double data rate is assumed (2 transfers per clock), which is how the driver
+        reports HBM and GDDR clocks.
+        """
+        if not self.memory_clock_khz or not self.memory_bus_bits:
+            return None
+        return 2 * self.memory_clock_khz * 1e3 * self.memory_bus_bits / 8 / 1e9
+
+    def as_dict(self) -> dict:
+        """A plain dictionary, e.g. to store next to measurements."""
+        data = asdict(self)
+        data["compute_capability"] = self.cc
+        return data
+
+
+def _format_version(v: int | tuple | None) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, tuple):
+        return ".".join(str(x) for x in v)
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _gpu_info() -> DeviceInfo:
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+
+    def attr(attr_name: str) -> int | None:
+        try:
+            return int(getattr(dev, attr_name))
+        except Exception:  # attribute unknown to this driver / numba version
+            return None
+
+    try:
+        _free, total = cuda.current_context().get_memory_info()
+    except Exception:
+        total = None
+    try:
+        from numba.cuda.cudadrv.driver import driver
+
+        drv = _format_version(driver.get_version())
+    except Exception:
+        drv = None
+    try:
+        rt = _format_version(cuda.runtime.get_version())
+    except Exception:
+        rt = None
+
+    return DeviceInfo(
+        backend=backend.GPU,
+        name=name,
+        compute_capability=tuple(dev.compute_capability),
+        sm_count=attr("MULTIPROCESSOR_COUNT"),
+        total_memory_bytes=total,
+        driver_version=drv,
+        runtime_version=rt,
+        warp_size=attr("WARP_SIZE") or 32,
+        max_threads_per_block=attr("MAX_THREADS_PER_BLOCK") or 1024,
+        max_block_dim_x=attr("MAX_BLOCK_DIM_X") or 1024,
+        max_threads_per_sm=attr("MAX_THREADS_PER_MULTIPROCESSOR"),
+        max_blocks_per_sm=attr("MAX_BLOCKS_PER_MULTIPROCESSOR"),
+        max_shared_per_block=attr("MAX_SHARED_MEMORY_PER_BLOCK") or 48 * 1024,
+        max_shared_per_block_optin=attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        max_shared_per_sm=attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+        registers_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
+        registers_per_block=attr("MAX_REGISTERS_PER_BLOCK"),
+        l2_bytes=attr("L2_CACHE_SIZE"),
+        clock_khz=attr("CLOCK_RATE"),
+        memory_clock_khz=attr("MEMORY_CLOCK_RATE"),
+        memory_bus_bits=attr("GLOBAL_MEMORY_BUS_WIDTH"),
+    )
+
+
+def _simulator_info() -> DeviceInfo:
+    return DeviceInfo(backend=backend.SIM, name=SIMULATOR_NAME, extra={"cpu": platform.processor() or platform.machine()})
+
+
+_cached: DeviceInfo | None = None
+
+
+def device_info() -> DeviceInfo:
+    """Describe the current device (cached after the first call)."""
+    global _cached
+    if _cached is None:
+        _cached = _gpu_info() if backend.is_gpu() else _simulator_info()
+    return _cached
+
+
+def banner(info: DeviceInfo | None = None) -> str:
+    """One line saying what the notebook runs on, printed by :func:`labhelpers.setup`.
+
+    On a GPU: name, compute capability, SM count, memory, driver and CUDA versions.
+    Under the simulator: a plain warning that timings are not GPU timings.
+    """
+    info = info or device_info()
+    if info.is_simulator:
+        return (
+            f"{BANNER_PREFIX} simulator: correctness only, timings are not GPU timings "
+            "(no CUDA GPU found; plots show reference data measured on a real GPU)"
+        )
+    mem = f"{info.total_memory_bytes / 2**30:.0f} GiB" if info.total_memory_bytes else "? GiB"
+    return (
+        f"{BANNER_PREFIX} GPU: {info.name}, compute capability {info.cc}, {info.sm_count} SMs, "
+        f"{mem}, driver CUDA {info.driver_version or '?'}, runtime CUDA {info.runtime_version or '?'}"
+    )

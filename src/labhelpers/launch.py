@@ -1,0 +1,97 @@
+"""Launch configurations: how many blocks, and whether the hardware can run them.
+
+``blocks_for(n, threads)`` is the ceiling division every 1D launch needs;
+:func:`check_launch` says, in words, why a configuration is impossible (more than
+1024 threads per block, too much shared memory...) so that sweeps can skip it and
+students get an error that names the fix instead of ``CUDA_ERROR_INVALID_VALUE``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import LaunchConfigError
+
+MAX_THREADS_PER_BLOCK = 1024
+WARP_SIZE = 32
+#: Static shared memory any CUDA GPU since Fermi offers a block without opting in.
+DEFAULT_SHARED_PER_BLOCK = 48 * 1024
+
+
+@dataclass(frozen=True)
+class Launch1D:
+    """A one-dimensional launch: ``blocks`` blocks of ``threads`` threads for ``n`` elements."""
+
+    n: int
+    threads: int
+    blocks: int
+
+    @property
+    def total_threads(self) -> int:
+        """Threads launched: ``blocks * threads``."""
+        return self.blocks * self.threads
+
+    @property
+    def idle_threads(self) -> int:
+        """Threads launched beyond ``n``: they must do nothing (the bounds check)."""
+        return self.total_threads - self.n
+
+    @property
+    def warps_per_block(self) -> int:
+        """Warps per block, counting a partly filled last warp."""
+        return -(-self.threads // WARP_SIZE)
+
+    def __iter__(self):
+        """Unpack as ``kernel[*launch]`` style: ``blocks, threads``."""
+        return iter((self.blocks, self.threads))
+
+
+def blocks_for(n: int, threads: int) -> int:
+    """Blocks needed so that ``blocks * threads >= n``: the ceiling of ``n / threads``."""
+    if threads < 1:
+        raise LaunchConfigError(f"threads per block must be at least 1, got {threads}")
+    if n < 0:
+        raise LaunchConfigError(f"the number of elements cannot be negative, got {n}")
+    return max(1, -(-n // threads))
+
+
+def check_launch(
+    threads: int,
+    shared_bytes: int = 0,
+    *,
+    max_threads: int = MAX_THREADS_PER_BLOCK,
+    max_shared: int = DEFAULT_SHARED_PER_BLOCK,
+) -> str | None:
+    """Return why a block of ``threads`` threads using ``shared_bytes`` cannot launch, or None.
+
+    Args:
+        threads: threads per block (product of the block's dimensions).
+        shared_bytes: shared memory per block, static plus dynamic.
+        max_threads: the device's limit (1024 on every GPU since Fermi).
+        max_shared: the device's shared memory per block without opt-in.
+    """
+    if threads < 1:
+        return f"a block needs at least 1 thread, not {threads}"
+    if threads > max_threads:
+        return f"{threads} threads per block exceeds the limit of {max_threads}"
+    if shared_bytes > max_shared:
+        return f"{shared_bytes} bytes of shared memory per block exceeds the {max_shared} bytes available"
+    return None
+
+
+def launch_1d(n: int, threads: int = 256, *, max_threads: int = MAX_THREADS_PER_BLOCK) -> Launch1D:
+    """A validated 1D launch for ``n`` elements with ``threads`` threads per block.
+
+    Raises:
+        LaunchConfigError: ``threads`` is not between 1 and ``max_threads``.
+
+    Example:
+        >>> blocks, threads = launch_1d(257, 256)
+        >>> blocks
+        2
+    """
+    reason = check_launch(threads, max_threads=max_threads)
+    if reason:
+        raise LaunchConfigError(f"{reason}: choose threads per block between 1 and {max_threads}, "
+                                "ideally a multiple of 32 (one warp) such as 128 or 256.")
+    return Launch1D(n=n, threads=threads, blocks=blocks_for(n, threads))

@@ -1,0 +1,1 @@
+"""Analytic models the chapters plot and fit: Amdahl and Gustafson, occupancy, roofline..."""

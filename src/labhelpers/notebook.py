@@ -1,0 +1,98 @@
+"""What the first cell of every chapter runs: :func:`setup`.
+
+It decides the backend, prints the one-line banner, chooses which Numba warnings a
+reader sees, sets plot defaults and, on a GPU, compiles and runs a tiny kernel so that
+a broken installation (the usual Colab trouble: a driver older than the CUDA toolkit
+numba-cuda compiles with) is caught in the first cell with the fix printed, not in
+the middle of a lab.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from . import backend
+from ._release import pip_requirement
+from .device import DeviceInfo, banner, device_info
+from .errors import LabError
+
+#: Performance warnings numba-cuda prints on a GPU (and never under the simulator).
+#: Small teaching grids trigger the first on every launch; chapters that teach implicit
+#: copies show the second on purpose with ``warnings.catch_warnings()``.
+QUIET_WARNINGS = (
+    r"Grid size .* will likely result in GPU under-utilization",
+    r"Host array used in CUDA kernel will incur copy overhead",
+)
+
+
+class SelfTestFailed(LabError, RuntimeError):
+    """The GPU is there but a kernel does not compile or run; the message says how to fix it."""
+
+
+def configure_warnings() -> None:
+    """Silence the performance warnings listed in :data:`QUIET_WARNINGS`."""
+    for pattern in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+
+
+def configure_plots() -> None:
+    """Readable, consistent matplotlib defaults for the book."""
+    import matplotlib as mpl
+
+    mpl.rcParams.update({"figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
+                         "figure.figsize": (7, 4)})
+
+
+def _fix_for(message: str) -> str:
+    text = message.lower()
+    if "ptx" in text or "unsupported_ptx_version" in text or "222" in text:
+        return ("The CUDA driver is older than the CUDA toolkit numba-cuda compiled with. Install the numba-cuda "
+                "build that matches the driver's CUDA version (`nvidia-smi`, top right), e.g. for CUDA 12:\n"
+                f'    %pip install "{pip_requirement("gpu-cu12")}"\nthen restart the runtime.')
+    if "nvvm" in text or "libdevice" in text or "cudart" in text or "nvrtc" in text:
+        return ("numba-cuda cannot find the CUDA compiler libraries (NVVM). Install them with the matching extra, e.g.\n"
+                f'    %pip install "{pip_requirement("gpu-cu12")}"   (or gpu-cu13 for a CUDA 13 driver)\n'
+                "then restart the runtime.")
+    return ("A tiny test kernel failed on this GPU. Restart the runtime and run this cell first; if it still "
+            f"fails, reinstall with `%pip install --force-reinstall \"{pip_requirement('gpu-cu12')}\"`.")
+
+
+def self_test() -> None:
+    """Compile and run a 64-element kernel and check its result.
+
+    Raises:
+        SelfTestFailed: with the likely cause and the command that fixes it.
+    """
+    try:
+        from numba import cuda
+
+        @cuda.jit
+        def twice_index(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = 2 * i
+
+        out = cuda.device_array(64, dtype=np.int32)
+        twice_index[2, 32](out)
+        got = out.copy_to_host()
+    except Exception as exc:  # anything from import to launch: report it with the fix
+        raise SelfTestFailed(f"{type(exc).__name__}: {exc}\n\n{_fix_for(str(exc))}") from exc
+    if not np.array_equal(got, 2 * np.arange(64)):
+        raise SelfTestFailed("A test kernel ran but returned wrong values: the GPU or its driver is misbehaving. "
+                             "Restart the runtime; in Colab, ask for a new GPU runtime.")
+
+
+def setup() -> None:
+    """Prepare a notebook: backend, banner, warnings, plots, and the GPU self-test.
+
+    Call it once, in the first cell, right after ``import labhelpers as lh``.
+    """
+    backend.configure()
+    configure_warnings()
+    configure_plots()
+    info: DeviceInfo = device_info()
+    print(banner(info))
+    if not info.is_simulator:
+        self_test()

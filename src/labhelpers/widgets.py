@@ -1,0 +1,77 @@
+"""Sliders and dropdowns in front of a matplotlib figure.
+
+``interactive_figure(draw, n=(1, 4096, 1), threads=[32, 64, 128, 256])`` builds one
+control per keyword (a ``(min, max, step)`` tuple gives an integer slider, a tuple of
+floats a float slider, a list a dropdown, an ipywidgets control is used as is), calls
+``draw(ax, **values)`` on a fresh axes now and whenever a control moves, and returns
+the widget. The first drawing happens immediately, inside the widget's output area, so
+an executed notebook stores it in the widget state and the built book shows the
+initial figure without a running kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+
+def make_control(name: str, spec: Any) -> widgets.Widget:
+    """Turn a shorthand into an ipywidgets control.
+
+    ``(lo, hi, step)`` of ints: IntSlider (starting at ``lo``... use ``(lo, hi, step, value)`` to pick).
+    The same with a float anywhere: FloatSlider. A list: Dropdown (starting at the first item).
+    An existing widget is returned unchanged.
+    """
+    if isinstance(spec, widgets.Widget):
+        return spec
+    if isinstance(spec, list):
+        if not spec:
+            raise ValueError(f"control {name!r}: the list of options is empty")
+        return widgets.Dropdown(options=spec, value=spec[0], description=name)
+    if isinstance(spec, tuple) and len(spec) in (3, 4):
+        lo, hi, step = spec[:3]
+        value = spec[3] if len(spec) == 4 else lo
+        if not lo <= value <= hi:
+            raise ValueError(f"control {name!r}: start value {value} is outside [{lo}, {hi}]")
+        kwargs = dict(min=lo, max=hi, step=step, value=value, description=name, continuous_update=False)
+        if all(isinstance(v, int) for v in spec):
+            return widgets.IntSlider(**kwargs)
+        return widgets.FloatSlider(**kwargs)
+    raise ValueError(f"control {name!r}: use (min, max, step[, value]), a list of options, or a widget; got {spec!r}")
+
+
+def interactive_figure(
+    draw: Callable[..., None],
+    *,
+    figsize: tuple[float, float] = (7, 3.5),
+    **controls: Any,
+) -> widgets.VBox:
+    """Controls above a figure that ``draw(ax, **values)`` redraws whenever a control changes.
+
+    Args:
+        draw: draws on the given axes; receives one keyword per control.
+        figsize: size of the figure in inches.
+        **controls: one control per keyword (see :func:`make_control`).
+
+    Returns:
+        The widget (controls and output area); display it as a cell's last expression.
+    """
+    made = {name: make_control(name, spec) for name, spec in controls.items()}
+    out = widgets.Output()
+
+    def redraw(**values: Any) -> None:
+        with out:
+            out.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=figsize)
+            draw(ax, **values)
+            fig.tight_layout()
+            plt.show()
+            plt.close(fig)
+
+    for control in made.values():
+        control.observe(lambda _change: redraw(**{k: c.value for k, c in made.items()}), names="value")
+    redraw(**{k: c.value for k, c in made.items()})
+    box = widgets.HBox(list(made.values()), layout=widgets.Layout(flex_flow="row wrap"))
+    return widgets.VBox([box, out])

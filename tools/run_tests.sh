@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: package tests, notebook regression tests (nbval, strict),
+# the book's structure, and a build of the book with warnings as errors. No GPU needed:
+# kernels run under Numba's CUDA simulator.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup_env.sh
+export LABHELPERS_BACKEND=sim MPLBACKEND=Agg PYTHONHASHSEED=0
+JOBS=${JOBS:-2}
+echo "==> 1/3 package and structure tests (pytest tests/)"
+.venv/bin/python -m pytest -q -n "$JOBS" tests
+echo "==> 2/3 notebook regression tests (nbval, strict) over book/ and labs/"
+.venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
+  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs
+echo "==> 3/3 building the book (warnings as errors)"
+bash tools/build_book.sh
+echo "==> all tests passed"

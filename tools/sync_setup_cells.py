@@ -1,0 +1,51 @@
+"""Rewrite the setup cell and the Colab badge of every notebook from the one template.
+
+Usage: python tools/sync_setup_cells.py [--check]
+
+With --check nothing is written; the exit status is 1 if a notebook is out of date.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import nbformat
+
+from notebook_tools import ROOT, SETUP_MARKER, all_notebooks, colab_badge, setup_cell_source
+
+BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+
+
+def sync(nb: nbformat.NotebookNode, relpath: str) -> bool:
+    """Update ``nb`` in place; return True if anything changed."""
+    changed = False
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if code and code[0].source.startswith(SETUP_MARKER) and code[0].source != setup_cell_source():
+        code[0].source = setup_cell_source()
+        changed = True
+    md = [c for c in nb.cells if c.cell_type == "markdown"]
+    if md and BADGE_RE.search(md[0].source):
+        new = BADGE_RE.sub(colab_badge(relpath), md[0].source)
+        changed |= new != md[0].source
+        md[0].source = new
+    return changed
+
+
+def main() -> int:
+    check = "--check" in sys.argv
+    stale = []
+    for path in all_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        rel = str(path.relative_to(ROOT))
+        if sync(nb, rel):
+            stale.append(rel)
+            if not check:
+                nbformat.write(nb, path)
+    for rel in stale:
+        print(("out of date: " if check else "updated: ") + rel)
+    return 1 if (check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
