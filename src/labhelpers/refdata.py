@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -56,7 +57,15 @@ class Reference:
         )
 
 
+#: Set this to a folder to read reference files from there first (for drafting a chapter before
+#: its data is measured: never ship placeholder data in the package).
+DIR_ENV_VAR = "LABHELPERS_REFERENCE_DIR"
+
+
 def _data_dir() -> Path:
+    override = os.environ.get(DIR_ENV_VAR)
+    if override and Path(override).is_dir():
+        return Path(override)
     return Path(str(resources.files(DATA_PACKAGE)))
 
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import base64
+import io
+
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
@@ -42,6 +45,19 @@ def make_control(name: str, spec: Any) -> widgets.Widget:
     raise ValueError(f"control {name!r}: use (min, max, step[, value]), a list of options, or a widget; got {spec!r}")
 
 
+def figure_output(fig) -> dict:
+    """A figure as a notebook display output (PNG), ready to put in an Output widget.
+
+    Setting the Output widget's state directly (rather than capturing ``plt.show()``
+    inside ``with out:``) works the same in Jupyter, Colab, nbclient and nbval, and the
+    executed notebook's saved widget state then holds the figure for the built book.
+    """
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi)
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": "<Figure>"}}
+
+
 def interactive_figure(
     draw: Callable[..., None],
     *,
@@ -62,12 +78,12 @@ def interactive_figure(
     out = widgets.Output()
 
     def redraw(**values: Any) -> None:
-        with out:
-            out.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=figsize)
+        fig, ax = plt.subplots(figsize=figsize)
+        try:
             draw(ax, **values)
             fig.tight_layout()
-            plt.show()
+            out.outputs = (figure_output(fig),)
+        finally:
             plt.close(fig)
 
     for control in made.values():

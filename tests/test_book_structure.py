@@ -1,0 +1,95 @@
+"""The book's structure: every table-of-contents entry exists, and every notebook has the same anatomy.
+
+Each notebook starts with a title, the Colab badge pointing at itself, and the setup cell
+written by ``tools/notebook_tools.py`` (the one place the release pin lives); it carries
+outputs, executed in order, without unexpected errors. nbval (run separately) checks the
+outputs themselves.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from notebook_tools import all_notebooks, colab_badge, setup_cell_source  # noqa: E402
+
+NOTEBOOKS = all_notebooks()
+IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            files.append(chapter["file"])
+            files += [s["file"] for s in chapter.get("sections", [])]
+    return files
+
+
+def _resolve(entry: str) -> Path | None:
+    for suffix in ("", ".ipynb", ".md"):
+        path = ROOT / (entry + suffix)
+        if path.is_file():
+            return path
+    return None
+
+
+def test_every_toc_entry_exists():
+    missing = [f for f in _toc_files() if _resolve(f) is None]
+    assert not missing, f"_toc.yml lists files that do not exist: {missing}"
+
+
+def test_every_notebook_is_in_the_toc():
+    listed = {_resolve(f) for f in _toc_files()}
+    orphans = [i for p, i in zip(NOTEBOOKS, IDS) if p not in listed]
+    assert not orphans, f"notebooks missing from _toc.yml: {orphans}"
+
+
+def test_there_are_chapters_and_labs():
+    assert any(i.startswith("book/") for i in IDS) and any(i.startswith("labs/") for i in IDS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_anatomy(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    rel = str(path.relative_to(ROOT))
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), f"{rel}: must start with a '# Title' cell"
+    assert colab_badge(rel) in first.source, f"{rel}: the first cell needs its Colab badge (tools/sync_setup_cells.py)"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and code[0].source == setup_cell_source(), (
+        f"{rel}: the first code cell must be the setup cell (run tools/sync_setup_cells.py)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_is_executed_in_order_without_unexpected_errors(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    rel = str(path.relative_to(ROOT))
+    code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    counts = [c.execution_count for c in code]
+    assert all(n is not None for n in counts), f"{rel}: not executed (tools/execute_notebooks.py)"
+    assert counts == list(range(1, len(counts) + 1)), f"{rel}: executed out of order: {counts}"
+    assert any(c.outputs for c in code), f"{rel}: carries no outputs"
+    for cell in code:
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        tags = cell.metadata.get("tags", [])
+        if errors:
+            assert "raises-exception" in tags, f"{rel}: unexpected error in cell:\n{cell.source[:200]}"
+        if "raises-exception" in tags:
+            assert errors, f"{rel}: a cell tagged raises-exception did not raise:\n{cell.source[:200]}"
+        streams = [o for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]
+        for s in streams:
+            assert "Warning" not in s.text, f"{rel}: a warning leaked into the output:\n{s.text[:300]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_is_not_too_large(path: Path):
+    assert path.stat().st_size < 3_000_000, f"{path.name} is over 3 MB: reduce figure sizes or output"

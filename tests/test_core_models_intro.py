@@ -1,0 +1,35 @@
+"""Chapter-independent checks of the first kernels and models (chapters add their own test files)."""
+
+import numpy as np
+import pytest
+
+import labhelpers as lh
+from labhelpers.kernels import intro
+from labhelpers.notebook import _fix_for, setup
+from labhelpers.source import source_of
+
+
+def test_setup_prints_the_banner(capsys):
+    setup()
+    assert capsys.readouterr().out.startswith("[labhelpers] simulator")
+
+
+def test_self_test_advice_names_the_fix():
+    assert "driver" in _fix_for("CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
+    assert "NVVM" in _fix_for("libNVVM cannot be found")
+    assert "%pip install" in _fix_for("something else")
+
+
+@pytest.mark.parametrize("n", [1, 31, 257])
+def test_run_saxpy_matches_numpy(n):
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal((2, n)).astype(np.float32)
+    assert np.allclose(intro.run_saxpy(2.5, x, y), 2.5 * x + y, rtol=1e-6)
+
+
+def test_show_source_uses_the_package_kernel():
+    text = source_of(intro.saxpy)
+    assert "def saxpy" in text and "if i < out.size" in text
+    with pytest.raises(TypeError):
+        source_of(42)
+    assert "def saxpy" in repr(lh.show_source(intro.saxpy))

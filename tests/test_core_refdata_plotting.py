@@ -1,0 +1,68 @@
+"""Reference data carries its provenance; plots label it and never pass it off as this machine."""
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import labhelpers as lh  # noqa: E402
+from labhelpers import refdata  # noqa: E402
+
+META = {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "driver": "13.0", "runtime": "13.0",
+        "date": "2026-11-21"}
+
+
+def test_save_and_load_round_trip(tmp_path):
+    table = pd.DataFrame({"threads": [32, 64], "gbps": [100.5, float("nan")]})
+    refdata.save_reference("demo", table, tmp_path, meta=META, notes="test")
+    ref = refdata.load_reference("demo", tmp_path)
+    assert ref.gpu == META["gpu"]
+    assert "reference: NVIDIA H100" in ref.label and "2026-11-21" in ref.label
+    assert "compute capability 9.0" in ref.provenance
+    assert ref.table["threads"].tolist() == [32, 64]
+    assert pd.isna(ref.table.loc[1, "gbps"])
+
+
+def test_missing_reference_lists_the_available(tmp_path):
+    refdata.save_reference("one", pd.DataFrame({"a": [1]}), tmp_path, meta=META)
+    with pytest.raises(FileNotFoundError, match="available: one"):
+        refdata.load_reference("two", tmp_path)
+
+
+def test_reference_without_provenance_is_rejected(tmp_path):
+    (tmp_path / "bad.json").write_text(json.dumps({"meta": {"gpu": "x"}, "columns": ["a"], "rows": [[1]]}))
+    with pytest.raises(ValueError, match="where it came from"):
+        refdata.load_reference("bad", tmp_path)
+
+
+def test_current_meta_refuses_the_simulator():
+    with pytest.raises(RuntimeError, match="real GPU"):
+        refdata.current_meta()
+
+
+def test_shipped_references_all_have_provenance():
+    for name in refdata.available_references():
+        ref = refdata.load_reference(name)
+        assert ref.gpu and ref.meta["date"], name
+
+
+def test_plot_without_gpu_shows_reference_and_says_so(tmp_path):
+    refdata.save_reference("demo", pd.DataFrame({"x": [1, 2], "y": [3, 4]}), tmp_path, meta=META)
+    ref = refdata.load_reference("demo", tmp_path)
+    live = pd.DataFrame({"x": [1, 2], "y": [float("nan")] * 2, "status": ["simulator"] * 2})
+    ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref)
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == [ref.label]
+    assert any("No GPU timings here" in t.get_text() and ref.gpu in t.get_text() for t in ax.texts)
+
+
+def test_plot_with_live_rows_labels_this_machine(tmp_path):
+    refdata.save_reference("demo", pd.DataFrame({"x": [1, 2], "y": [3, 4], "v": ["a", "b"]}), tmp_path, meta=META)
+    ref = refdata.load_reference("demo", tmp_path)
+    live = pd.DataFrame({"x": [1, 2], "y": [5, 6], "v": ["a", "b"], "status": ["ok", "ok"]})
+    ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref, group="v")
+    labels = ax.get_legend_handles_labels()[1]
+    assert len(labels) == 4 and sum("this machine" in s for s in labels) == 2
