@@ -33,3 +33,12 @@ def test_show_source_uses_the_package_kernel():
     with pytest.raises(TypeError):
         source_of(42)
     assert "def saxpy" in repr(lh.show_source(intro.saxpy))
+
+
+def test_quiet_warnings_match_numba_cudas_ansi_wrapped_messages():
+    import re
+
+    from labhelpers.notebook import QUIET_WARNINGS
+
+    message = "\x1b[1mGrid size 2 will likely result in GPU under-utilization due to low occupancy.\x1b[0m"
+    assert any(re.match(p, message) for p in QUIET_WARNINGS)

@@ -22,8 +22,10 @@ from .errors import LabError
 #: Small teaching grids trigger the first on every launch; chapters that teach implicit
 #: copies show the second on purpose with ``warnings.catch_warnings()``.
 QUIET_WARNINGS = (
-    r"Grid size .* will likely result in GPU under-utilization",
-    r"Host array used in CUDA kernel will incur copy overhead",
+    # numba-cuda wraps its messages in ANSI bold codes and ``filterwarnings`` matches from the
+    # start of the message, hence the leading ``.*``.
+    r".*Grid size .* will likely result in GPU under-utilization",
+    r".*Host array used in CUDA kernel will incur copy overhead",
 )
 
 
