@@ -1,0 +1,101 @@
+"""Benchmark and reference data of chapter 7, "Profiling and the roofline" (GPU only).
+
+collect(out_dir) saves the tables the chapter plots:
+    ch07_timing_hygiene     one launch timed four ways (first call, unsynchronised, synchronised, events)
+    ch07_timing_repeats     50 repetitions, CUDA events and a synchronised host clock (noise)
+    ch07_ceilings           the measured ceilings (DRAM and L2 bandwidth, FP32 and FP64 FMA peaks)
+    ch07_intensity_sweep    fma_per_element over FMA counts 1..1024 (the kernel walking along the roof)
+    ch07_roofline_points    representative kernels (SAXPY, FMA-heavy kernels, cupy.sum, cupy.matmul)
+    ch07_skewed_gemm        cupy.matmul on m x k by k x n shapes, m * n and k fixed
+    ch07_ncu_report         Nsight Compute's key metrics for one fma_per_element launch (skipped, with the
+                            reason printed, when ncu cannot read the counters)
+bench(ctx) returns the rows with targets: the measured memory ceiling against CuPy's device-to-device copy
+(target 95%), and the measured FP32 FMA peak against the FP32 peak at the GPU's reported clock (target 90%).
+
+Run: python bench/run_all.py --only roofline --collect src/labhelpers/data/reference
+"""
+
+from __future__ import annotations
+
+from common import Context, Row, lh  # noqa: F401  (common puts src/ on the path and selects the GPU)
+from labhelpers import profiler, roofline
+from labhelpers.kernels import roofline as rk
+from labhelpers.refdata import current_meta, save_reference
+
+TOPIC = "roofline"
+#: Ceilings measured by collect(), reused by bench() in the same run (no second measurement).
+_measured: dict = {}
+
+
+def _ceilings() -> roofline.Ceilings:
+    if "ceilings" not in _measured:
+        _measured["ceilings"] = roofline.measure_ceilings(cache=False, progress=False)
+    return _measured["ceilings"]
+
+
+def collect(out_dir) -> None:
+    """Measure and save every reference table of chapter 7 into ``out_dir``."""
+    info = lh.device_info()
+    meta = {**current_meta(), "clock_khz": info.clock_khz, "l2_bytes": info.l2_bytes}
+
+    save_reference("ch07_timing_hygiene", rk.timing_hygiene(), out_dir, meta=meta,
+                   notes="fma_per_element, 2^26 float32, 256 FMA/element; first call compiles a fresh dispatcher")
+    save_reference("ch07_timing_repeats", rk.timing_repeats(), out_dir, meta=meta,
+                   notes="same launch 50 times: CUDA events vs host clock around record/launch/synchronize")
+
+    ceilings = _ceilings()
+    datasheet = roofline.datasheet_ceilings(info.name)
+    table = ceilings.as_table()
+    table["datasheet"] = [datasheet.value(k) if datasheet else None for k in table["ceiling"]]
+    save_reference("ch07_ceilings", table, out_dir,
+                   meta={**meta, "datasheet": datasheet.label if datasheet else None,
+                         "fp32_peak_at_clock_gflops": roofline.fp32_peak_at_clock(info)},
+                   notes="best of the configurations tried; bytes = read + written for the DRAM copy, read for L2")
+
+    save_reference("ch07_intensity_sweep", rk.intensity_sweep(progress=False), out_dir, meta=meta,
+                   notes="fma_per_element, 2^26 float32, grid filling every SM, median of 10 x 3 launches")
+    save_reference("ch07_roofline_points", rk.representative_points(), out_dir, meta=meta,
+                   notes="intensity = flops / the bytes the kernel must move (algorithmic)")
+    save_reference("ch07_skewed_gemm", rk.skewed_gemm_sweep(progress=False), out_dir, meta=meta,
+                   notes="cupy.matmul float32 (no TF32), m*n = 1024^2, k = 1024, as in the lecture's SGEMM study")
+    try:
+        report = profiler.profile_fma_per_element()
+        save_reference("ch07_ncu_report", report, out_dir,
+                       meta={**meta, "kernel": "fma_per_element, 2^24 float32, 16 FMA/element",
+                             "algorithmic_intensity": rk.fma_per_element_intensity(16, 4),
+                             "achieved_intensity": profiler.achieved_intensity(report)})
+    except profiler.ProfilerUnavailable as exc:
+        print(f"-- roofline: ch07_ncu_report not collected: {exc}")
+
+
+def bench(ctx: Context) -> list[Row]:
+    """The memory and FP32 ceilings against their yardsticks, measured in this run."""
+    info = lh.device_info()
+    c = _ceilings()
+    copy = ctx.copy_bandwidth_gbs()
+    peak = roofline.fp32_peak_at_clock(info) or float("nan")
+    sheet = roofline.datasheet_ceilings(info.name)
+    clock_mhz = (info.clock_khz or 0) / 1e3
+    sheet_txt = f"; datasheet (boost) {sheet.fp32_gflops:,.0f}" if sheet and sheet.fp32_gflops else ""
+    rows = [
+        Row(TOPIC, "stream_copy (DRAM ceiling)", "1 GiB copy", c.dram_gbs,
+            "GB/s", "CuPy D2D copy, same run", copy, 0.95),
+        Row(TOPIC, "fma_chains FP32 (FMA ceiling)", f"{clock_mhz:,.0f} MHz", c.fp32_gflops, "GFLOP/s",
+            f"{info.sm_count} SMs x 128 x 2 x {clock_mhz:,.0f} MHz{sheet_txt}", peak, 0.90),
+        Row(TOPIC, "l2_read (L2 ceiling)", "", c.l2_gbs, "GB/s", "DRAM ceiling, same run", c.dram_gbs),
+    ]
+    p64 = roofline.fp64_peak_at_clock(info)
+    if c.fp64_gflops and p64:
+        rows.append(Row(TOPIC, "fma_chains FP64", f"{clock_mhz:,.0f} MHz", c.fp64_gflops, "GFLOP/s",
+                        "FP64 peak at this clock", p64))
+    return rows
+
+
+if __name__ == "__main__":
+    import sys
+
+    from common import report
+
+    if len(sys.argv) > 1:
+        collect(sys.argv[1])
+    print(report(bench(Context())))

@@ -1,0 +1,259 @@
+"""Checkers of the lab "The memory hierarchy".
+
+Each checker takes the student's function or kernel as its first argument, tries it on
+many cases (awkward ones included), prints one line on success and raises
+:class:`~labhelpers.errors.CheckFailed` with a hint on the first wrong answer:
+
+* :func:`check_sectors_per_request`: sectors one warp request touches (exercise 1);
+* :func:`check_conflict_degree`: shared-memory bank conflict degree (exercise 2);
+* :func:`check_single_cycle`: a pointer-chasing chain that is one cycle through every slot (exercise 3);
+* :func:`check_tiled_transpose`: a coalesced transpose through a shared-memory tile (exercise 4).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .. import backend
+from ..arrays import check_array, to_host
+from ..checkers import diagnose
+from ..errors import CheckFailed
+from ..launch import blocks_for
+from ..models import banks
+from ..timing import Timing, benchmark
+
+#: Side of the square tile of the tiled transpose (one warp wide).
+TILE = 32
+#: Rows of threads per block of the tiled transpose: each thread moves TILE // TILE_ROWS elements.
+TILE_ROWS = 8
+
+
+def _call(student: Callable, what: str, *args):
+    try:
+        return student(*args)
+    except NotImplementedError as exc:
+        raise CheckFailed(f"{what} is not written yet: replace the `raise NotImplementedError` ({exc}).") from None
+    except Exception as exc:  # the student's code failed: say where, keep the type and message
+        shown = ", ".join(repr(a) if not isinstance(a, np.random.Generator) else "rng" for a in args)
+        raise CheckFailed(f"{what}({shown}) raised {type(exc).__name__}: {exc}") from None
+
+
+def _as_int(value, what: str, args: str) -> int:
+    if value is None:
+        raise CheckFailed(f"{what}({args}) returned None: finish the function with `return` and the count.")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise CheckFailed(f"{what}({args}) returned {value!r}, not a whole number.") from None
+    if as_int != value:
+        raise CheckFailed(f"{what}({args}) returned {value!r}, not a whole number.")
+    return as_int
+
+
+# --------------------------------------------------------------------------- exercise 1
+
+
+def check_sectors_per_request(student: Callable[[int, int, int], int], *, quiet: bool = False) -> None:
+    """Check ``student(offset, stride, itemsize)``: 32-byte sectors touched by one warp loading ``a[offset + t*stride]``.
+
+    Tries every offset 0..32 and stride 1..32 for 4-byte elements, and a sample for 8- and
+    16-byte elements, against :func:`labhelpers.models.banks.sectors_per_request`.
+    """
+    cases = [(o, s, 4) for s in range(1, 33) for o in range(0, 33)]
+    cases += [(o, s, size) for size in (8, 16) for s in (1, 2, 3, 4, 8) for o in (0, 1, 2, 3)]
+    for offset, stride, itemsize in cases:
+        args = f"offset={offset}, stride={stride}, itemsize={itemsize}"
+        got = _as_int(_call(student, "sectors_per_request", offset, stride, itemsize), "sectors_per_request", args)
+        expected = banks.sectors_per_request(offset, stride, itemsize)
+        if got == expected:
+            continue
+        hint = "A sector is 32 bytes: the sector of byte address b is b // 32. Count the distinct sectors."
+        if got == 32 and stride == 1:
+            hint = "You counted threads, not sectors: 32 consecutive 4-byte elements fill only 128 bytes, 4 sectors."
+        elif stride == 1 and got == expected - 1:
+            hint = ("Shifted by an offset the warp's 128 bytes straddle one more sector boundary: count the sectors "
+                    "of the actual byte addresses (offset + t * stride) * itemsize, not 128 / 32.")
+        elif got == banks.warp_request(offset, stride, itemsize).lines:
+            hint = "You counted 128-byte lines; the question is about 32-byte sectors (four per line)."
+        raise CheckFailed(f"sectors_per_request({args}) returned {got}, expected {expected}. {hint}")
+    if not quiet:
+        print(f"Correct: sectors_per_request matches the sector model on all {len(cases)} cases tried.")
+
+
+# --------------------------------------------------------------------------- exercise 2
+
+
+def _conflict_cases(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
+    cases = [("every thread reads word 5 (a broadcast)", np.full(32, 5))]
+    cases += [(f"shared[t * {s}]", banks.strided_words(s)) for s in range(0, 66)]
+    cases += [(f"shared[7 + t * {s}]", banks.strided_words(s, offset=7)) for s in (2, 8, 32, 33)]
+    cases += [(f"column {c} of a 32 x {32 + p} tile", banks.tile_column_words(c, 32, p)) for c in (0, 5) for p in (0, 1, 2)]
+    cases += [("threads 0-15 read word 0, threads 16-31 read word 32", np.repeat([0, 32], 16))]
+    cases += [("pairs of threads share a word: shared[(t // 2) * 32]", (np.arange(32) // 2) * 32)]
+    cases += [("a half warp: shared[t * 4] for 16 threads", banks.strided_words(4, threads=16))]
+    cases += [(f"random words (case {k})", rng.integers(0, 256, size=32)) for k in range(40)]
+    return cases
+
+
+def check_conflict_degree(student: Callable[[np.ndarray], int], *, quiet: bool = False) -> None:
+    """Check ``student(words)``: the conflict degree of one warp request reading 4-byte words ``words``.
+
+    Tries broadcasts, strided patterns with and without offset, tile columns with and without
+    padding, partial warps and random patterns, against :func:`labhelpers.models.banks.conflict_degree`.
+    """
+    cases = _conflict_cases(np.random.default_rng(3))
+    for label, words in cases:
+        got = _as_int(_call(student, "conflict_degree", words.copy()), "conflict_degree", label)
+        expected = banks.conflict_degree(words)
+        if got == expected:
+            continue
+        hint = "Group the words by bank (word % 32) and count the distinct words in the busiest bank."
+        distinct_ignored = int(np.bincount(words % 32, minlength=32).max())
+        if got == distinct_ignored and got != expected:
+            hint = ("You counted threads per bank. Threads reading the same word are served by one read (a "
+                    "broadcast): count distinct words per bank.")
+        elif got == 0:
+            hint = "Every request needs at least one pass: the degree is at least 1."
+        raise CheckFailed(f"conflict_degree for {label} (words {words.tolist()[:8]}...) returned {got}, expected "
+                          f"{expected}. {hint}")
+    if not quiet:
+        print(f"Correct: conflict_degree matches the bank model on all {len(cases)} access patterns tried.")
+
+
+# --------------------------------------------------------------------------- exercise 3
+
+
+def cycle_lengths(next_slot: np.ndarray) -> list[int]:
+    """Lengths of the cycles of the permutation ``next_slot`` (longest first)."""
+    seen = np.zeros(len(next_slot), dtype=bool)
+    lengths = []
+    for start in range(len(next_slot)):
+        if seen[start]:
+            continue
+        length, j = 0, start
+        while not seen[j]:
+            seen[j] = True
+            j = int(next_slot[j])
+            length += 1
+        lengths.append(length)
+    return sorted(lengths, reverse=True)
+
+
+def check_single_cycle(student: Callable[[int, np.random.Generator], np.ndarray], *, quiet: bool = False) -> None:
+    """Check ``student(slots, rng)``: a random chain ``next_slot`` that visits all ``slots`` slots in one cycle.
+
+    The result must be an integer array of length ``slots`` holding every slot number once
+    (a permutation) that forms a single cycle, and for 8 slots or more it must be random:
+    not the sequential chain ``i -> i + 1``, and different for different random generators.
+    """
+    sizes = (1, 2, 31, 33, 257, 1000)
+    for slots in sizes:
+        got = _call(student, "make_chain", slots, np.random.default_rng(slots))
+        if got is None:
+            raise CheckFailed("make_chain returned None: return the array next_slot.")
+        got = np.asarray(got)
+        if got.shape != (slots,) or got.dtype.kind not in "iu":
+            raise CheckFailed(f"make_chain({slots}, rng) returned shape {got.shape}, dtype {got.dtype}: return an "
+                              f"integer array of length {slots} (next_slot[i] = the slot after slot i).")
+        if np.any(got < 0) or np.any(got >= slots) or len(np.unique(got)) != slots:
+            raise CheckFailed(f"make_chain({slots}, rng) is not a permutation of 0..{slots - 1}: every slot must be "
+                              "the successor of exactly one slot.")
+        lengths = cycle_lengths(got)
+        if len(lengths) > 1:
+            raise CheckFailed(
+                f"make_chain({slots}, rng) splits the slots into {len(lengths)} cycles (lengths {lengths[:6]}...): a "
+                f"walk from slot 0 would only ever see {lengths[0] if got[0] == 0 else 'one of them'}, a smaller "
+                "working set than you meant to measure. A random permutation is not one cycle; instead link a "
+                "random ORDER of the slots: next_slot[order[k]] = order[k + 1], and the last back to the first.")
+        if slots >= 8:
+            if np.array_equal(got, (np.arange(slots) + 1) % slots):
+                raise CheckFailed(f"make_chain({slots}, rng) is the sequential chain i -> i + 1: visit the slots in a "
+                                  "random order (use rng), so that no prefetcher or DRAM page can guess the next address.")
+            again = np.asarray(_call(student, "make_chain", slots, np.random.default_rng(slots + 1000)))
+            if np.array_equal(got, again):
+                raise CheckFailed(f"make_chain({slots}, rng) gives the same chain for different generators: draw the "
+                                  "random order from the rng argument.")
+    if not quiet:
+        print(f"Correct: make_chain builds one random cycle through every slot for all {len(sizes)} sizes tried.")
+
+
+# --------------------------------------------------------------------------- exercise 4
+
+
+def transpose_launch(shape: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Grid and block of the tiled transpose of an array of ``shape``: one (32, 8)-thread block per 32 x 32 tile."""
+    rows, cols = shape
+    return (blocks_for(cols, TILE), blocks_for(rows, TILE)), (TILE, TILE_ROWS)
+
+
+def run_tiled_transpose(kernel, a) -> np.ndarray:
+    """Launch a tiled transpose ``kernel(a, out)`` with :func:`transpose_launch` and return ``out`` on the host.
+
+    ``out`` starts filled with NaN, so elements the kernel never writes show up.
+    """
+    check_array(a, "a", dtype=np.float32, ndim=2)
+    rows, cols = a.shape
+    from numba import cuda
+
+    a_d = cuda.to_device(a) if isinstance(a, np.ndarray) else a
+    out_d = cuda.to_device(np.full((cols, rows), np.nan, dtype=np.float32))
+    grid, block = transpose_launch((rows, cols))
+    kernel[grid, block](a_d, out_d)
+    return to_host(out_d)
+
+
+def transpose_shapes() -> tuple[tuple[int, int], ...]:
+    """Shapes the transpose checker tries: partial tiles everywhere; one large odd shape on a GPU."""
+    small = ((1, 1), (31, 33), (40, 65))
+    return small if backend.is_simulator() else small + ((1025, 999),)
+
+
+def check_tiled_transpose(kernel, *, quiet: bool = False) -> None:
+    """Check a tiled transpose kernel ``kernel(a, out)`` (``out[c, r] = a[r, c]``) on awkward shapes.
+
+    The kernel is launched with :func:`transpose_launch`: blocks of (32, 8) threads, one per
+    32 x 32 tile of ``a``, so each thread moves four elements in and four out.
+    """
+    rng = np.random.default_rng(0)
+    shapes = transpose_shapes()
+    for shape in shapes:
+        a = rng.standard_normal(shape).astype(np.float32)
+        try:
+            got = run_tiled_transpose(kernel, a)
+        except IndexError as exc:
+            raise CheckFailed(f"your kernel read or wrote outside an array for shape {shape} ({exc}). The last tiles "
+                              "of a row or column are partial: guard every load and every store with a bounds check "
+                              "(but never the syncthreads).") from None
+        problem = diagnose(got, a.T, rtol=0, atol=0)
+        if problem:
+            hint = ""
+            if np.isnan(got).all():
+                hint = " Nothing was written: load the tile, synchronise, then store the transposed tile."
+            elif got.shape == a.shape[::-1] and np.array_equal(np.nan_to_num(got, nan=0).ravel(), a.ravel()):
+                hint = " The elements are in row order: write tile[x][y], the transposed position, not tile[y][x]."
+            raise CheckFailed(f"your kernel is wrong for an array of shape {shape}: {problem}.{hint}")
+    if not quiet:
+        print(f"Correct: your tiled transpose matches NumPy on all {len(shapes)} shapes tried (partial tiles included).")
+
+
+def compare_transposes(kernel, naive_kernel, n: int | None = None) -> dict[str, Timing]:
+    """Time ``naive_kernel`` (one thread per element) and the tiled ``kernel`` on an ``n x n`` float32 matrix.
+
+    Returns the two :class:`~labhelpers.timing.Timing` objects (no numbers under the simulator),
+    with ``nbytes`` counting the matrix read once and written once.
+    """
+    from numba import cuda
+
+    n = n or (64 if backend.is_simulator() else 8192)
+    a_d = cuda.to_device(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
+    out_d = cuda.device_array((n, n), dtype=np.float32)
+    naive_grid = (blocks_for(n, TILE), blocks_for(n, TILE_ROWS))
+    grid, block = transpose_launch((n, n))
+    nbytes = 2 * n * n * 4
+    return {
+        "naive": benchmark(lambda: naive_kernel[naive_grid, block](a_d, out_d), nbytes=nbytes,
+                           label=f"naive transpose {n}x{n}"),
+        "tiled": benchmark(lambda: kernel[grid, block](a_d, out_d), nbytes=nbytes, label=f"tiled transpose {n}x{n}"),
+    }

@@ -1,0 +1,238 @@
+"""Checkers for the lab "Profiling and the roofline".
+
+1. :func:`check_matvec_counts`: count the flops and bytes of ``y = A x`` by hand.
+2. :func:`check_roofline_time`: the time the roofline predicts for a kernel.
+3. :func:`check_ridge_fma_count`: where the FMA-per-element kernel turns from memory to compute bound.
+4. :func:`check_read_sum`: a grid-stride kernel that reads an array once (the read-bandwidth ceiling).
+
+Each takes the student's function (or kernel) first, tries several cases, and raises
+:class:`~labhelpers.errors.CheckFailed` with a message that says what to change.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from ..checkers import check_function
+from ..errors import CheckFailed
+
+
+def _close(a, b, rtol: float = 1e-6) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------------------ 1. counting
+
+#: ``(m, n, itemsize)`` cases: small ones expose a forgotten vector, itemsize 8 a hard-coded 4.
+MATVEC_CASES = ((1, 1, 4), (3, 5, 4), (1000, 7, 4), (7, 1000, 8), (64, 64, 2))
+
+
+def matvec_expected(m: int, n: int, itemsize: int) -> tuple[int, int]:
+    """Flops and bytes of ``y = A x`` (A: m x n): a multiply-add per element of A; A, x read once, y written."""
+    return 2 * m * n, (m * n + n + m) * itemsize
+
+
+def check_matvec_counts(student: Callable[[int, int, int], tuple], quiet: bool = False) -> None:
+    """Check ``student(m, n, itemsize) -> (flops, nbytes)`` for the matrix-vector product ``y = A x``.
+
+    Raises:
+        CheckFailed: for the first case that is wrong, with the likely mistake.
+    """
+    for m, n, itemsize in MATVEC_CASES:
+        got = student(m, n, itemsize)
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise CheckFailed(f"matvec_counts({m}, {n}, {itemsize}) returned {got!r}: return a pair (flops, nbytes).")
+        flops, nbytes = got
+        want_flops, want_bytes = matvec_expected(m, n, itemsize)
+        case = f"m={m}, n={n}, itemsize={itemsize}"
+        if not _close(flops, want_flops):
+            hint = ""
+            if _close(flops, m * n):
+                hint = " You counted one flop per element of A: a multiply-add is two (a multiply and an add)."
+            elif _close(flops, 0):
+                hint = " The flops are still 0: count them."
+            raise CheckFailed(f"flops are wrong for {case}: got {flops}, expected {want_flops} (2 per element of A)."
+                              + hint)
+        if not _close(nbytes, want_bytes):
+            hint = ""
+            if _close(nbytes, m * n * itemsize):
+                hint = " You counted A only: x is read too (n elements) and y is written (m elements)."
+            elif _close(nbytes, (m * n + n + m) * 4):
+                hint = " Multiply by itemsize, not by 4: this case has itemsize " + str(itemsize) + "."
+            elif _close(nbytes, (2 * m * n + m) * itemsize):
+                hint = " x is small and stays in cache: it is read from device memory once (n elements), not m times."
+            elif _close(nbytes, m * n + n + m):
+                hint = " That is a count of elements: multiply by itemsize to get bytes."
+            elif _close(nbytes, 0):
+                hint = " The bytes are still 0: count them."
+            raise CheckFailed(f"bytes are wrong for {case}: got {nbytes}, expected {want_bytes}." + hint)
+    if not quiet:
+        print(f"Correct: matvec_counts matches on all {len(MATVEC_CASES)} cases (intensity of a large float32 "
+              f"matvec: {2 / 4:.2f} FLOP/byte).")
+
+
+# --------------------------------------------------------------------------------- 2. roofline time
+
+
+def roofline_time_expected(flops: float, nbytes: float, bandwidth_gbs: float, peak_gflops: float) -> float:
+    """The roofline's lower bound on the time, in ms: the slower of moving the bytes and doing the flops."""
+    return max(nbytes / (bandwidth_gbs * 1e9), flops / (peak_gflops * 1e9)) * 1e3
+
+
+def _time_cases() -> list[tuple[float, float, float, float]]:
+    cases = [(2e9, 12e9, 3000.0, 60000.0), (1e12, 1e8, 3000.0, 60000.0), (6e10, 3e9, 3000.0, 60000.0),
+             (0.0, 1e9, 1000.0, 1000.0), (1e9, 0.0, 1000.0, 1000.0)]
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        cases.append((float(10 ** rng.uniform(6, 13)), float(10 ** rng.uniform(6, 11)), float(rng.uniform(300, 5000)),
+                      float(rng.uniform(5000, 70000))))
+    return cases
+
+
+def check_roofline_time(student: Callable[[float, float, float, float], float], quiet: bool = False) -> None:
+    """Check ``student(flops, nbytes, bandwidth_gbs, peak_gflops) -> milliseconds``."""
+    for flops, nbytes, bw, peak in _time_cases():
+        got = student(flops, nbytes, bw, peak)
+        want = roofline_time_expected(flops, nbytes, bw, peak)
+        if got is None:
+            raise CheckFailed("roofline_time_ms returned None: return the time in milliseconds.")
+        if _close(got, want):
+            continue
+        t_mem, t_comp = nbytes / (bw * 1e9) * 1e3, flops / (peak * 1e9) * 1e3
+        case = f"flops={flops:.3g}, nbytes={nbytes:.3g}, bandwidth {bw:,.0f} GB/s, peak {peak:,.0f} GFLOP/s"
+        hint = ""
+        if _close(got, t_mem + t_comp):
+            hint = (" You added the two times: the memory system and the arithmetic units work at the same time, "
+                    "so the kernel takes as long as the slower of the two (the larger), not their sum.")
+        elif _close(got, min(t_mem, t_comp)):
+            hint = " You took the faster of the two: the kernel cannot finish before the slower one (take the larger)."
+        elif _close(got * 1e3, want) or _close(got * 1e6, want):
+            hint = " The units are off: GB/s and GFLOP/s are 1e9 per second, and the answer is in milliseconds."
+        elif _close(got, want * 1e3) or _close(got, want * 1e6):
+            hint = " The units are off: divide by 1e9 for GB/s and GFLOP/s, then convert seconds to milliseconds."
+        elif _close(got, 0):
+            hint = " The time is still 0: compute it."
+        raise CheckFailed(f"roofline_time_ms is wrong for {case}: got {got}, expected {want:.6g} ms "
+                          f"(memory needs {t_mem:.4g} ms, arithmetic {t_comp:.4g} ms)." + hint)
+    if not quiet:
+        print("Correct: roofline_time_ms matches the roofline on all cases (memory bound, compute bound, the ridge).")
+
+
+# --------------------------------------------------------------------------------------- 3. ridge
+
+RIDGE_CASES = ((3350.0, 67000.0, 4), (2000.0, 51000.0, 4), (900.0, 7800.0, 8), (320.0, 8100.0, 4),
+               (4800.0, 34000.0, 8))
+
+
+def ridge_fma_expected(bandwidth_gbs: float, peak_gflops: float, itemsize: int) -> float:
+    """FMAs per element where ``fma_per_element``'s intensity ``nfma / itemsize`` equals the balance ``P / B``."""
+    return itemsize * peak_gflops / bandwidth_gbs
+
+
+def check_ridge_fma_count(student: Callable[[float, float, int], float], quiet: bool = False) -> None:
+    """Check ``student(bandwidth_gbs, peak_gflops, itemsize) -> FMAs per element at the ridge``."""
+    for bw, peak, itemsize in RIDGE_CASES:
+        got = student(bw, peak, itemsize)
+        want = ridge_fma_expected(bw, peak, itemsize)
+        if got is None:
+            raise CheckFailed("ridge_fma_count returned None: return the number of FMAs per element.")
+        if _close(got, want):
+            continue
+        case = f"bandwidth {bw:,.0f} GB/s, peak {peak:,.0f} GFLOP/s, itemsize {itemsize}"
+        hint = ""
+        if _close(got, want / 2):
+            hint = (" Half the answer: each element is loaded *and* stored, so the kernel moves 2 * itemsize bytes "
+                    "per element.")
+        elif _close(got, want * 2):
+            hint = " Twice the answer: one FMA is two flops (a multiply and an add)."
+        elif _close(got, want / itemsize):
+            hint = " You left out the element size: intensity is flops per *byte*."
+        elif _close(got, 0):
+            hint = " The count is still 0: compute it."
+        raise CheckFailed(f"ridge_fma_count is wrong for {case}: got {got}, expected {want:.6g}." + hint)
+    if not quiet:
+        print(f"Correct: ridge_fma_count matches on all {len(RIDGE_CASES)} GPUs tried.")
+
+
+# ------------------------------------------------------------------------------------ 4. read_sum
+
+READ_SUM_GRID = (2, 32)
+
+
+def read_sum_reference(x: np.ndarray, threads_total: int) -> np.ndarray:
+    """What ``read_sum`` must write: thread ``t``'s sum of ``x[t], x[t + T], x[t + 2T], ...`` (T threads in all)."""
+    out = np.zeros(threads_total, dtype=np.float64)
+    for t in range(threads_total):
+        out[t] = x[t::threads_total].astype(np.float64).sum()
+    return out.astype(np.float32)
+
+
+def _run_read_sum(kernel, x: np.ndarray, blocks: int, threads: int) -> np.ndarray:
+    from numba import cuda
+
+    total = blocks * threads
+    x_d = cuda.to_device(x)
+    out_d = cuda.to_device(np.full(total, np.nan, dtype=np.float32))
+    kernel[blocks, threads](x_d, out_d)
+    return out_d.copy_to_host()
+
+
+def check_read_sum(kernel, quiet: bool = False) -> None:
+    """Check a ``read_sum(x, out)`` kernel: each thread sums its grid-stride share of ``x`` into ``out[thread]``.
+
+    The checker launches 2 blocks of 32 threads on arrays of awkward sizes, most of them longer than the grid,
+    so only a grid-stride loop covers every element.
+    """
+    blocks, threads = READ_SUM_GRID
+    total = blocks * threads
+
+    def student(x):
+        return _run_read_sum(kernel, x, blocks, threads)
+
+    try:
+        check_function(student, lambda x: read_sum_reference(x, total),
+                       lambda n, rng: (rng.random(n, dtype=np.float32) + np.float32(0.5),),
+                       rtol=1e-3, atol=1e-4, what="read_sum", quiet=True)
+    except CheckFailed as exc:
+        x = np.arange(1, 4 * total + 8, dtype=np.float32)
+        try:
+            got = student(x)
+        except Exception:
+            raise exc from None
+        hint = ""
+        one_each = x[:total]
+        if np.allclose(got, 0):
+            hint = (" Every sum is 0: add x[i] to acc inside a loop that steps i by the grid's size "
+                    "(`while i < x.size:` ... `i += stride`).")
+        elif np.allclose(got, one_each):
+            hint = (" Each thread read a single element: with fewer threads than elements, loop over "
+                    "x[i], x[i + stride], x[i + 2 * stride], ... (stride = cuda.gridsize(1)).")
+        raise CheckFailed(str(exc) + hint) from None
+    if not quiet:
+        print(f"Correct: read_sum matches NumPy on all sizes tried, with a grid of {blocks} x {threads} threads.")
+
+
+def time_read_sum(kernel, n: int | None = None, threads: int = 256):
+    """Time ``read_sum`` over ``n`` float32 elements on a grid that fills the GPU; bytes counted: ``4 n`` read.
+
+    Returns:
+        A :class:`~labhelpers.timing.Timing` (no numbers under the simulator, where the kernel runs once on a
+        small array).
+    """
+    from numba import cuda
+
+    from ..kernels.roofline import full_grid
+    from ..sizes import problem_size
+    from ..timing import benchmark
+
+    n = n or problem_size(gpu=2**28, sim=2048)
+    blocks, threads = full_grid(threads)
+    x = cuda.to_device(np.ones(n, dtype=np.float32))
+    out = cuda.device_array(blocks * threads, dtype=np.float32)
+    return benchmark(lambda: kernel[blocks, threads](x, out), nbytes=4 * n, number=5, repeat=10, label="read_sum")

@@ -1,0 +1,411 @@
+"""Chapter "Matrix multiplication": the GPU kernels, from one thread per output to register tiles.
+
+Every kernel computes ``C = A @ B`` for row-major float32 matrices, ``A`` of shape ``m x k``, ``B``
+of shape ``k x n`` and ``C`` of shape ``m x n``, for *any* ``m``, ``k`` and ``n`` (1 x 1, 17 x 33
+times 33 x 5, sizes that divide no tile). The x dimension of the grid runs along the columns of
+``C`` and y along its rows, so neighbouring threads of a warp touch neighbouring columns
+(coalesced loads of ``B`` and stores of ``C``).
+
+The sequence, one lesson each:
+
+* :func:`matmul_naive`: one thread per element of ``C``, a dot product straight from global memory.
+* :func:`tiled_kernel`: a block stages ``tile x tile`` tiles of ``A`` and ``B`` in shared memory,
+  two barriers per tile (read-after-write and write-after-read), loads guarded with zeros.
+* :func:`register_tiled_kernel`: thread coarsening. A block computes a ``bm x bn`` tile of ``C``,
+  each thread a ``tm x tn`` patch of it held in registers; per step of ``k`` a thread reads
+  ``tm + tn`` numbers from shared memory and does ``tm * tn`` fused multiply-adds.
+* :func:`double_buffered_kernel`: the same, with two shared buffers so the next tile's global
+  loads are in flight while the current tile is multiplied (one barrier per tile).
+
+Host side: :func:`matmul` validates its arguments (shapes, dtype, contiguity) and runs any variant;
+:func:`plan` gives the kernel and launch geometry; :func:`measure_sweep` and friends time them on a
+GPU (the chapter's reference tables are built by ``bench/matmul.py`` with the same functions).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from numba import cuda, float32, uint64
+
+from .. import backend
+from ..arrays import check_array, to_host
+from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
+from ..launch import blocks_for, check_launch
+from ..sweep import sweep
+from ..timing import Timing, benchmark
+
+#: The kernels of this chapter, in the order the chapter builds them.
+VARIANTS: tuple[str, ...] = ("naive", "tiled", "coarsened", "register", "double_buffered")
+#: Threads per block of the naive kernel, as (x along columns, y along rows).
+NAIVE_BLOCK: tuple[int, int] = (16, 16)
+#: Tile sizes the shared-memory kernel is built for (a tile x tile block; 32 x 32 = 1024 threads is the most).
+TILES: tuple[int, ...] = (8, 16, 32)
+#: Default tile of the shared-memory kernel.
+DEFAULT_TILE = 16
+#: Relative error of the Frobenius norm, ``||C - C_ref|| / ||C_ref||`` against a float64 reference, that a
+#: float32 result must stay within. Rounding in a float32 dot product of length k grows like sqrt(k) times
+#: float32's unit roundoff (6e-8) for random data: about 4e-6 at k = 4096, so 1e-5 passes every correct
+#: kernel up to that size and fails any kernel that drops, repeats or misplaces even a few products.
+RELATIVE_TOLERANCE = 1e-5
+#: Width in floats of the groups a thread reads from shared memory at once (16 bytes, one 128-bit load).
+VECTOR = 4
+VEC = uint64(VECTOR)  # the same, as the unsigned constant the kernels use
+#: Floats of padding after each row of the transposed A tile in shared memory (keeps the stores
+#: of the tile free of bank conflicts; 4 floats keep every row 16-byte aligned).
+A_PAD = 4
+
+
+# ------------------------------------------------------------------------------------------- naive kernel
+
+
+@cuda.jit
+def matmul_naive(A, B, C):
+    """``C = A @ B`` with one thread per element of ``C``, reading ``A`` and ``B`` from global memory.
+
+    Per fused multiply-add (2 flops) the thread loads one float of ``A`` and one of ``B`` (8 bytes):
+    0.25 flop per byte, which no GPU feeds fast enough. Launch with x along the columns of ``C``.
+    """
+    col, row = cuda.grid(2)  # x runs along a row of C: neighbouring threads, neighbouring columns
+    if row < C.shape[0] and col < C.shape[1]:  # >= shape is outside (the seed's `row > Width` lets row == Width in)
+        acc = float32(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+# ------------------------------------------------------------------------------------ shared-memory tiles
+
+
+@functools.lru_cache(maxsize=None)
+def tiled_kernel(tile: int = DEFAULT_TILE):
+    """The shared-memory kernel for ``tile x tile`` blocks (``tile`` a compile-time constant).
+
+    Each phase, every thread copies one element of ``A`` and one of ``B`` into the block's shared
+    tiles (a zero where the tile hangs over the edge of the matrix), the block waits, and every
+    thread does ``tile`` multiply-adds from shared memory. Each element brought in from global
+    memory is used ``tile`` times: ``tile`` times fewer global loads than :func:`matmul_naive`.
+    Launch with ``tile x tile`` threads per block, x along the columns of ``C``.
+    """
+    if tile < 1 or tile * tile > 1024:
+        raise LaunchConfigError(f"a {tile} x {tile} tile needs {tile * tile} threads per block: choose a tile "
+                                "between 1 and 32 (1024 threads is the most a block can have)")
+
+    @cuda.jit
+    def matmul_tiled(A, B, C):
+        As = cuda.shared.array((tile, tile), float32)  # tile of A: rows of C's tile, a slice of k
+        Bs = cuda.shared.array((tile, tile), float32)  # tile of B: the same slice of k, columns of C's tile
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        col, row = cuda.grid(2)
+        m, k = A.shape
+        n = B.shape[1]
+        acc = float32(0)
+        for k0 in range(0, k, tile):
+            # Every thread loads, even one outside C: its zeros pad the tiles, and it must reach the
+            # barriers below (guard the loads, never the barrier).
+            a = float32(0)
+            if row < m and k0 + tx < k:
+                a = A[row, k0 + tx]
+            As[ty, tx] = a
+            b = float32(0)
+            if k0 + ty < k and col < n:
+                b = B[k0 + ty, col]
+            Bs[ty, tx] = b
+            cuda.syncthreads()  # RAW: the tiles must be complete before anyone reads them
+            for kk in range(tile):
+                acc += As[ty, kk] * Bs[kk, tx]
+            cuda.syncthreads()  # WAR: everyone must be done reading before the next phase overwrites the tiles
+        if row < m and col < n:
+            C[row, col] = acc
+
+    return matmul_tiled
+
+
+# ------------------------------------------------------------------------------------------ register tiles
+
+
+@dataclass(frozen=True)
+class RegisterTiling:
+    """The shape of a register-tiled kernel: a block computes ``bm x bn`` of C, a thread ``tm x tn`` of that.
+
+    Attributes:
+        bm, bn: rows and columns of C per block.
+        bk: slice of ``k`` staged in shared memory per phase.
+        tm, tn: rows and columns of C per thread, multiples of 4: a thread reads its ``tm`` values of A
+            and ``tn`` values of B for one step of ``k`` as groups of 4 adjacent floats (16-byte loads).
+        min_blocks: blocks that should fit on one SM at once; the compiler keeps registers per
+            thread under ``65536 / (threads * min_blocks)`` (a launch bound).
+    """
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 8
+    tm: int = 8
+    tn: int = 8
+    min_blocks: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("bm", "bn", "bk", "tm", "tn", "min_blocks"):
+            if getattr(self, name) < 1:
+                raise LaunchConfigError(f"RegisterTiling.{name} must be positive, got {getattr(self, name)}")
+        if self.tm % VECTOR or self.tn % VECTOR:
+            raise LaunchConfigError(f"tm and tn must be multiples of {VECTOR} (got tm={self.tm}, tn={self.tn}): "
+                                    f"a thread reads its fragments in groups of {VECTOR} floats")
+        if self.bm % self.tm or self.bn % self.tn:
+            raise LaunchConfigError(f"the block tile {self.bm} x {self.bn} must be a whole number of thread tiles "
+                                    f"{self.tm} x {self.tn}")
+        reason = check_launch(self.threads, self.shared_bytes())
+        if reason:
+            raise LaunchConfigError(f"{self}: {reason}")
+        if self.bk % 2:
+            raise LaunchConfigError(f"bk must be even (the steps of k run in pairs), got {self.bk}")
+        if self.threads % self.bk or self.bm % (self.threads // self.bk):
+            raise LaunchConfigError(f"{self.label()}: the {self.threads} threads copy the {self.bm} x {self.bk} A tile "
+                                    f"as {self.threads // self.bk or 0} rows at a time; that must divide {self.bm}")
+        if self.threads % self.bn or self.bk % (self.threads // self.bn):
+            raise LaunchConfigError(f"{self.label()}: the {self.threads} threads copy the {self.bk} x {self.bn} B tile "
+                                    f"as {self.threads // self.bn or 0} rows at a time; that must divide {self.bk}")
+
+    @property
+    def threads_x(self) -> int:
+        """Threads along the columns of the block tile: ``bn / tn``."""
+        return self.bn // self.tn
+
+    @property
+    def threads_y(self) -> int:
+        """Threads along the rows of the block tile: ``bm / tm``."""
+        return self.bm // self.tm
+
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return self.threads_x * self.threads_y
+
+    @property
+    def a_passes(self) -> int:
+        """Elements of the A tile each thread copies per phase."""
+        return self.bm * self.bk // self.threads
+
+    @property
+    def b_passes(self) -> int:
+        """Elements of the B tile each thread copies per phase."""
+        return self.bk * self.bn // self.threads
+
+    @property
+    def block(self) -> tuple[int, int]:
+        """The block's shape for the launch, (x, y)."""
+        return (self.threads_x, self.threads_y)
+
+    def shared_bytes(self, buffers: int = 1) -> int:
+        """Shared memory per block: the transposed, padded A tile and the B tile, times ``buffers``."""
+        return buffers * 4 * self.bk * ((self.bm + A_PAD) + self.bn)
+
+    def grid(self, m: int, n: int) -> tuple[int, int]:
+        """Blocks needed for an ``m x n`` output, (x along columns, y along rows)."""
+        return (blocks_for(n, self.bn), blocks_for(m, self.bm))
+
+    def label(self) -> str:
+        """A short name such as ``128x128x8, 8x8/thread``."""
+        return f"{self.bm}x{self.bn}x{self.bk}, {self.tm}x{self.tn}/thread"
+
+
+#: Thread coarsening, first step: 64 x 64 of C per block of 256 threads, 4 x 4 per thread.
+COARSENED = RegisterTiling(bm=64, bn=64, bk=8, tm=4, tn=4)
+#: The chapter's fastest shape on Hopper: 128 x 128 per block of 256 threads, 8 x 8 per thread (64 accumulators).
+REGISTER = RegisterTiling(bm=128, bn=128, bk=8, tm=8, tn=8)
+
+
+def _jit_for(tiling: RegisterTiling) -> Callable:
+    """``cuda.jit`` with a launch bound on a GPU (the simulator knows no launch bounds)."""
+    if backend.is_simulator():
+        return cuda.jit
+    return cuda.jit(launch_bounds=(tiling.threads, tiling.min_blocks))
+
+
+def _shared_alignment() -> int | None:
+    """16-byte alignment for the shared tiles on a GPU (so 4 floats load as one 128-bit access); none in the simulator."""
+    return None if backend.is_simulator() else 16
+
+
+def _unsigned_constants(t: RegisterTiling) -> tuple:
+    """The sizes a register-tiled kernel needs, as ``uint64`` (mixing uint64 and signed ints gives float64 in Numba)."""
+    u = uint64
+    return (u(t.bm), u(t.bn), u(t.bk), u(t.tm), u(t.tn), u(t.tm // VECTOR), u(t.tn // VECTOR),
+            u(t.bm // (t.tm // VECTOR)), u(t.bn // (t.tn // VECTOR)), u(t.threads_x),
+            u(t.a_passes), u(t.b_passes), u(t.threads // t.bk), u(t.threads // t.bn))
+
+
+@functools.lru_cache(maxsize=None)
+def register_tiled_kernel(tiling: RegisterTiling = REGISTER, guarded: bool = True):
+    """The register-tiled (thread-coarsened) kernel for one :class:`RegisterTiling`.
+
+    Per phase, the block copies a ``bm x bk`` tile of A (stored transposed, ``As[k, row]``) and a
+    ``bk x bn`` tile of B into shared memory. Then, for each of the ``bk`` steps of k, a thread
+    reads its ``tm`` values of A and ``tn`` values of B into registers (the fragments) and does
+    the ``tm * tn`` multiply-adds of their outer product into ``acc``, which never leaves the
+    registers until the end. A thread's rows are ``tm / 4`` groups of 4 adjacent rows, the groups
+    ``bm / (tm / 4)`` apart (likewise its columns): the 4 floats of a group are one 16-byte
+    shared-memory load, and the threads of a warp read neighbouring groups, without bank conflicts.
+
+    Three things Numba needs to compile this well (checked in the SASS for sm_90):
+
+    * every size is a closure constant, so the loops over ``tm``, ``tn`` and the groups are fully
+      unrolled and ``acc`` is 64 registers, not an array in (slow) local memory;
+    * every index is unsigned (``uint64``): Numba checks each *signed* index for a negative value
+      (``a[-1]`` is the last element, as in Python), a compare and a select per access;
+    * the ``bk`` steps of k run as pairs: the compiler fully unrolls only small loops, and the
+      unrolled pair pays the loop counter and address arithmetic once per two steps.
+
+    Args:
+        tiling: the tile shapes.
+        guarded: check the bounds of every load (zeros outside the matrices), so any ``m``, ``k``,
+            ``n`` work. ``False`` drops the checks; only for sizes that are whole tiles in every
+            dimension (:func:`plan` chooses).
+    """
+    BM, BN, BK, TM, TN, GM, GN, ROW_STEP, COL_STEP, TX, A_PASSES, B_PASSES, A_STEP, B_STEP = \
+        _unsigned_constants(tiling)
+    ZERO, TWO = uint64(0), uint64(2)
+    GUARDED = guarded
+    bk, bn, a_stride, tm, tn = tiling.bk, tiling.bn, tiling.bm + A_PAD, tiling.tm, tiling.tn
+    align = _shared_alignment()
+
+    @_jit_for(tiling)
+    def matmul_register_tiled(A, B, C):
+        As = cuda.shared.array((bk, a_stride), float32, alignment=align)  # A tile, transposed: As[k, row]
+        Bs = cuda.shared.array((bk, bn), float32, alignment=align)  # B tile: Bs[k, col]
+        acc = cuda.local.array((tm, tn), float32)  # this thread's tm x tn outputs: registers
+        a_frag = cuda.local.array(tm, float32)  # its tm values of A for one step of k
+        b_frag = cuda.local.array(tn, float32)  # its tn values of B for one step of k
+        m, n, k = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
+        tx, ty = uint64(cuda.threadIdx.x), uint64(cuda.threadIdx.y)
+        tid = ty * TX + tx
+        row0, col0 = uint64(cuda.blockIdx.y) * BM, uint64(cuda.blockIdx.x) * BN
+        a_row, a_col = tid // BK, tid % BK  # this thread copies rows a_row + p * A_STEP of the A tile, column a_col
+        b_row, b_col = tid // BN, tid % BN  # and rows b_row + p * B_STEP of the B tile, column b_col
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0)
+        for k0 in range(ZERO, k, BK):
+            for p in range(A_PASSES):  # A[row0:row0+bm, k0:k0+bk] -> As, transposed; zeros outside A
+                r = a_row + p * A_STEP
+                a = float32(0)
+                if not GUARDED or (row0 + r < m and k0 + a_col < k):
+                    a = A[row0 + r, k0 + a_col]
+                As[a_col, r] = a
+            for p in range(B_PASSES):  # B[k0:k0+bk, col0:col0+bn] -> Bs; zeros outside B
+                r = b_row + p * B_STEP
+                b = float32(0)
+                if not GUARDED or (k0 + r < k and col0 + b_col < n):
+                    b = B[k0 + r, col0 + b_col]
+                Bs[r, b_col] = b
+            cuda.syncthreads()  # RAW: the tiles must be complete before anyone reads them
+            for kk0 in range(ZERO, BK, TWO):
+                for kq in range(TWO):  # two steps of k per trip: small enough to be unrolled
+                    kk = kk0 + kq
+                    for g in range(GM):  # shared -> registers, 4 adjacent floats per group
+                        for v in range(VEC):
+                            a_frag[g * VEC + v] = As[kk, g * ROW_STEP + ty * VEC + v]
+                    for g in range(GN):
+                        for v in range(VEC):
+                            b_frag[g * VEC + v] = Bs[kk, g * COL_STEP + tx * VEC + v]
+                    for i in range(TM):  # the outer product: tm * tn fused multiply-adds
+                        for j in range(TN):
+                            acc[i, j] += a_frag[i] * b_frag[j]
+            cuda.syncthreads()  # WAR: everyone must be done reading before the next phase overwrites the tiles
+        for i in range(TM):
+            r = row0 + (i // VEC) * ROW_STEP + ty * VEC + i % VEC
+            for j in range(TN):
+                c = col0 + (j // VEC) * COL_STEP + tx * VEC + j % VEC
+                if r < m and c < n:
+                    C[r, c] = acc[i, j]
+
+    return matmul_register_tiled
+
+
+@functools.lru_cache(maxsize=None)
+def double_buffered_kernel(tiling: RegisterTiling = REGISTER, guarded: bool = True):
+    """:func:`register_tiled_kernel` with double buffering: the next tile travels while this one is multiplied.
+
+    Two copies of each shared tile. In phase ``ph`` every thread first issues the global loads of
+    tile ``ph`` into registers (``a_next``, ``b_next``), then multiplies tile ``ph - 1`` out of the
+    other buffer while those loads are in flight, and only then stores them into shared memory.
+    One barrier per phase does both jobs: tile ``ph`` is complete before phase ``ph + 1`` reads it
+    (RAW), and buffer ``ph % 2`` is written only after the barrier that ended the reads of it two
+    phases earlier (WAR). Arguments as for :func:`register_tiled_kernel`.
+    """
+    BM, BN, BK, TM, TN, GM, GN, ROW_STEP, COL_STEP, TX, A_PASSES, B_PASSES, A_STEP, B_STEP = \
+        _unsigned_constants(tiling)
+    ZERO, ONE, TWO = uint64(0), uint64(1), uint64(2)
+    GUARDED = guarded
+    bk, bn, a_stride, tm, tn = tiling.bk, tiling.bn, tiling.bm + A_PAD, tiling.tm, tiling.tn
+    a_passes, b_passes = tiling.a_passes, tiling.b_passes
+    align = _shared_alignment()
+
+    @_jit_for(tiling)
+    def matmul_double_buffered(A, B, C):
+        As = cuda.shared.array((2, bk, a_stride), float32, alignment=align)  # two transposed A tiles
+        Bs = cuda.shared.array((2, bk, bn), float32, alignment=align)  # two B tiles
+        acc = cuda.local.array((tm, tn), float32)
+        a_frag = cuda.local.array(tm, float32)
+        b_frag = cuda.local.array(tn, float32)
+        a_next = cuda.local.array(a_passes, float32)  # the next tile's elements, in flight from global memory
+        b_next = cuda.local.array(b_passes, float32)
+        m, n, k = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
+        tx, ty = uint64(cuda.threadIdx.x), uint64(cuda.threadIdx.y)
+        tid = ty * TX + tx
+        row0, col0 = uint64(cuda.blockIdx.y) * BM, uint64(cuda.blockIdx.x) * BN
+        a_row, a_col = tid // BK, tid % BK
+        b_row, b_col = tid // BN, tid % BN
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0)
+        phases = (k + BK - ONE) // BK
+        for ph in range(ZERO, phases + ONE):  # phase ph fetches tile ph and multiplies tile ph - 1
+            k0 = ph * BK
+            if ph < phases:  # 1. issue the loads of tile ph (the same for every thread of the block)
+                for p in range(A_PASSES):
+                    r = a_row + p * A_STEP
+                    a = float32(0)
+                    if not GUARDED or (row0 + r < m and k0 + a_col < k):
+                        a = A[row0 + r, k0 + a_col]
+                    a_next[p] = a
+                for p in range(B_PASSES):
+                    r = b_row + p * B_STEP
+                    b = float32(0)
+                    if not GUARDED or (k0 + r < k and col0 + b_col < n):
+                        b = B[k0 + r, col0 + b_col]
+                    b_next[p] = b
+            if ph > ZERO:  # 2. multiply tile ph - 1 while they travel
+                cur = (ph - ONE) % TWO
+                for kk0 in range(ZERO, BK, TWO):
+                    for kq in range(TWO):
+                        kk = kk0 + kq
+                        for g in range(GM):
+                            for v in range(VEC):
+                                a_frag[g * VEC + v] = As[cur, kk, g * ROW_STEP + ty * VEC + v]
+                        for g in range(GN):
+                            for v in range(VEC):
+                                b_frag[g * VEC + v] = Bs[cur, kk, g * COL_STEP + tx * VEC + v]
+                        for i in range(TM):
+                            for j in range(TN):
+                                acc[i, j] += a_frag[i] * b_frag[j]
+            if ph < phases:  # 3. land tile ph in the other buffer
+                nxt = ph % TWO
+                for p in range(A_PASSES):
+                    As[nxt, a_col, a_row + p * A_STEP] = a_next[p]
+                for p in range(B_PASSES):
+                    Bs[nxt, b_row + p * B_STEP, b_col] = b_next[p]
+            cuda.syncthreads()  # RAW for tile ph, WAR for buffer ph % 2 (see the docstring)
+        for i in range(TM):
+            r = row0 + (i // VEC) * ROW_STEP + ty * VEC + i % VEC
+            for j in range(TN):
+                c = col0 + (j // VEC) * COL_STEP + tx * VEC + j % VEC
+                if r < m and c < n:
+                    C[r, c] = acc[i, j]
+
+    return matmul_double_buffered

@@ -1,0 +1,621 @@
+"""Chapter "Profiling and the roofline": the kernels that measure a GPU's ceilings, and the sweeps built on them.
+
+Four microbenchmark kernels, in the spirit of the Empirical Roofline Toolkit (Lo et al., *Roofline Model
+Toolkit: A Practical Tool for Architectural and Program Analysis*, PMBS 2014):
+
+* :func:`stream_copy`: ``out[i] = x[i]``, a grid-stride loop with four loads in flight per thread. Its bytes
+  (read + written) over its time is the device-memory (DRAM/HBM) ceiling.
+* :func:`l2_read`: reads a small buffer (it fits in L2) over and over; bytes read over time is the L2 ceiling.
+* :func:`fma_chains`: eight independent chains of dependent fused multiply-adds per thread, no memory traffic
+  to speak of; flops over time is the FMA ceiling (FP32 or FP64, chosen by the array's dtype).
+* :func:`fma_per_element`: loads an element, applies ``nfma`` multiply-adds to it, stores it. ``nfma`` sets the
+  arithmetic intensity, so sweeping it walks a kernel along the roofline.
+
+Then the measurements the chapter shows: :func:`timing_hygiene` (what each way of timing a launch really
+measures), :func:`timing_repeats` (noise), :func:`intensity_sweep`, :func:`skewed_gemm_sweep` and
+:func:`representative_points`. On a GPU they time; under the simulator the sweeps return the same columns
+with NaN timings, and the functions that exist only to time raise :class:`~labhelpers.errors.GPUOnlyError`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+from numba import cuda, float32
+
+from .. import backend
+from ..arrays import check_array, to_host
+from ..errors import GPUOnlyError, LaunchConfigError
+from ..launch import blocks_for, check_launch
+from ..sweep import sweep
+from ..timing import Timing, benchmark
+
+#: Loads each thread keeps in flight in the streaming kernels (the unroll factor of their main loop).
+LOADS_IN_FLIGHT = 4
+#: Independent FMA chains per thread in :func:`fma_chains`.
+FMA_CHAINS = 8
+#: FMAs per chain in one trip of :func:`fma_chains`'s inner, fully unrolled loop.
+FMA_UNROLL = 16
+
+
+# --------------------------------------------------------------------------------------------- kernels
+
+
+@cuda.jit
+def stream_copy(x, out):
+    """``out[i] = x[i]`` for every ``i``: a grid-stride loop with four loads in flight per thread.
+
+    Each trip of the main loop issues four independent loads (``i``, ``i + stride``, ...) before the first
+    store, so a thread has four requests travelling to memory at once; with a full SM (2048 threads) that is
+    enough bytes in flight to cover the latency of HBM. Every warp-wide load is one contiguous, coalesced
+    segment. The second loop does the fewer-than-four strides left at the end.
+    """
+    n = x.size
+    stride = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + 3 * stride < n:
+        a = x[i]
+        b = x[i + stride]
+        c = x[i + 2 * stride]
+        d = x[i + 3 * stride]
+        out[i] = a
+        out[i + stride] = b
+        out[i + 2 * stride] = c
+        out[i + 3 * stride] = d
+        i += 4 * stride
+    while i < n:
+        out[i] = x[i]
+        i += stride
+
+
+@cuda.jit
+def l2_read(x, out, steps, step):
+    """Read ``x`` (its size a power of two, small enough to stay in L2) ``steps`` times per thread.
+
+    Thread ``t`` reads ``x[(t + m * step) % x.size]`` for ``m = 0 .. steps - 1``, four loads at a time, and
+    writes the sum to ``out[t]`` (so the compiler cannot drop the loads). ``step`` is a multiple of 32 whose
+    quotient by 32 is odd (see :func:`l2_step`): a warp's 32 loads stay one aligned, coalesced segment, and an
+    SM does not come back to an address for ``x.size / 32`` trips, far more data than its L1 holds. So the
+    loads miss L1 and hit L2: bytes read over time is the L2 bandwidth.
+    """
+    t = cuda.grid(1)
+    mask = x.size - 1
+    acc0 = float32(0)
+    acc1 = float32(0)
+    acc2 = float32(0)
+    acc3 = float32(0)
+    k = t
+    m = 0
+    while m < steps:
+        acc0 += x[k & mask]
+        acc1 += x[(k + step) & mask]
+        acc2 += x[(k + 2 * step) & mask]
+        acc3 += x[(k + 3 * step) & mask]
+        k += 4 * step
+        m += 4
+    if t < out.size:
+        out[t] = (acc0 + acc1) + (acc2 + acc3)
+
+
+@cuda.jit
+def fma_chains(out, iters, a, b):
+    """``iters * 16`` fused multiply-adds on each of eight independent chains per thread.
+
+    Each chain is a dependent sequence ``x = x * a + b`` (one FMA instruction: 2 flops). One chain alone
+    would wait for the previous FMA's result (about 4 cycles on recent GPUs) before issuing the next; eight
+    independent chains per thread, and many warps per SM, give the scheduler an independent FMA to issue
+    every cycle. The inner loop has a constant trip count, so the compiler unrolls it: 128 FMAs per trip of
+    the outer loop, against three instructions of loop bookkeeping (add, compare, branch), which would
+    otherwise take issue slots from the FMAs.
+    ``out`` holds each thread's start value and receives its result; its dtype picks FP32 or FP64.
+    """
+    i = cuda.grid(1)
+    if i < out.size:
+        x0 = out[i]
+        x1 = x0 + b
+        x2 = x1 + b
+        x3 = x2 + b
+        x4 = x3 + b
+        x5 = x4 + b
+        x6 = x5 + b
+        x7 = x6 + b
+        j = 0
+        while j < iters:
+            for _ in range(16):  # FMA_UNROLL: a constant trip count, unrolled by the compiler
+                x0 = x0 * a + b
+                x1 = x1 * a + b
+                x2 = x2 * a + b
+                x3 = x3 * a + b
+                x4 = x4 * a + b
+                x5 = x5 * a + b
+                x6 = x6 * a + b
+                x7 = x7 * a + b
+            j += 1
+        out[i] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7))
+
+
+@cuda.jit
+def fma_per_element(x, out, nfma, a, b):
+    """``out[i] = f(x[i])`` where ``f`` applies ``v = v * a + b`` ``nfma`` times: a tunable intensity.
+
+    Per element the kernel moves one load and one store and does ``2 * nfma`` flops, so its arithmetic
+    intensity is ``nfma / itemsize`` FLOP per byte. The grid-stride loop handles four elements per trip: four
+    loads in flight and four independent FMA chains, so both the memory side and the arithmetic side can run
+    at full rate. (A ``while`` loop rather than ``for _ in range(nfma)``: Numba lowers ``range`` with extra
+    bookkeeping per trip that the compiler cannot fold away, and those instructions take issue slots from
+    the FMAs.)
+    """
+    n = x.size
+    stride = cuda.gridsize(1)
+    i = cuda.grid(1)
+    while i + 3 * stride < n:
+        v0 = x[i]
+        v1 = x[i + stride]
+        v2 = x[i + 2 * stride]
+        v3 = x[i + 3 * stride]
+        j = 0
+        while j < nfma:
+            v0 = v0 * a + b
+            v1 = v1 * a + b
+            v2 = v2 * a + b
+            v3 = v3 * a + b
+            j += 1
+        out[i] = v0
+        out[i + stride] = v1
+        out[i + 2 * stride] = v2
+        out[i + 3 * stride] = v3
+        i += 4 * stride
+    while i < n:
+        v = x[i]
+        j = 0
+        while j < nfma:
+            v = v * a + b
+            j += 1
+        out[i] = v
+        i += stride
+
+
+# ------------------------------------------------------------------------------------------- counting
+
+
+def stream_copy_bytes(n: int, itemsize: int) -> int:
+    """Bytes :func:`stream_copy` moves: each element read once and written once (as a copy is counted)."""
+    return 2 * n * itemsize
+
+
+def l2_read_bytes(threads: int, steps: int, itemsize: int) -> int:
+    """Bytes :func:`l2_read` reads: ``steps`` loads by each of ``threads`` threads."""
+    return threads * steps * itemsize
+
+
+def fma_chains_flops(threads: int, iters: int) -> int:
+    """Flops of :func:`fma_chains`: 2 per FMA, ``8 chains * 8 * iters`` FMAs per thread."""
+    return 2 * FMA_CHAINS * FMA_UNROLL * iters * threads
+
+
+def fma_per_element_flops(n: int, nfma: int) -> int:
+    """Flops of :func:`fma_per_element`: ``2 * nfma`` per element."""
+    return 2 * nfma * n
+
+
+def fma_per_element_bytes(n: int, itemsize: int) -> int:
+    """Bytes of :func:`fma_per_element`: one load and one store per element."""
+    return 2 * n * itemsize
+
+
+def fma_per_element_intensity(nfma: int, itemsize: int = 4) -> float:
+    """Arithmetic intensity of :func:`fma_per_element` in FLOP/byte: ``2 nfma / (2 itemsize)``."""
+    return nfma / itemsize
+
+
+def l2_step(threads: int) -> int:
+    """The smallest ``step >= threads`` that is 32 times an odd number (see :func:`l2_read`)."""
+    if threads < 1:
+        raise LaunchConfigError(f"l2_read needs at least one thread, got {threads}")
+    q = -(-threads // 32)
+    if q % 2 == 0:
+        q += 1
+    return 32 * q
+
+
+# -------------------------------------------------------------------------------------- launch helpers
+
+
+def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
+    """``(blocks, threads)`` that fill every SM of this GPU ``waves`` times (a few blocks per SM).
+
+    Under the simulator, where there are no SMs, it returns a small grid of 2 blocks.
+    """
+    reason = check_launch(threads)
+    if reason:
+        raise LaunchConfigError(f"{reason}: choose threads per block between 32 and 1024, e.g. 256")
+    if backend.is_simulator():
+        return 2, threads
+    from ..device import device_info
+
+    info = device_info()
+    per_sm = max(1, (info.max_threads_per_sm or 2048) // threads)
+    if info.max_blocks_per_sm:
+        per_sm = min(per_sm, info.max_blocks_per_sm)
+    return (info.sm_count or 1) * per_sm * waves, threads
+
+
+def _float_array(a, name: str) -> None:
+    check_array(a, name, ndim=1)
+    if np.dtype(a.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise LaunchConfigError(f"{name} has dtype {np.dtype(a.dtype)}: these kernels take float32 or float64 arrays "
+                                f"(pass {name}.astype(np.float32)).")
+
+
+def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 256):
+    """Copy ``x`` into ``out`` with :func:`stream_copy` and return ``out`` (a device array if ``x`` was one).
+
+    Args:
+        x: a 1D float32 or float64 array (host or device).
+        out: where to write; a new device array when omitted.
+        blocks, threads: the launch; by default enough blocks to fill every SM once.
+    """
+    _float_array(x, "x")
+    on_host = isinstance(x, np.ndarray)
+    x_d = cuda.to_device(x) if on_host else x
+    if out is None:
+        out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
+    else:
+        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        out_d = out
+    if blocks is None:
+        blocks, threads = full_grid(threads)
+    if blocks < 1 or check_launch(threads):
+        raise LaunchConfigError(f"cannot launch {blocks} blocks of {threads} threads: use blocks >= 1 and "
+                                "1 <= threads <= 1024")
+    stream_copy[blocks, threads](x_d, out_d)
+    return to_host(out_d) if on_host and out is None else out_d
+
+
+def run_l2_read(x, steps: int, *, blocks: int | None = None, threads: int = 256):
+    """Run :func:`l2_read` over ``x`` and return the per-thread sums (NumPy) and the launch's thread count.
+
+    ``x``'s size must be a power of two; ``steps`` is rounded up to a multiple of 4.
+    """
+    _float_array(x, "x")
+    n = x.shape[0]
+    if n < 1 or n & (n - 1):
+        raise LaunchConfigError(f"l2_read needs a power-of-two number of elements (it wraps with a bit mask), got {n}")
+    if steps < 1:
+        raise LaunchConfigError(f"steps must be at least 1, got {steps}")
+    steps = 4 * (-(-steps // 4))
+    if blocks is None:
+        blocks, threads = full_grid(threads)
+    total = blocks * threads
+    x_d = cuda.to_device(x) if isinstance(x, np.ndarray) else x
+    out_d = cuda.device_array(total, dtype=np.float32)
+    l2_read[blocks, threads](x_d, out_d, steps, l2_step(total))
+    return to_host(out_d), total
+
+
+def l2_read_reference(x: np.ndarray, threads: int, steps: int) -> np.ndarray:
+    """What :func:`l2_read` computes, in NumPy (``steps`` already a multiple of 4)."""
+    step = l2_step(threads)
+    t = np.arange(threads)[:, None]
+    m = np.arange(steps)[None, :]
+    idx = (t + m * step) & (x.size - 1)
+    return x[idx].astype(np.float64).sum(axis=1)
+
+
+def run_fma_chains(out, iters: int, a: float = 0.999, b: float = 0.001, *, threads: int = 256):
+    """Run :func:`fma_chains` on ``out`` (one thread per element, start values in ``out``); return the result.
+
+    ``a`` and ``b`` are converted to ``out``'s dtype, so a float32 array runs FP32 FMAs and float64 FP64.
+    """
+    _float_array(out, "out")
+    if iters < 0:
+        raise LaunchConfigError(f"iters must be >= 0, got {iters}")
+    dtype = np.dtype(out.dtype).type
+    on_host = isinstance(out, np.ndarray)
+    out_d = cuda.to_device(out) if on_host else out
+    fma_chains[blocks_for(out.shape[0], threads), threads](out_d, iters, dtype(a), dtype(b))
+    return to_host(out_d) if on_host else out_d
+
+
+def fma_chains_reference(start: np.ndarray, iters: int, a: float = 0.999, b: float = 0.001) -> np.ndarray:
+    """What :func:`fma_chains` computes, in NumPy (without fusing, so equal up to rounding)."""
+    dtype = start.dtype.type
+    a, b = dtype(a), dtype(b)
+    chains = [start.copy()]
+    for _ in range(FMA_CHAINS - 1):
+        chains.append(chains[-1] + b)
+    for _ in range(iters * FMA_UNROLL):
+        chains = [c * a + b for c in chains]
+    c = chains
+    return ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]))
+
+
+def run_fma_per_element(x, nfma: int, a: float = 0.999, b: float = 0.001, out=None, *,
+                        blocks: int | None = None, threads: int = 256):
+    """Apply ``nfma`` multiply-adds to each element of ``x`` with :func:`fma_per_element`; return the result."""
+    _float_array(x, "x")
+    if nfma < 0:
+        raise LaunchConfigError(f"nfma must be >= 0, got {nfma}")
+    dtype = np.dtype(x.dtype).type
+    on_host = isinstance(x, np.ndarray)
+    x_d = cuda.to_device(x) if on_host else x
+    if out is None:
+        out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
+    else:
+        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        out_d = out
+    if blocks is None:
+        blocks, threads = full_grid(threads)
+    fma_per_element[blocks, threads](x_d, out_d, nfma, dtype(a), dtype(b))
+    return to_host(out_d) if on_host and out is None else out_d
+
+
+def fma_per_element_reference(x: np.ndarray, nfma: int, a: float = 0.999, b: float = 0.001) -> np.ndarray:
+    """What :func:`fma_per_element` computes, in NumPy."""
+    dtype = x.dtype.type
+    v = x.copy()
+    for _ in range(nfma):
+        v = v * dtype(a) + dtype(b)
+    return v
+
+
+# ------------------------------------------------------------------------------------- measurements
+
+
+def _require_gpu(what: str) -> None:
+    if backend.is_simulator():
+        raise GPUOnlyError(
+            f"{what} times GPU work, and there is no GPU here (the simulator's times say nothing about a GPU). "
+            "The chapter shows reference data measured on a real GPU instead."
+        )
+
+
+def _sync() -> None:
+    cuda.synchronize()
+
+
+def timing_hygiene(n: int = 2**26, nfma: int = 256) -> pd.DataFrame:
+    """Time one launch of :func:`fma_per_element` four ways and say what each number measures.
+
+    1. The first call of a freshly compiled kernel, host clock, synchronised: compilation included.
+    2. A later call, host clock, *not* synchronised: only the launch (the kernel is still running).
+    3. The same, synchronised before stopping the clock: the launch, the kernel, the synchronisation.
+    4. CUDA events around the launch (median of 20, after warm-up): the GPU's own time for the kernel.
+
+    Returns:
+        A table with columns ``measurement``, ``ms`` and ``what_it_measures``.
+
+    Raises:
+        GPUOnlyError: under the simulator.
+    """
+    _require_gpu("timing_hygiene")
+    x = cuda.to_device(np.ones(n, dtype=np.float32))
+    out = cuda.device_array(n, dtype=np.float32)
+    blocks, threads = full_grid()
+    fresh = cuda.jit(fma_per_element.py_func)  # a new dispatcher: its first call compiles
+    a, b = np.float32(0.999), np.float32(0.001)
+
+    def launch(kernel=fresh):
+        kernel[blocks, threads](x, out, nfma, a, b)
+
+    _sync()
+    t0 = time.perf_counter()
+    launch()
+    _sync()
+    first_ms = (time.perf_counter() - t0) * 1e3
+
+    for _ in range(3):  # warm-up: caches, clocks, the launch path
+        launch()
+    _sync()
+    t0 = time.perf_counter()
+    launch()
+    unsync_ms = (time.perf_counter() - t0) * 1e3
+    _sync()
+
+    t0 = time.perf_counter()
+    launch()
+    _sync()
+    sync_ms = (time.perf_counter() - t0) * 1e3
+
+    events = benchmark(launch, repeat=20, warmup=2, label="fma_per_element")
+    rows = [
+        ("first call (host clock, synchronised)", first_ms, "compilation + launch + kernel"),
+        ("later call, no synchronisation (host clock)", unsync_ms, "the launch only: the kernel is still running"),
+        ("later call, synchronised (host clock)", sync_ms, "launch + kernel + synchronisation"),
+        ("CUDA events, median of 20", events.median_ms, "the kernel, on the GPU's clock"),
+    ]
+    return pd.DataFrame(rows, columns=["measurement", "ms", "what_it_measures"])
+
+
+def timing_repeats(n: int = 2**26, nfma: int = 256, repeat: int = 50) -> pd.DataFrame:
+    """Time the same launch ``repeat`` times with CUDA events and with a synchronised host clock.
+
+    Returns:
+        A table with columns ``rep``, ``event_ms`` and ``host_ms`` (one row per repetition).
+
+    Raises:
+        GPUOnlyError: under the simulator.
+    """
+    _require_gpu("timing_repeats")
+    x = cuda.to_device(np.ones(n, dtype=np.float32))
+    out = cuda.device_array(n, dtype=np.float32)
+    blocks, threads = full_grid()
+    a, b = np.float32(0.999), np.float32(0.001)
+
+    def launch():
+        fma_per_element[blocks, threads](x, out, nfma, a, b)
+
+    for _ in range(3):
+        launch()
+    _sync()
+    start, end = cuda.event(), cuda.event()
+    rows = []
+    for rep in range(repeat):
+        t0 = time.perf_counter()
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        host_ms = (time.perf_counter() - t0) * 1e3
+        rows.append((rep, cuda.event_elapsed_time(start, end), host_ms))
+    return pd.DataFrame(rows, columns=["rep", "event_ms", "host_ms"])
+
+
+#: The FMA counts per element of the chapter's intensity sweep (intensity nfma/4 FLOP/B in FP32).
+SWEEP_NFMA = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512, 1024)
+
+
+def intensity_sweep(nfma_values=SWEEP_NFMA, n: int = 2**26, progress: bool = True) -> pd.DataFrame:
+    """Time :func:`fma_per_element` (float32) for each FMA count: the kernel walking along the roofline.
+
+    Returns:
+        The :func:`~labhelpers.sweep.sweep` table with ``nfma`` and ``intensity`` (FLOP/byte) first; NaN
+        timings under the simulator, where nothing is launched.
+    """
+    state = {}
+
+    def run(nfma):
+        if backend.is_simulator():
+            return None
+        if "x" not in state:
+            state["x"] = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
+            state["out"] = cuda.device_array(n, dtype=np.float32)
+            state["grid"] = full_grid()
+        x, out = state["x"], state["out"]
+        blocks, threads = state["grid"]
+        a, b = np.float32(0.999), np.float32(0.001)
+        return benchmark(lambda: fma_per_element[blocks, threads](x, out, nfma, a, b),
+                         flops=fma_per_element_flops(n, nfma), nbytes=fma_per_element_bytes(n, 4),
+                         repeat=10, number=3, label=f"fma_per_element nfma={nfma}")
+
+    table = sweep(run, {"nfma": list(nfma_values)}, progress=progress, desc="intensity sweep")
+    table.insert(1, "intensity", [fma_per_element_intensity(v, 4) for v in table["nfma"]])
+    return table
+
+
+def skewed_shapes(base: int = 1024, k: int = 1024, steps: int = 11) -> list[tuple[int, int, int]]:
+    """The skewed GEMM shapes ``(m, n, k)``: ``m = base * 2^i``, ``n = base / 2^i``, so ``m * n`` stays fixed."""
+    shapes = []
+    for i in range(steps):
+        f = 2**i
+        if base % f:
+            break
+        shapes.append((base * f, base // f, k))
+    return shapes
+
+
+def gemm_intensity(m: int, n: int, k: int, itemsize: int = 4) -> float:
+    """Algorithmic intensity of ``C = A B`` (A: m x k, B: k x n): ``2mnk`` flops over A, B read and C written once."""
+    return 2 * m * n * k / (itemsize * (m * k + k * n + m * n))
+
+
+def skewed_gemm_sweep(base: int = 1024, k: int = 1024, steps: int = 11, progress: bool = True) -> pd.DataFrame:
+    """Time CuPy's float32 matmul on shapes that keep ``m * n`` and ``k`` fixed (the same flops each).
+
+    Returns:
+        A sweep table with ``shape`` (``"m-n-k"``), ``m``, ``n``, ``k``, ``flops`` and ``intensity``, then the
+        timing columns (NaN without CuPy on a GPU: nothing is multiplied then).
+    """
+    from ..xp import HAS_CUPY
+
+    def run(shape):
+        if not HAS_CUPY:
+            return None
+        import cupy as cp
+
+        m, n, kk = (int(v) for v in shape.split("-"))
+        rng = cp.random.default_rng(4)
+        a = rng.random((m, kk), dtype=cp.float32)
+        b = rng.random((kk, n), dtype=cp.float32)
+        c = cp.empty((m, n), dtype=cp.float32)
+        timing = benchmark(lambda: cp.matmul(a, b, out=c), flops=2 * m * n * kk,
+                           nbytes=4 * (m * kk + kk * n + m * n), repeat=10, number=5, label=f"matmul {shape}")
+        del a, b, c
+        cp.get_default_memory_pool().free_all_blocks()
+        return timing
+
+    shapes = skewed_shapes(base, k, steps)
+    labels = [f"{m}-{n}-{kk}" for m, n, kk in shapes]
+    table = sweep(run, {"shape": labels}, progress=progress, desc="skewed GEMM")
+    table.insert(1, "m", [s[0] for s in shapes])
+    table.insert(2, "n", [s[1] for s in shapes])
+    table.insert(3, "k", [s[2] for s in shapes])
+    table.insert(4, "flops", [2 * m * n * kk for m, n, kk in shapes])
+    table.insert(5, "intensity", [gemm_intensity(m, n, kk) for m, n, kk in shapes])
+    return table
+
+
+def _point(name: str, timing: Timing, flops: int, nbytes: int, precision: str = "fp32") -> dict:
+    return {"name": name, "chapter": "07", "precision": precision, "flops": flops, "nbytes": nbytes,
+            "median_ms": timing.median_ms, "gflops": timing.gflops, "gbps": timing.gbps, "intensity": flops / nbytes}
+
+
+def representative_points(n: int = 2**26) -> pd.DataFrame:
+    """Measure a few typical kernels for the roofline plot: streaming, FMA-heavy, reductions and matmuls.
+
+    Returns:
+        A table with columns ``name``, ``chapter``, ``precision``, ``flops``, ``nbytes``, ``median_ms``, ``gflops``,
+        ``gbps``, ``intensity`` (flops over the bytes the kernel must move: its algorithmic intensity).
+
+    Raises:
+        GPUOnlyError: under the simulator.
+    """
+    _require_gpu("representative_points")
+    from .intro import saxpy, saxpy_bytes, saxpy_flops
+
+    rows = []
+    blocks, threads = full_grid()
+    x = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
+    y = cuda.to_device(np.full(n, 0.25, dtype=np.float32))
+    out = cuda.device_array(n, dtype=np.float32)
+    one_per_thread = blocks_for(n, 256)
+    t = benchmark(lambda: saxpy[one_per_thread, 256](np.float32(2.0), x, y, out),
+                  flops=saxpy_flops(n), nbytes=saxpy_bytes(n), number=3, label="saxpy")
+    rows.append(_point("SAXPY (chapter 1 kernel)", t, saxpy_flops(n), saxpy_bytes(n)))
+    a, b = np.float32(0.999), np.float32(0.001)
+    for nfma in (4, 64):
+        flops, nbytes = fma_per_element_flops(n, nfma), fma_per_element_bytes(n, 4)
+        t = benchmark(lambda: fma_per_element[blocks, threads](x, out, nfma, a, b), flops=flops, nbytes=nbytes,
+                      number=3, label=f"fma_per_element {nfma}")
+        rows.append(_point(f"fma_per_element, {nfma} FMA/element", t, flops, nbytes))
+    total = blocks * threads
+    for dtype, iters in ((np.float32, 2048), (np.float64, 512)):
+        start = cuda.to_device(np.ones(total, dtype=dtype))
+        flops, nbytes = fma_chains_flops(total, iters), 2 * total * np.dtype(dtype).itemsize
+        t = benchmark(lambda: fma_chains[blocks, threads](start, iters, dtype(0.999), dtype(0.001)),
+                      flops=flops, nbytes=nbytes, label=f"fma_chains {np.dtype(dtype).name}")
+        fp = "fp32" if dtype is np.float32 else "fp64"
+        rows.append(_point(f"fma_chains ({fp.upper()})", t, flops, nbytes, fp))
+    from ..xp import HAS_CUPY
+
+    if HAS_CUPY:
+        import cupy as cp
+
+        xs = cp.full(n, 0.5, dtype=cp.float32)
+        t = benchmark(lambda: cp.sum(xs), flops=n, nbytes=4 * n, number=3, label="cupy.sum")
+        rows.append(_point("cupy.sum (reduction)", t, n, 4 * n))
+        for dtype, size in ((cp.float32, 4096), (cp.float64, 4096)):
+            am = cp.full((size, size), 0.5, dtype=dtype)
+            bm = cp.full((size, size), 0.25, dtype=dtype)
+            cm = cp.empty((size, size), dtype=dtype)
+            flops, nbytes = 2 * size**3, 3 * size * size * np.dtype(dtype).itemsize
+            t = benchmark(lambda: cp.matmul(am, bm, out=cm), flops=flops, nbytes=nbytes, number=3,
+                          label=f"cupy.matmul {np.dtype(dtype).name}")
+            fp = "fp32" if dtype is cp.float32 else "fp64"
+            rows.append(_point(f"cupy.matmul {size}x{size} ({fp.upper()})", t, flops, nbytes, fp))
+    return pd.DataFrame(rows)
+
+
+def profile_target(n: int = 2**24, nfma: int = 16) -> None:
+    """Launch :func:`fma_per_element` once (float32, ``nfma`` FMAs per element): the kernel the chapter profiles.
+
+    :mod:`labhelpers.profiler` runs this in a separate process under Nsight Compute.
+    """
+    _require_gpu("profile_target")
+    x = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
+    out = cuda.device_array(n, dtype=np.float32)
+    blocks, threads = full_grid()
+    fma_per_element[blocks, threads](x, out, nfma, np.float32(0.999), np.float32(0.001))
+    _sync()

@@ -1,0 +1,334 @@
+"""The numbers that decide a launch: blocks, idle threads and warps, and the device limits behind them.
+
+* :func:`summarize_launch` turns ``(n, threads per block)`` into a :class:`LaunchSummary`
+  (blocks, threads launched, idle threads, warps, lanes left empty); :func:`draw_launch`
+  draws it, one rectangle per block, for chapter 1's calculator widget.
+* :func:`launch_2d` is the 2D version of :func:`labhelpers.launch.launch_1d`: x along
+  columns, y along rows.
+* :func:`device_properties_table` stores a GPU's properties as a two-column table (the
+  reference ``ch01_device_properties``); :func:`describe_device` makes it readable and
+  :func:`compare_with_seed` sets it next to the ``deviceQuery`` table of three older GPUs
+  published in the course's seed notes (GTX 480, Tesla K20c, RTX 2080 Ti).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ..device import DeviceInfo
+from ..errors import LaunchConfigError
+from ..launch import MAX_THREADS_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d
+
+#: Largest block extent per dimension (x, y, z) on every GPU since Fermi (CUDA C++ Programming Guide,
+#: "Technical Specifications per Compute Capability").
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    """What a 1D launch of ``blocks`` blocks of ``threads`` threads does for ``n`` elements."""
+
+    n: int
+    threads: int
+    blocks: int
+    total_threads: int
+    idle_threads: int
+    warps_per_block: int
+    warps: int
+    empty_lanes: int
+
+    @property
+    def lanes(self) -> int:
+        """Warp lanes the launch occupies: ``warps * 32`` (a partly filled warp still takes 32)."""
+        return self.warps * WARP_SIZE
+
+    @property
+    def lane_efficiency(self) -> float:
+        """Fraction of the occupied lanes that have an element to work on: ``n / lanes``."""
+        return self.n / self.lanes
+
+    def as_table(self) -> pd.DataFrame:
+        """The numbers as a one-column table, for display."""
+        rows = {
+            "elements n": self.n,
+            "threads per block": self.threads,
+            "blocks = ceil(n / threads)": self.blocks,
+            "threads launched": self.total_threads,
+            "idle threads (the bounds check stops them)": self.idle_threads,
+            "warps per block": self.warps_per_block,
+            "warps launched": self.warps,
+            "empty lanes (threads per block not a multiple of 32)": self.empty_lanes,
+            "lanes with work": f"{self.lane_efficiency:.1%}",
+        }
+        return pd.DataFrame({"value": list(rows.values())}, index=pd.Index(list(rows), name="launch"))
+
+
+def summarize_launch(n: int, threads: int, *, max_threads: int = MAX_THREADS_PER_BLOCK) -> LaunchSummary:
+    """Blocks, threads, idle threads and warps of the usual 1D launch for ``n`` elements.
+
+    Args:
+        n: number of elements, one thread each (at least 1).
+        threads: threads per block.
+        max_threads: the device's limit on threads per block.
+
+    Raises:
+        LaunchConfigError: ``n < 1`` or ``threads`` outside ``1..max_threads``.
+
+    Example:
+        >>> s = summarize_launch(257, 256)
+        >>> s.blocks, s.total_threads, s.idle_threads, s.warps
+        (2, 512, 255, 16)
+    """
+    if n < 1:
+        raise LaunchConfigError(f"a launch needs at least one element, got n={n}")
+    launch = launch_1d(n, threads, max_threads=max_threads)
+    warps = launch.blocks * launch.warps_per_block
+    return LaunchSummary(
+        n=n,
+        threads=threads,
+        blocks=launch.blocks,
+        total_threads=launch.total_threads,
+        idle_threads=launch.idle_threads,
+        warps_per_block=launch.warps_per_block,
+        warps=warps,
+        empty_lanes=warps * WARP_SIZE - launch.total_threads,
+    )
+
+
+def launch_2d(shape: tuple[int, int], block: tuple[int, int] = (16, 16)) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A validated 2D launch ``(grid, block)`` covering a ``rows x cols`` matrix.
+
+    x runs along columns and y along rows, matching ``col, row = cuda.grid(2)``: the
+    grid is ``(ceil(cols / block_x), ceil(rows / block_y))``.
+
+    Raises:
+        LaunchConfigError: a block dimension below 1 or above the per-dimension limit,
+            more than 1024 threads per block, or a shape that is not two positive numbers.
+
+    Example:
+        >>> launch_2d((50, 50), (16, 16))
+        ((4, 4), (16, 16))
+    """
+    if len(shape) != 2 or min(shape) < 1:
+        raise LaunchConfigError(f"launch_2d needs a (rows, cols) shape of positive sizes, got {shape}")
+    if len(block) != 2:
+        raise LaunchConfigError(f"block must be (threads along x, threads along y), got {block}")
+    bx, by = (int(b) for b in block)
+    if bx < 1 or by < 1 or bx > MAX_BLOCK_DIMS[0] or by > MAX_BLOCK_DIMS[1]:
+        raise LaunchConfigError(f"block {block}: each dimension must lie between 1 and 1024")
+    if bx * by > MAX_THREADS_PER_BLOCK:
+        raise LaunchConfigError(
+            f"block {block} has {bx * by} threads, over the limit of {MAX_THREADS_PER_BLOCK} per block: "
+            "use e.g. (32, 8), (16, 16) or (32, 32).")
+    rows, cols = shape
+    return (blocks_for(cols, bx), blocks_for(rows, by)), (bx, by)
+
+
+# --- the calculator's picture -----------------------------------------------------------------
+
+ACTIVE_COLOR = "#3b75af"
+IDLE_COLOR = "#ef8636"
+EMPTY_COLOR = "#d9d9d9"
+
+
+def _block_rows(blocks: int, lanes_per_block: int) -> int:
+    """Blocks per row of the picture: about 1024 lanes per row, at least one block."""
+    return max(1, min(blocks, 1024 // lanes_per_block if lanes_per_block <= 1024 else 1))
+
+
+def draw_launch(ax, n: int, threads: int) -> None:
+    """Draw the blocks of a 1D launch for ``n`` elements: threads with work, idle threads, empty warp lanes.
+
+    Each block is a bar as wide as its warps' lanes (32 per warp); thin lines separate the warps.
+    Blue: threads with an element. Orange: idle threads (index >= n, stopped by the bounds check).
+    Grey: lanes of a partly filled warp that hold no thread at all. An impossible launch is
+    reported on the axes instead.
+    """
+    try:
+        s = summarize_launch(n, threads)
+    except LaunchConfigError as exc:
+        ax.text(0.5, 0.5, f"LaunchConfigError:\n{exc}", ha="center", va="center", wrap=True, color="#b22222",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    from matplotlib.patches import Patch, Rectangle
+
+    lanes = s.warps_per_block * WARP_SIZE
+    per_row = _block_rows(s.blocks, lanes)
+    gap = lanes * 0.06
+    for b in range(s.blocks):
+        x0 = (b % per_row) * (lanes + gap)
+        y0 = -(b // per_row) * 1.4
+        active = max(0, min(threads, n - b * threads))
+        for start, stop, color in ((0, active, ACTIVE_COLOR), (active, threads, IDLE_COLOR),
+                                   (threads, lanes, EMPTY_COLOR)):
+            if stop > start:
+                ax.add_patch(Rectangle((x0 + start, y0), stop - start, 1, facecolor=color, edgecolor="none"))
+        for w in range(1, s.warps_per_block):
+            ax.plot([x0 + w * WARP_SIZE] * 2, [y0, y0 + 1], color="white", linewidth=0.8)
+        ax.add_patch(Rectangle((x0, y0), lanes, 1, fill=False, edgecolor="0.2", linewidth=0.8))
+        if s.blocks <= 32:
+            ax.text(x0 + lanes / 2, y0 + 1.05, f"block {b}", ha="center", va="bottom", fontsize=7)
+    rows = math.ceil(s.blocks / per_row)
+    ax.set_xlim(-gap, per_row * (lanes + gap))
+    ax.set_ylim(-(rows - 1) * 1.4 - 0.2, 1.5)
+    ax.set_axis_off()
+    ax.set_title(f"n = {n}, {threads} threads/block: {s.blocks} blocks, {s.total_threads} threads "
+                 f"({s.idle_threads} idle), {s.warps} warps, {s.lane_efficiency:.0%} of lanes busy", fontsize=9)
+    ax.legend(handles=[Patch(color=ACTIVE_COLOR, label="thread with an element"),
+                       Patch(color=IDLE_COLOR, label="idle thread (i >= n)"),
+                       Patch(color=EMPTY_COLOR, label="empty lane of a partial warp")],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
+
+
+# --- device properties --------------------------------------------------------------------------
+
+#: FP32 results per clock per SM (the "CUDA cores" of an SM) by compute capability, from the CUDA C++
+#: Programming Guide's table of arithmetic instruction throughput.
+FP32_LANES_PER_SM: dict[tuple[int, int], int] = {
+    (2, 0): 32, (2, 1): 48, (3, 0): 192, (3, 5): 192, (3, 7): 192, (5, 0): 128, (5, 2): 128, (5, 3): 128,
+    (6, 0): 64, (6, 1): 128, (6, 2): 128, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128,
+    (8, 7): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128, (12, 0): 128,
+}
+
+#: The ``deviceQuery`` table of three GPUs from the course's seed notes ("GPU Computing" walkthrough,
+#: seed 004, section "Device Properties and Common Errors"), as published there.
+SEED_DEVICE_QUERY: dict[str, dict[str, str]] = {
+    "GeForce GTX 480 (CC 2.0)": {
+        "global memory": "1.5 GB", "SMs": "15", "FP32 cores": "480", "shared memory per block": "48 KB",
+        "registers per block": "32k", "warp size": "32", "max threads per block": "1024",
+        "max block dimensions": "1024 x 1024 x 64"},
+    "Tesla K20c (CC 3.5)": {
+        "global memory": "5 GB", "SMs": "13", "FP32 cores": "2496", "shared memory per block": "48 KB",
+        "registers per block": "64k", "warp size": "32", "max threads per block": "1024",
+        "max block dimensions": "1024 x 1024 x 64"},
+    "RTX 2080 Ti (CC 7.5)": {
+        "global memory": "11 GB", "SMs": "68", "FP32 cores": "4352", "shared memory per block": "48 KB",
+        "registers per block": "64k", "warp size": "32", "max threads per block": "1024",
+        "max block dimensions": "1024 x 1024 x 64"},
+}
+
+
+def device_properties_table(info: DeviceInfo) -> pd.DataFrame:
+    """A device's properties as a two-column table ``property``/``value`` (from :meth:`DeviceInfo.as_dict`).
+
+    Entries of ``extra`` are stored as ``extra.<key>``; the peak memory bandwidth computed from the
+    memory clock and bus width is added as ``peak_memory_bandwidth_gbs``.
+    """
+    data = info.as_dict()
+    extra = data.pop("extra", {}) or {}
+    rows: list[tuple[str, Any]] = [(k, v) for k, v in data.items()]
+    rows += [(f"extra.{k}", v) for k, v in extra.items()]
+    rows.append(("peak_memory_bandwidth_gbs", info.peak_memory_bandwidth_gbs))
+    return pd.DataFrame(rows, columns=["property", "value"])
+
+
+def _props(table: pd.DataFrame) -> dict[str, Any]:
+    if list(table.columns[:2]) != ["property", "value"]:
+        raise ValueError(f"expected a property/value table, got columns {list(table.columns)}")
+    return {str(k): (None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
+            for k, v in zip(table["property"], table["value"])}
+
+
+def _cc_tuple(cc: Any) -> tuple[int, int] | None:
+    try:
+        major, minor = str(cc).split(".")
+        return int(major), int(minor)
+    except (ValueError, AttributeError):
+        return None
+
+
+def fp32_cores(table: pd.DataFrame) -> int | None:
+    """SMs times FP32 lanes per SM for the device in ``table``, or None when unknown."""
+    p = _props(table)
+    lanes = FP32_LANES_PER_SM.get(_cc_tuple(p.get("compute_capability")))
+    return int(p["sm_count"]) * lanes if lanes and p.get("sm_count") else None
+
+
+def peak_fp32_gflops(table: pd.DataFrame) -> float | None:
+    """Peak FP32 rate without tensor cores: 2 flops (one FMA) x cores x clock, in GFLOP/s, or None."""
+    cores = fp32_cores(table)
+    clock = _props(table).get("clock_khz")
+    return 2 * cores * clock * 1e3 / 1e9 if cores and clock else None
+
+
+def ridge_point(table: pd.DataFrame) -> float | None:
+    """Flops per byte at which the device stops being memory-bound: peak FP32 rate over peak bandwidth."""
+    flops = peak_fp32_gflops(table)
+    bw = _props(table).get("peak_memory_bandwidth_gbs")
+    return flops / bw if flops and bw else None
+
+
+def _fmt_bytes(v: Any, unit: int, name: str) -> str:
+    return "n/a" if v is None else f"{v / unit:,.1f} {name}".replace(".0 ", " ")
+
+
+def _fmt(v: Any, suffix: str = "") -> str:
+    return "n/a" if v is None else f"{v:,}{suffix}" if isinstance(v, int) else f"{v}{suffix}"
+
+
+def describe_device(table: pd.DataFrame) -> pd.DataFrame:
+    """The properties that matter for launching and timing kernels, with units, one row each."""
+    p = _props(table)
+    clock = p.get("clock_khz")
+    mem_clock = p.get("memory_clock_khz")
+    bw = p.get("peak_memory_bandwidth_gbs")
+    flops = peak_fp32_gflops(table)
+    rows = {
+        "name": _fmt(p.get("name")),
+        "compute capability": _fmt(p.get("compute_capability")),
+        "SMs": _fmt(p.get("sm_count")),
+        "FP32 cores (SMs x lanes per SM)": _fmt(fp32_cores(table)),
+        "SM clock": "n/a" if clock is None else f"{clock / 1e3:,.0f} MHz",
+        "peak FP32 (no tensor cores)": "n/a" if flops is None else f"{flops / 1e3:,.1f} TFLOP/s",
+        "global memory": _fmt_bytes(p.get("total_memory_bytes"), 2**30, "GiB"),
+        "memory clock x bus width": ("n/a" if mem_clock is None or p.get("memory_bus_bits") is None
+                                     else f"{mem_clock / 1e3:,.0f} MHz x {p['memory_bus_bits']} bits"),
+        "peak memory bandwidth": "n/a" if bw is None else f"{bw:,.0f} GB/s",
+        "L2 cache": _fmt_bytes(p.get("l2_bytes"), 2**20, "MiB"),
+        "warp size": _fmt(p.get("warp_size")),
+        "max threads per block": _fmt(p.get("max_threads_per_block")),
+        "max threads per SM": _fmt(p.get("max_threads_per_sm")),
+        "max blocks per SM": _fmt(p.get("max_blocks_per_sm")),
+        "shared memory per block (opt-in)": (
+            f"{_fmt_bytes(p.get('max_shared_per_block'), 1024, 'KiB')} "
+            f"({_fmt_bytes(p.get('max_shared_per_block_optin'), 1024, 'KiB')})"),
+        "shared memory per SM": _fmt_bytes(p.get("max_shared_per_sm"), 1024, "KiB"),
+        "32-bit registers per block / per SM": f"{_fmt(p.get('registers_per_block'))} / {_fmt(p.get('registers_per_sm'))}",
+        "driver / runtime CUDA": f"{_fmt(p.get('driver_version'))} / {_fmt(p.get('runtime_version'))}",
+    }
+    return pd.DataFrame({"value": list(rows.values())}, index=pd.Index(list(rows), name="property"))
+
+
+def compare_with_seed(table: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
+    """The seed's ``deviceQuery`` table of three GPUs with one more column: the device in ``table``.
+
+    Args:
+        table: a property/value table (:func:`device_properties_table` or reference data).
+        label: the new column's heading (default: the device's name and compute capability).
+    """
+    p = _props(table)
+    cores = fp32_cores(table)
+    reg = p.get("registers_per_block")
+    mem = p.get("total_memory_bytes")
+    shared = p.get("max_shared_per_block")
+    dim_x = p.get("max_block_dim_x")
+    column = {
+        "global memory": "n/a" if mem is None else f"{mem / 2**30:,.1f} GiB",
+        "SMs": _fmt(p.get("sm_count")),
+        "FP32 cores": _fmt(cores),
+        "shared memory per block": "n/a" if shared is None else f"{shared // 1024} KB",
+        "registers per block": "n/a" if reg is None else f"{reg // 1024}k",
+        "warp size": _fmt(p.get("warp_size")),
+        "max threads per block": _fmt(p.get("max_threads_per_block")),
+        "max block dimensions": "n/a" if dim_x is None else f"{dim_x} x {MAX_BLOCK_DIMS[1]} x {MAX_BLOCK_DIMS[2]}",
+    }
+    label = label or f"{p.get('name') or 'this device'} (CC {p.get('compute_capability') or 'n/a'})"
+    data = {**SEED_DEVICE_QUERY, label: column}
+    out = pd.DataFrame(data)
+    out.index.name = "property"
+    return out

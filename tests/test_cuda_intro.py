@@ -1,0 +1,388 @@
+"""Chapter 1, "CUDA in Python": kernels against NumPy on odd sizes, launch arithmetic, errors, and the lab's checkers."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+import labhelpers as lh
+from labhelpers.device import DeviceInfo
+from labhelpers.exercises import cuda_intro as ex
+from labhelpers.kernels import intro
+from labhelpers.models import launch_calc
+
+from numba import cuda  # noqa: E402  (after labhelpers: it chooses the simulator)
+
+matplotlib.use("Agg")
+ROOT = Path(__file__).resolve().parents[1]
+ODD_SIZES = [1, 31, 33, 257, 1003]
+
+
+def _solutions():
+    path = ROOT / "labs" / "solutions" / "01_cuda_in_python_lab.py"
+    spec = importlib.util.spec_from_file_location("solutions_01_cuda_in_python_lab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOL = _solutions()
+
+
+# --- kernels against NumPy ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", ODD_SIZES)
+@pytest.mark.parametrize("threads", [32, 100, 256])
+def test_global_index_writes_every_index_once(n, threads):
+    out = np.full(n, -1, dtype=np.int64)
+    intro.global_index[lh.blocks_for(n, threads), threads](out)
+    assert np.array_equal(out, np.arange(n))
+
+
+def test_block_and_thread_reproduces_the_seed_example():
+    block_of = np.full(32, -1, dtype=np.int32)
+    thread_of = np.full(32, -1, dtype=np.int32)
+    intro.block_and_thread[4, 8](block_of, thread_of)
+    assert (block_of[21], thread_of[21]) == (2, 5)  # 5 + 2 * 8 = 21
+    assert np.array_equal(block_of * 8 + thread_of, np.arange(32))
+
+
+@pytest.mark.parametrize("n", ODD_SIZES)
+def test_add_and_saxpy_match_numpy(n):
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal((2, n)).astype(np.float32)
+    blocks, threads = lh.launch_1d(n, 128)
+    out = np.full(n, np.nan, dtype=np.float32)
+    intro.add[blocks, threads](x, y, out)
+    assert np.array_equal(out, x + y)
+    out[:] = np.nan
+    intro.saxpy[blocks, threads](np.float32(-1.5), x, y, out)
+    assert np.allclose(out, np.float32(-1.5) * x + y, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.xfail(lh.is_simulator(), strict=True, raises=lh.ArrayArgumentError,
+                   reason="labhelpers.arrays.check_array rejects the simulator's FakeCUDAArray (reported to the lead)")
+@pytest.mark.parametrize("n", [1, 257])
+def test_run_saxpy_accepts_device_arrays(n):
+    x = np.arange(n, dtype=np.float32)
+    y = np.ones(n, dtype=np.float32)
+    assert np.allclose(intro.run_saxpy(3.0, cuda.to_device(x), cuda.to_device(y)), 3 * x + 1)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 37), (37, 1), (17, 33), (50, 70)])
+def test_add_2d_matches_numpy(shape):
+    rng = np.random.default_rng(sum(shape))
+    a, b = rng.standard_normal((2, *shape)).astype(np.float32)
+    assert np.array_equal(intro.run_add_2d(a, b, block=(16, 8)), a + b)
+
+
+def test_saxpy_numpy_writes_into_out_and_intensity_is_one_sixth():
+    x = np.arange(5, dtype=np.float32)
+    out = np.empty_like(x)
+    assert intro.saxpy_numpy(2.0, x, x, out) is out
+    assert np.array_equal(out, 3 * x)
+    assert intro.saxpy_intensity() == pytest.approx(2 / 12)
+    assert (intro.saxpy_bytes(10), intro.saxpy_flops(10)) == (120, 20)
+
+
+# --- wrappers reject bad input with a message that names the fix ----------------------------------
+
+def test_run_saxpy_errors():
+    x = np.ones(10, dtype=np.float32)
+    with pytest.raises(lh.ArrayArgumentError, match="astype"):
+        intro.run_saxpy(1.0, x.astype(np.float64), x)
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        intro.run_saxpy(1.0, x, np.ones(11, dtype=np.float32))
+    with pytest.raises(lh.LaunchConfigError, match="1024"):
+        intro.run_saxpy(1.0, x, x, threads=2048)
+
+
+def test_run_add_2d_errors():
+    a = np.ones((4, 5), dtype=np.float32)
+    with pytest.raises(lh.LaunchConfigError, match="2048 threads"):
+        intro.run_add_2d(a, a, block=(64, 32))
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        intro.run_add_2d(a, np.ones((5, 4), dtype=np.float32))
+    with pytest.raises(lh.ArrayArgumentError, match="contiguous"):
+        intro.run_add_2d(a.T, a.T)
+
+
+def test_launch_2d():
+    assert launch_calc.launch_2d((50, 50), (16, 16)) == ((4, 4), (16, 16))
+    assert launch_calc.launch_2d((50, 70), (32, 8)) == ((3, 7), (32, 8))  # x covers the 70 columns
+    for bad in [(0, 16), (16, 0), (2048, 1), (1, 2048)]:
+        with pytest.raises(lh.LaunchConfigError):
+            launch_calc.launch_2d((10, 10), bad)
+    with pytest.raises(lh.LaunchConfigError):
+        launch_calc.launch_2d((0, 10))
+
+
+# --- the launch calculator -------------------------------------------------------------------------
+
+def test_summarize_launch_seed_example_and_partial_warps():
+    s = launch_calc.summarize_launch(257, 256)
+    assert (s.blocks, s.total_threads, s.idle_threads, s.warps_per_block, s.warps, s.empty_lanes) == (
+        2, 512, 255, 8, 16, 0)
+    s = launch_calc.summarize_launch(1000, 100)  # 4 warps per block, 28 empty lanes in each of 10 blocks
+    assert (s.blocks, s.idle_threads, s.warps, s.empty_lanes) == (10, 0, 40, 280)
+    assert s.lane_efficiency == pytest.approx(1000 / 1280)
+    assert len(s.as_table()) == 9
+
+
+@pytest.mark.parametrize("n, threads", [(0, 256), (10, 0), (10, 2048)])
+def test_summarize_launch_rejects_impossible_launches(n, threads):
+    with pytest.raises(lh.LaunchConfigError):
+        launch_calc.summarize_launch(n, threads)
+
+
+@pytest.mark.parametrize("n, threads", [(257, 256), (1000, 100), (4096, 32), (1, 1024), (300, 2048)])
+def test_draw_launch_draws_or_explains(n, threads):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    launch_calc.draw_launch(ax, n, threads)
+    if threads > 1024:
+        assert "LaunchConfigError" in ax.texts[0].get_text()
+    else:
+        s = launch_calc.summarize_launch(n, threads)
+        assert f"{s.blocks} blocks" in ax.get_title() and len(ax.patches) >= s.blocks
+    plt.close(fig)
+
+
+def test_widget_builds():
+    widget = lh.interactive_figure(launch_calc.draw_launch, n=(1, 4096, 1, 257), threads=[256, 100])
+    assert widget.children
+
+
+# --- device properties -----------------------------------------------------------------------------
+
+def _h100_like() -> DeviceInfo:
+    return DeviceInfo(backend="gpu", name="Test GPU", compute_capability=(9, 0), sm_count=132,
+                      total_memory_bytes=80 * 2**30, warp_size=32, max_threads_per_block=1024,
+                      registers_per_block=65536, max_shared_per_block=48 * 1024, clock_khz=1_980_000,
+                      memory_clock_khz=2_619_000, memory_bus_bits=5120, l2_bytes=50 * 2**20)
+
+
+def test_device_properties_table_and_derived_figures():
+    table = launch_calc.device_properties_table(_h100_like())
+    assert list(table.columns) == ["property", "value"]
+    assert launch_calc.fp32_cores(table) == 132 * 128
+    assert launch_calc.peak_fp32_gflops(table) == pytest.approx(2 * 16896 * 1.98e9 / 1e9)
+    bandwidth = dict(zip(table["property"], table["value"]))["peak_memory_bandwidth_gbs"]
+    assert bandwidth == pytest.approx(3352.3, rel=1e-3)
+    assert launch_calc.ridge_point(table) == pytest.approx(66908 / 3352.3, rel=1e-3)
+    described = launch_calc.describe_device(table)
+    assert described.loc["SMs", "value"] == "132" and "TFLOP/s" in described.loc["peak FP32 (no tensor cores)", "value"]
+
+
+def test_device_properties_survive_the_simulator_and_json():
+    table = launch_calc.device_properties_table(lh.device_info())
+    restored = pd.DataFrame(table.astype(object).where(pd.notna(table), None).values.tolist(),
+                            columns=table.columns)  # what a JSON round trip gives back
+    assert launch_calc.ridge_point(restored) is None
+    assert launch_calc.describe_device(restored).loc["SMs", "value"] == "n/a"
+    with pytest.raises(ValueError, match="property/value"):
+        launch_calc.describe_device(pd.DataFrame({"a": [1]}))
+
+
+def test_seed_core_counts_agree_with_lanes_per_sm():
+    for label, props in launch_calc.SEED_DEVICE_QUERY.items():
+        cc = tuple(int(v) for v in label.split("CC ")[1].rstrip(")").split("."))
+        assert int(props["SMs"]) * launch_calc.FP32_LANES_PER_SM[cc] == int(props["FP32 cores"]), label
+
+
+def test_compare_with_seed_adds_one_column():
+    table = launch_calc.device_properties_table(_h100_like())
+    out = launch_calc.compare_with_seed(table)
+    assert list(out.columns)[:3] == list(launch_calc.SEED_DEVICE_QUERY)
+    assert out.loc["SMs", "Test GPU (CC 9.0)"] == "132"
+    assert out.loc["FP32 cores", "Test GPU (CC 9.0)"] == "16,896"
+
+
+# --- SAXPY three ways (under the simulator: correctness only) ------------------------------------
+
+def test_time_saxpy_under_the_simulator():
+    host = intro.time_saxpy(300, intro.HOST_NUMPY, repeat=2)
+    assert host.times_ms is not None and host.clock == "host-clock"
+    for method in (intro.GPU_WITH_TRANSFERS, intro.GPU_KERNEL_ONLY):
+        timing = intro.time_saxpy(300, method, repeat=2)
+        assert not timing.is_gpu_timing and timing.nbytes == 3600
+    with pytest.raises(ValueError, match="unknown SAXPY method"):
+        intro.time_saxpy(10, "cpu")
+
+
+def test_saxpy_three_ways_table_has_the_plotted_columns():
+    table = intro.saxpy_three_ways([64, 100], progress=False)
+    assert {"n", "method", "median_ms", "gbps", "status"} <= set(table.columns)
+    assert len(table) == 2 * len(intro.SAXPY_METHODS)
+    assert set(table.loc[table["method"] != intro.HOST_NUMPY, "status"]) == {"simulator"}
+
+
+def test_saxpy_summary_and_plot():
+    rows = [{"n": n, "method": m, "median_ms": t * n / 2**20, "gbps": 12 * n / (t * n / 2**20) / 1e6, "status": "ok"}
+            for n in (2**20, 2**22) for m, t in zip(intro.SAXPY_METHODS, (2.0, 1.0, 0.01))]
+    table = pd.DataFrame(rows)
+    summary = intro.saxpy_summary(table)
+    assert summary.index.name == "SAXPY, n = 2^22"
+    assert summary.loc[intro.GPU_WITH_TRANSFERS, "x slower than kernel only"] == pytest.approx(100)
+    meta = {"gpu": "Test GPU", "compute_capability": "9.0", "driver": "?", "runtime": "?", "date": "?"}
+    fig = intro.plot_saxpy_three_ways(lh.Reference("t", table, meta))
+    assert len(fig.axes) == 2
+    empty = table.assign(median_ms=None, gbps=None)  # placeholder data: no log scale, no crash
+    intro.plot_saxpy_three_ways(lh.Reference("t", empty, meta))
+
+
+def test_bench_refuses_the_simulator():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import cuda_intro as bench_module
+    finally:
+        sys.path.pop(0)
+    with pytest.raises(RuntimeError, match="real GPU"):
+        bench_module.collect("/nonexistent")
+    assert callable(bench_module.bench)
+
+
+# --- the lab's checkers ----------------------------------------------------------------------------
+
+@cuda.jit
+def fill_skeleton(out):
+    """The skeleton: nothing written."""
+
+
+@cuda.jit
+def fill_unguarded(out):
+    i = cuda.grid(1)
+    out[i] = i
+
+
+@cuda.jit
+def fill_off_by_one(out):
+    i = cuda.grid(1)
+    if i <= out.size:
+        out[i] = i
+
+
+@cuda.jit
+def fill_thread_only(out):
+    i = cuda.threadIdx.x  # forgets the block: every block writes the first 64 elements
+    if i < out.size:
+        out[i] = i
+
+
+@cuda.jit
+def add_skeleton(x, y, out):
+    i = cuda.grid(1)
+
+
+@cuda.jit
+def add_unguarded(x, y, out):
+    i = cuda.grid(1)
+    out[i] = x[i] + y[i]
+
+
+@cuda.jit
+def add_wrong_op(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] - y[i]
+
+
+@cuda.jit
+def scale_skeleton(a, alpha, out):
+    """The skeleton: nothing written."""
+
+
+@cuda.jit
+def scale_swapped(a, alpha, out):
+    row, col = cuda.grid(2)  # the other convention: does not match the checker's launch
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = alpha * a[row, col]
+
+
+@cuda.jit
+def scale_rows_unguarded(a, alpha, out):
+    col, row = cuda.grid(2)
+    if col < out.shape[1]:
+        out[row, col] = alpha * a[row, col]
+
+
+def test_checkers_pass_the_solutions(capsys):
+    ex.check_fill_index(SOL.fill_index)
+    ex.check_vector_add(SOL.vector_add)
+    ex.check_scale_2d(SOL.scale_2d)
+    ex.check_launch_config(SOL.launch_config)
+    assert capsys.readouterr().out.count("Correct") == 4
+
+
+@pytest.mark.parametrize("kernel, message", [
+    (fill_skeleton, "never written"),
+    (fill_unguarded, "bounds check"),
+    (fill_off_by_one, "bounds check"),
+    (fill_thread_only, "wrong for n=257"),
+])
+def test_check_fill_index_rejects(kernel, message):
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex.check_fill_index(kernel)
+
+
+@pytest.mark.parametrize("kernel, message", [
+    (add_skeleton, "never written"),
+    (add_unguarded, "bounds check"),
+    (add_wrong_op, "wrong for n=1"),
+])
+def test_check_vector_add_rejects(kernel, message):
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex.check_vector_add(kernel)
+
+
+@pytest.mark.parametrize("kernel, message", [
+    (scale_skeleton, "1 x 1 matrix"),
+    (scale_swapped, "col, row = cuda.grid"),
+    (scale_rows_unguarded, "bounds check|outside|out of bounds"),
+])
+def test_check_scale_2d_rejects(kernel, message):
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex.check_scale_2d(kernel)
+
+
+def test_kernel_checkers_reject_plain_functions():
+    with pytest.raises(lh.CheckFailed, match="@cuda.jit"):
+        ex.check_fill_index(SOL.fill_index.py_func)
+    with pytest.raises(lh.CheckFailed, match="did not compile or run"):
+        ex.check_vector_add(fill_unguarded)  # wrong number of arguments
+
+
+def _floor_blocks(n, threads):
+    blocks = n // threads
+    return blocks, blocks * threads - n, blocks * ((threads + 31) // 32)
+
+
+def _no_error(n, threads):
+    blocks = -(-n // threads)
+    return blocks, blocks * threads - n, blocks * ((threads + 31) // 32)
+
+
+def _floor_warps(n, threads):
+    blocks = -(-n // threads)
+    if not 1 <= threads <= 1024:
+        raise ValueError("threads per block must lie in 1..1024")
+    return blocks, blocks * threads - n, blocks * (threads // 32)
+
+
+@pytest.mark.parametrize("func, message", [
+    (lambda n, threads: None, "returned None"),
+    (_floor_blocks, "ceiling"),
+    (_floor_warps, "partly filled warp"),
+    (_no_error, "raise ValueError"),
+    (lambda n, threads: (1, 2), "return three"),
+])
+def test_check_launch_config_rejects(func, message):
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex.check_launch_config(func)

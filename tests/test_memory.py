@@ -1,0 +1,441 @@
+"""Tests of chapter "The memory hierarchy": the bank and sector models, the kernels against NumPy, the sweeps'
+tables, the hierarchy table and the lab checkers (which must pass the solutions and reject skeletons and
+typical mistakes). Kernels run under the simulator here."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import labhelpers as lh  # first: chooses the simulator before numba.cuda is imported
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+from numba import cuda, float32
+
+from labhelpers.exercises import memory as ex
+from labhelpers.exercises.memory import TILE, TILE_ROWS
+from labhelpers.kernels import memory
+from labhelpers.models import banks
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _solutions():
+    spec = importlib.util.spec_from_file_location("solutions_03", ROOT / "labs" / "solutions" / "03_memory_hierarchy_lab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sol = _solutions()
+
+
+# =========================================================================== bank model
+
+
+@pytest.mark.parametrize("stride", range(0, 130))
+def test_strided_conflict_degree_is_gcd(stride):
+    expected = 1 if stride == 0 else math.gcd(stride, 32)
+    assert banks.strided_conflict_degree(stride) == expected
+    assert banks.conflict_degree(banks.strided_words(stride)) == expected
+    assert banks.conflict_degree(banks.strided_words(stride, offset=13)) == expected  # an offset changes nothing
+
+
+def test_odd_strides_are_conflict_free_and_powers_of_two_are_not():
+    assert all(banks.strided_conflict_degree(s) == 1 for s in range(1, 200, 2))
+    assert [banks.strided_conflict_degree(2**k) for k in range(7)] == [1, 2, 4, 8, 16, 32, 32]
+
+
+def test_broadcast_and_distinct_words():
+    assert banks.conflict_degree([7] * 32) == 1  # one word for all: a broadcast
+    assert banks.conflict_degree([0, 32, 64, 1]) == 3
+    assert banks.conflict_degree(np.repeat([0, 32], 16)) == 2  # two words of bank 0, each read by 16 threads
+    assert banks.conflict_degree(np.arange(32)) == 1
+
+
+def test_bank_of():
+    assert banks.bank_of(0) == 0 and banks.bank_of(33) == 1 and banks.bank_of(64) == 0
+    np.testing.assert_array_equal(banks.bank_of(np.array([31, 32, 95])), [31, 0, 31])
+    with pytest.raises(ValueError):
+        banks.bank_of(-1)
+
+
+def test_padding_fixes_tile_columns():
+    assert banks.conflict_degree(banks.tile_column_words(0, 32, pad=0)) == 32  # a column of a 32 x 32 tile: one bank
+    assert banks.conflict_degree(banks.tile_column_words(5, 32, pad=1)) == 1  # 32 x 33: every row shifts one bank
+    assert banks.conflict_degree(banks.tile_column_words(5, 32, pad=2)) == 2  # an even pitch leaves 2-way conflicts
+    assert banks.conflict_degree(banks.tile_column_words(0, 16, pad=0, rows=32)) == 16
+    assert banks.conflict_degree(banks.tile_column_words(0, 16, pad=1, rows=32)) == 1
+    np.testing.assert_array_equal(banks.tile_column_words(2, 32, 1, rows=3), [2, 35, 68])
+
+
+@pytest.mark.parametrize("bad", [dict(stride=-1), dict(stride=1.5), dict(stride=1, offset=-2), dict(stride=1, threads=0)])
+def test_strided_words_rejects_bad_arguments(bad):
+    with pytest.raises(ValueError):
+        banks.strided_words(**bad)
+
+
+def test_conflict_degree_rejects_empty():
+    with pytest.raises(ValueError, match="at least one"):
+        banks.conflict_degree([])
+    with pytest.raises(ValueError):
+        banks.tile_column_words(32, 32)
+
+
+# =========================================================================== sector model
+
+
+def _brute_sectors(offset, stride, itemsize, unit=32):
+    touched = set()
+    for t in range(32):
+        start = (offset + t * stride) * itemsize
+        touched.update(b // unit for b in range(start, start + itemsize))
+    return len(touched)
+
+
+def test_seed_figures():
+    assert banks.warp_request(0, 1).sectors == 4 and banks.warp_request(0, 1).lines == 1
+    assert banks.warp_request(1, 1).sectors == 5  # "5 instead of 4" (seed: offset access)
+    assert banks.warp_request(1, 1).lines == 2
+    assert banks.sector_efficiency(0, 2) == 0.5  # "stride 2 = 50% efficiency" (seed: strided access)
+    assert banks.sector_efficiency(1, 1) == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("offset", range(0, 33))
+def test_offsets(offset):
+    req = banks.warp_request(offset, 1)
+    assert req.sectors == (4 if offset % 8 == 0 else 5)
+    assert req.lines == (1 if offset % 32 == 0 else 2)
+    assert req.useful_bytes == 128
+
+
+@pytest.mark.parametrize("stride", range(1, 33))
+def test_strides_follow_one_over_s_until_a_sector_per_thread(stride):
+    req = banks.warp_request(0, stride)
+    assert req.sectors == min(32, 4 * stride)
+    assert req.efficiency == pytest.approx(max(1 / stride, 1 / 8))
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8, 16])
+def test_sector_model_matches_brute_force(itemsize):
+    for offset in range(0, 20, 3):
+        for stride in (0, 1, 2, 3, 5, 8, 17):
+            assert banks.sectors_per_request(offset, stride, itemsize) == _brute_sectors(offset, stride, itemsize)
+            assert banks.warp_request(offset, stride, itemsize).lines == _brute_sectors(offset, stride, itemsize, 128)
+
+
+def test_unaligned_wide_elements_straddle_sectors():
+    # 12-byte elements are not a power of two: some straddle a sector boundary, which the model counts
+    assert banks.sectors_per_request(0, 1, 12) == _brute_sectors(0, 1, 12) == 12
+
+
+def test_warp_request_text_and_line_efficiency():
+    req = banks.warp_request(1, 1)
+    assert "5 sectors in 2 lines" in str(req) and "80%" in str(req)
+    assert req.line_efficiency == pytest.approx(0.5)
+    assert banks.warp_request(0, 0).useful_bytes == 4  # stride 0: every thread reads the same element
+
+
+def test_drawings_run():
+    fig, (ax1, ax2) = plt.subplots(1, 2)
+    assert banks.draw_bank_access(ax1, banks.strided_words(2)) == 2
+    assert banks.draw_warp_sectors(ax2, 3, 2).sectors == banks.sectors_per_request(3, 2)
+    plt.close(fig)
+
+
+# =========================================================================== kernels against NumPy
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 257])
+@pytest.mark.parametrize("offset,stride", [(0, 1), (1, 1), (31, 1), (0, 2), (5, 33)])
+def test_offset_stride_copy(n, offset, stride):
+    src = np.random.default_rng(n).standard_normal(memory.copy_footprint(n, offset, stride) + 3).astype(np.float32)
+    got = memory.run_offset_stride_copy(src, n, offset, stride, threads=64)
+    np.testing.assert_array_equal(got, memory.offset_stride_copy_reference(src, n, offset, stride))
+
+
+def test_offset_stride_copy_rejects_bad_input():
+    with pytest.raises(lh.ArrayArgumentError, match="copy_footprint"):
+        memory.run_offset_stride_copy(np.zeros(10, np.float32), 6, 1, 2)
+    with pytest.raises(lh.ArrayArgumentError, match="float32"):
+        memory.run_offset_stride_copy(np.zeros(10), 5, 0, 1)
+    with pytest.raises(lh.LaunchConfigError):
+        memory.run_offset_stride_copy(np.zeros(10, np.float32), 5, 0, 1, threads=2048)
+    with pytest.raises(ValueError, match="stride"):
+        memory.copy_footprint(4, 0, 0)
+
+
+@pytest.mark.parametrize("stride", [0, 1, 2, 3, 32, 33, 100])
+def test_shared_stride_read(stride):
+    got = memory.run_shared_stride_read(stride, reps=3, blocks=2, threads=64)
+    np.testing.assert_array_equal(got, memory.shared_stride_reference(128, 64, stride, 3))
+
+
+def test_shared_stride_read_rejects_bad_input():
+    with pytest.raises(lh.LaunchConfigError):
+        memory.run_shared_stride_read(1, 1, threads=2048)
+    with pytest.raises(ValueError, match="overflow"):
+        memory.run_shared_stride_read(1, 2**21)
+    with pytest.raises(ValueError):
+        memory.run_shared_stride_read(-1, 1)
+
+
+@pytest.mark.parametrize("memory_kind", ["constant", "global"])
+@pytest.mark.parametrize("distinct", [1, 2, 32])
+def test_lookups(memory_kind, distinct):
+    got = memory.run_lookup(memory_kind, reps=37, distinct=distinct, blocks=2, threads=64)
+    np.testing.assert_array_equal(got, memory.lookup_reference(128, 64, 37, distinct))
+
+
+def test_lookup_rejects_bad_input():
+    with pytest.raises(ValueError, match="power of two"):
+        memory.run_lookup("constant", 4, 3)
+    with pytest.raises(ValueError, match="between 1 and 32"):
+        memory.run_lookup("constant", 4, 64)
+    with pytest.raises(ValueError, match="constant"):
+        memory.run_lookup("texture", 4, 1)
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 257])
+def test_local_arrays(n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    np.testing.assert_allclose(memory.run_local_array(x), memory.local_array_reference(x), rtol=1e-6)
+    np.testing.assert_allclose(memory.run_local_array(x, k=7), memory.local_array_reference(x, 7), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (31, 33), (40, 7)])
+def test_transpose_naive(shape):
+    a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(memory.run_transpose_naive(a), a.T)
+
+
+# =========================================================================== pointer chasing
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("working_set,stride", [(256, 128), (4096, 128), (4096, 32), (1000, 8)])
+def test_chase_chain_is_one_cycle_over_strided_slots(shuffle, working_set, stride):
+    chain = memory.chase_chain(working_set, stride, shuffle=shuffle)
+    step, slots = stride // 4, working_set // stride
+    assert chain.dtype == np.int32 and chain.size == working_set // 4
+    j, seen = 0, []
+    for _ in range(slots):
+        seen.append(j)
+        j = int(chain[j])
+    assert j == 0 and sorted(seen) == list(range(0, slots * step, step))  # every slot once, then back to the start
+    if not shuffle:
+        assert seen == list(range(0, slots * step, step))
+
+
+def test_chase_chain_shuffles_with_the_seed():
+    a, b = memory.chase_chain(8192, 128, seed=1), memory.chase_chain(8192, 128, seed=2)
+    assert not np.array_equal(a, b)
+    assert np.array_equal(a, memory.chase_chain(8192, 128, seed=1))
+
+
+@pytest.mark.parametrize("bad", [dict(working_set_bytes=100, stride_bytes=128), dict(working_set_bytes=1024, stride_bytes=6),
+                                 dict(working_set_bytes=1000, stride_bytes=128), dict(working_set_bytes=2**33)])
+def test_chase_chain_rejects_bad_sizes(bad):
+    with pytest.raises(ValueError):
+        memory.chase_chain(**bad)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 7, 100])
+def test_pointer_chase_kernel(steps):
+    chain = memory.chase_chain(2048, 64, seed=4)
+    assert memory.run_pointer_chase(chain, 0, steps) == memory.walk_reference(chain, 0, steps)
+
+
+def test_pointer_chase_rejects_bad_input():
+    chain = memory.chase_chain(2048, 64)
+    with pytest.raises(lh.ArrayArgumentError, match="int32"):
+        memory.run_pointer_chase(chain.astype(np.int64), 0, 3)
+    with pytest.raises(ValueError, match="start"):
+        memory.run_pointer_chase(chain, chain.size, 3)
+
+
+def test_latency_summary():
+    table = pd.DataFrame({"working_set_bytes": [2**k for k in range(12, 31)]})
+    table["ns_per_load"] = np.where(table["working_set_bytes"] <= 2**17, 20.0,
+                                    np.where(table["working_set_bytes"] <= 2**25, 200.0, 600.0))
+    summary = memory.latency_summary(table, l1_bytes=256 * 1024, l2_bytes=50e6).set_index("level")
+    assert summary.loc["L1", "ns per load"] == 20.0
+    assert summary.loc["L2", "ns per load"] == 200.0
+    assert summary.loc["device memory", "ns per load"] == 600.0
+
+
+# =========================================================================== sweeps under the simulator
+
+
+def _assert_untimed(table):
+    assert (table["status"] == "simulator").all()
+    assert table["median_ms"].isna().all()
+
+
+def test_coalescing_sweeps_build_the_plotted_tables():
+    offsets = memory.coalescing_sweep("offset", values=[0, 1, 8], progress=False)
+    _assert_untimed(offsets)
+    assert list(offsets["stride"]) == [1, 1, 1] and list(offsets["sectors"]) == [4, 5, 4]
+    strides = memory.coalescing_sweep("stride", values=[1, 2, 16], progress=False)
+    assert list(strides["offset"]) == [0, 0, 0]
+    assert list(strides["sector_efficiency"]) == [1.0, 0.5, 0.125]
+    assert strides["relative"].isna().all()
+    with pytest.raises(ValueError):
+        memory.coalescing_sweep("diagonal")
+
+
+def test_bank_conflict_sweep_table():
+    table = memory.bank_conflict_sweep([1, 2, 32, 33], progress=False)
+    _assert_untimed(table)
+    assert list(table["conflict_degree"]) == [1, 2, 32, 1]
+
+
+def test_pointer_chase_sweep_table():
+    table = memory.pointer_chase_sweep([1024, 4096], progress=False)
+    _assert_untimed(table)
+    assert set(table.columns) >= {"working_set_bytes", "ns_per_load", "stride_bytes", "steps"}
+
+
+def test_constant_and_transfer_sweep_tables():
+    table = memory.constant_sweep((1, 32), progress=False)
+    _assert_untimed(table)
+    assert list(table["memory"]) == ["constant", "constant", "global", "global"]
+    transfers = memory.transfer_sweep([4096], progress=False)
+    _assert_untimed(transfers)
+    assert sorted(transfers["transfer"]) == ["D2H pageable", "D2H pinned", "H2D pageable", "H2D pinned"]
+
+
+def test_gpu_only_helpers_say_so():
+    with pytest.raises(lh.GPUOnlyError, match="reference"):
+        memory.resource_table()
+    with pytest.raises(lh.GPUOnlyError):
+        memory.device_properties()
+
+
+def test_hierarchy_table():
+    props = {"name": "Some GPU", "compute_capability": "9.0", "sm_count": 132, "registers_per_sm": 65536,
+             "max_shared_per_sm": 233472, "l2_bytes": 52428800, "total_memory_bytes": 85 * 2**30,
+             "peak_memory_bandwidth_gbs": 3352.3, "total_constant_bytes": 65536}
+    table = memory.hierarchy_table(props)
+    assert list(table.columns) == ["visible to", "Some GPU", "H100 SXM5 (published)"]
+    assert table.loc["registers", "Some GPU"].startswith("65536 x 4 B = 256 KiB")
+    assert table.loc["L1 cache", "Some GPU"].startswith("256 KiB")
+    assert table.loc["L2 cache", "Some GPU"].startswith("50 MiB")
+    assert "3.35 TB/s" in table.loc["device memory", "Some GPU"]
+    unknown = memory.hierarchy_table({"name": None})  # missing properties print as "?", never crash
+    assert "?" in unknown.loc["L2 cache", "this GPU"]
+
+
+# =========================================================================== lab checkers
+
+
+def skeleton_sectors(offset, stride, itemsize):
+    addresses = sol.warp_byte_addresses(offset, stride, itemsize)  # noqa: F841  (the lab's skeleton)
+
+
+def test_sectors_checker():
+    ex.check_sectors_per_request(sol.sectors_per_request)
+    with pytest.raises(lh.CheckFailed, match="returned None"):
+        ex.check_sectors_per_request(skeleton_sectors)
+    with pytest.raises(lh.CheckFailed, match="straddle"):
+        ex.check_sectors_per_request(lambda offset, stride, itemsize: -(-32 * stride * itemsize // 32))
+    with pytest.raises(lh.CheckFailed, match="threads, not sectors"):
+        ex.check_sectors_per_request(lambda offset, stride, itemsize: 32)
+    with pytest.raises(lh.CheckFailed, match="128-byte lines"):
+        ex.check_sectors_per_request(lambda o, s, i: len({int(a) // 128 for a in sol.warp_byte_addresses(o, s, i)}))
+
+
+def skeleton_conflict(words):
+    words = np.asarray(words)
+    bank = words % 32  # noqa: F841
+
+
+def test_conflict_checker():
+    ex.check_conflict_degree(sol.conflict_degree)
+    with pytest.raises(lh.CheckFailed, match="returned None"):
+        ex.check_conflict_degree(skeleton_conflict)
+    with pytest.raises(lh.CheckFailed, match="broadcast"):
+        ex.check_conflict_degree(lambda words: int(np.bincount(np.asarray(words) % 32).max()))
+    with pytest.raises(lh.CheckFailed, match="expected 2"):
+        ex.check_conflict_degree(lambda words: 1)
+
+
+def test_chain_checker():
+    ex.check_single_cycle(sol.make_chain)
+
+    def skeleton(slots, rng):
+        order = rng.permutation(slots)  # noqa: F841
+        next_slot = np.zeros(slots, dtype=np.int64)
+        return next_slot
+
+    with pytest.raises(lh.CheckFailed, match="not a permutation"):
+        ex.check_single_cycle(skeleton)
+    with pytest.raises(lh.CheckFailed, match="cycles"):
+        ex.check_single_cycle(lambda slots, rng: rng.permutation(slots))
+    with pytest.raises(lh.CheckFailed, match="sequential"):
+        ex.check_single_cycle(lambda slots, rng: (np.arange(slots) + 1) % slots)
+    with pytest.raises(lh.CheckFailed, match="same chain"):
+        ex.check_single_cycle(lambda slots, rng: (np.arange(slots) - 1) % slots)  # one cycle, but ignores rng
+    assert ex.cycle_lengths(np.array([1, 0, 2])) == [2, 1]
+
+
+@cuda.jit
+def skeleton_transpose(a, out):
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col = cuda.blockIdx.x * TILE + tx  # noqa: F841
+    row = cuda.blockIdx.y * TILE + ty  # noqa: F841
+    cuda.syncthreads()
+
+
+@cuda.jit
+def untransposed_tile(a, out):
+    """Writes the tile back without swapping its indices: the classic slip."""
+    tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col = cuda.blockIdx.x * TILE + tx
+    row = cuda.blockIdx.y * TILE + ty
+    for k in range(0, TILE, TILE_ROWS):
+        if row + k < a.shape[0] and col < a.shape[1]:
+            tile[ty + k, tx] = a[row + k, col]
+    cuda.syncthreads()
+    out_col = cuda.blockIdx.y * TILE + tx
+    out_row = cuda.blockIdx.x * TILE + ty
+    for k in range(0, TILE, TILE_ROWS):
+        if out_row + k < out.shape[0] and out_col < out.shape[1]:
+            out[out_row + k, out_col] = tile[ty + k, tx]
+
+
+@cuda.jit
+def unguarded_tile(a, out):
+    """Forgets the bounds checks: reads past the end of partial tiles."""
+    tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col = cuda.blockIdx.x * TILE + tx
+    row = cuda.blockIdx.y * TILE + ty
+    for k in range(0, TILE, TILE_ROWS):
+        tile[ty + k, tx] = a[row + k, col]
+    cuda.syncthreads()
+    for k in range(0, TILE, TILE_ROWS):
+        out[cuda.blockIdx.x * TILE + ty + k, cuda.blockIdx.y * TILE + tx] = tile[tx, ty + k]
+
+
+def test_transpose_checker():
+    ex.check_tiled_transpose(sol.transpose_tiled)
+    with pytest.raises(lh.CheckFailed, match="Nothing was written"):
+        ex.check_tiled_transpose(skeleton_transpose)
+    with pytest.raises(lh.CheckFailed, match="wrong for an array of shape"):
+        ex.check_tiled_transpose(untransposed_tile)
+    with pytest.raises(lh.CheckFailed, match="outside an array"):
+        ex.check_tiled_transpose(unguarded_tile)
+
+
+def test_compare_transposes_runs_under_the_simulator():
+    timings = ex.compare_transposes(sol.transpose_tiled, memory.transpose_naive, n=40)
+    assert set(timings) == {"naive", "tiled"}
+    assert not timings["tiled"].is_gpu_timing

@@ -1,0 +1,560 @@
+"""Chapter 7: the roofline model, the ceiling kernels, the toolkit's cache, the profiler helpers, the lab checkers.
+
+Kernels run under Numba's CUDA simulator on odd sizes and are compared with NumPy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+import types
+from pathlib import Path
+
+import labhelpers as lh  # noqa: I001  (first: chooses the simulator before numba.cuda is imported)
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from numba import cuda, float32  # noqa: E402
+
+from labhelpers import profiler, roofline  # noqa: E402
+from labhelpers.device import SIMULATOR_NAME, DeviceInfo  # noqa: E402
+from labhelpers.exercises import roofline as ex  # noqa: E402
+from labhelpers.kernels import roofline as rk  # noqa: E402
+from labhelpers.refdata import save_reference  # noqa: E402
+from labhelpers.timing import Timing  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+META = {"gpu": "Test GPU", "compute_capability": "9.0", "driver": "13.0", "runtime": "13.0", "date": "2026-01-01"}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(roofline.CACHE_ENV_VAR, str(tmp_path / "cache"))
+
+
+def _solutions():
+    spec = importlib.util.spec_from_file_location("sol07", ROOT / "labs" / "solutions" / "07_profiling_roofline_lab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------------------------------ kernels
+
+@pytest.mark.parametrize("n", [1, 31, 33, 257, 1003])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stream_copy_copies_every_element(n, dtype):
+    x = np.random.default_rng(n).random(n).astype(dtype)
+    got = rk.run_stream_copy(x, blocks=2, threads=32)
+    np.testing.assert_array_equal(got, x)
+
+
+def test_stream_copy_bytes_count_read_and_write():
+    assert rk.stream_copy_bytes(1000, 4) == 8000
+
+
+@pytest.mark.parametrize("steps", [4, 5, 12])
+def test_l2_read_matches_numpy(steps):
+    x = np.arange(64, dtype=np.float32)
+    got, total = rk.run_l2_read(x, steps, blocks=2, threads=8)
+    rounded = 4 * math.ceil(steps / 4)
+    np.testing.assert_allclose(got, rk.l2_read_reference(x, total, rounded), rtol=1e-6)
+    assert total == 16
+
+
+def test_l2_read_reads_every_element_equally_often():
+    x = np.ones(32, dtype=np.float32)
+    got, total = rk.run_l2_read(x, 8, blocks=1, threads=16)
+    assert got.sum() == total * 8  # every load counted once
+
+
+@pytest.mark.parametrize("threads", [1, 8, 32, 33, 100, 270336])
+def test_l2_step_is_an_odd_multiple_of_32_covering_the_grid(threads):
+    step = rk.l2_step(threads)
+    assert step >= threads and step % 32 == 0 and (step // 32) % 2 == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fma_chains_matches_numpy(dtype):
+    start = np.linspace(0.5, 1.5, 37).astype(dtype)
+    got = rk.run_fma_chains(start.copy(), iters=1, threads=32)
+    np.testing.assert_allclose(got, rk.fma_chains_reference(start, 1), rtol=1e-5)
+    assert got.dtype == dtype
+
+
+def test_fma_chains_flops():
+    assert rk.fma_chains_flops(threads=10, iters=3) == 2 * 8 * 16 * 3 * 10
+
+
+@pytest.mark.parametrize("n", [1, 33, 257])
+@pytest.mark.parametrize("nfma", [0, 3])
+def test_fma_per_element_matches_numpy(n, nfma):
+    x = np.random.default_rng(1).random(n).astype(np.float32)
+    got = rk.run_fma_per_element(x, nfma, blocks=2, threads=32)
+    np.testing.assert_allclose(got, rk.fma_per_element_reference(x, nfma), rtol=1e-5)
+
+
+def test_fma_per_element_intensity():
+    assert rk.fma_per_element_intensity(16, 4) == 4.0
+    assert rk.fma_per_element_flops(10, 3) / rk.fma_per_element_bytes(10, 4) == rk.fma_per_element_intensity(3, 4)
+
+
+def test_wrappers_reject_bad_input_with_a_fix():
+    with pytest.raises(lh.LaunchConfigError, match="float32"):
+        rk.run_stream_copy(np.arange(10))
+    with pytest.raises(lh.ArrayArgumentError, match="ascontiguousarray"):
+        rk.run_stream_copy(np.ones(20, dtype=np.float32)[::2])
+    with pytest.raises(lh.LaunchConfigError, match="power-of-two"):
+        rk.run_l2_read(np.ones(48, dtype=np.float32), 4)
+    with pytest.raises(lh.LaunchConfigError, match="nfma"):
+        rk.run_fma_per_element(np.ones(8, dtype=np.float32), -1)
+    with pytest.raises(lh.LaunchConfigError, match="threads"):
+        rk.full_grid(2048)
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        rk.run_stream_copy(np.ones(8, dtype=np.float32), out=np.ones(9, dtype=np.float32))
+
+
+def test_timing_functions_are_gpu_only_under_the_simulator():
+    for fn in (rk.timing_hygiene, rk.timing_repeats, rk.representative_points, rk.profile_target):
+        with pytest.raises(lh.GPUOnlyError, match="no GPU"):
+            fn()
+
+
+def test_sweeps_give_the_chapter_columns_with_nan_timings():
+    table = rk.intensity_sweep(progress=False)
+    assert list(table["nfma"]) == list(rk.SWEEP_NFMA)
+    assert table["intensity"].tolist() == [v / 4 for v in rk.SWEEP_NFMA]
+    assert (table["status"] == "simulator").all() and table["gflops"].isna().all()
+    gemm = rk.skewed_gemm_sweep(progress=False)
+    assert gemm["shape"].iloc[0] == "1024-1024-1024" and gemm["shape"].iloc[-1] == "1048576-1-1024"
+    assert (gemm["m"] * gemm["n"] == 1024 * 1024).all() and (gemm["flops"] == 2 * 1024**3).all()
+    assert gemm["gflops"].isna().all()
+
+
+def test_gemm_intensity_collapses_as_the_shape_skews():
+    square = rk.gemm_intensity(1024, 1024, 1024)
+    assert square == pytest.approx(2 * 1024**3 / (4 * 3 * 1024**2))
+    assert rk.gemm_intensity(1024 * 1024, 1, 1024) == pytest.approx(0.5, rel=1e-2)
+
+
+# ------------------------------------------------------------------------------------------- model
+
+def test_attainable_is_the_minimum_of_the_two_roofs():
+    assert roofline.attainable(1.0, 3000, 60000) == 3000
+    assert roofline.attainable(100.0, 3000, 60000) == 60000
+    np.testing.assert_allclose(roofline.attainable([0.5, 20, 40], 3000, 60000), [1500, 60000, 60000])
+    with pytest.raises(ValueError):
+        roofline.attainable(-1, 3000, 60000)
+    with pytest.raises(ValueError):
+        roofline.attainable(1, 0, 60000)
+
+
+def test_machine_balance_and_bound():
+    assert roofline.machine_balance(67000, 3350) == pytest.approx(20.0)
+    assert roofline.bound(0.25, 3350, 67000) == "memory"
+    assert roofline.bound(64, 3350, 67000) == "compute"
+
+
+def test_worked_intensities():
+    assert roofline.saxpy_counts(1000).intensity == pytest.approx(1 / 6)
+    assert roofline.reduction_counts(10**6).intensity == pytest.approx(0.25, rel=1e-5)
+    assert roofline.matmul_naive_counts(4096).intensity == pytest.approx(0.25, rel=1e-3)
+    assert roofline.matmul_tiled_counts(4096, 16).intensity == pytest.approx(4.0, rel=1e-2)
+    assert roofline.matmul_tiled_counts(4096, 32).intensity == pytest.approx(8.0, rel=1e-2)
+    assert roofline.matmul_ideal_counts(4096).intensity == pytest.approx(4096 / 6)
+    assert roofline.stencil_counts(10**6, 5, cached=True).intensity == pytest.approx(9 / 8)
+    assert roofline.stencil_counts(10**6, 5, cached=False).intensity == pytest.approx(9 / 24)
+    assert roofline.nbody_counts(65536).intensity == pytest.approx(20 / 16, rel=1e-3)
+    assert roofline.nbody_counts(65536, tile=256).intensity == pytest.approx(20 * 256 / 16, rel=1e-2)
+    with pytest.raises(ValueError):
+        roofline.matmul_tiled_counts(1024, 0)
+
+
+def test_intensity_table_lists_every_worked_kernel():
+    table = roofline.intensity_table()
+    assert list(table.columns) == ["kernel", "flops", "bytes", "intensity", "assumption"]
+    assert len(table) == 10
+    assert (table["intensity"] == table["flops"] / table["bytes"]).all()
+    names = " ".join(table["kernel"])
+    for word in ("SAXPY", "reduction", "naive", "tiles", "stencil", "n-body"):
+        assert word in names
+
+
+def test_time_bounds_finds_a_transfer_bound_kernel():
+    c = roofline.saxpy_counts(2**26)
+    table = roofline.time_bounds(c.flops, c.nbytes, host_bytes=c.nbytes, peak_gflops=67000, bandwidth_gbs=3350)
+    assert table.loc[table["binding"], "limit"].tolist() == ["host transfer"]
+    table = roofline.time_bounds(c.flops, c.nbytes, host_bytes=0, peak_gflops=67000, bandwidth_gbs=3350)
+    assert table.loc[table["binding"], "limit"].tolist() == ["device memory"]
+
+
+def test_peaks_at_the_reported_clock():
+    h100 = DeviceInfo(backend="gpu", name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0), sm_count=132,
+                      clock_khz=1_980_000)
+    assert roofline.fp32_peak_at_clock(h100) == pytest.approx(132 * 128 * 2 * 1.98)
+    assert roofline.fp64_peak_at_clock(h100) == pytest.approx(132 * 64 * 2 * 1.98)
+    unknown = DeviceInfo(backend="gpu", name="future", compute_capability=(99, 0), sm_count=1, clock_khz=1)
+    assert roofline.fp32_peak_at_clock(unknown) is None
+    assert roofline.fp32_peak_at_clock() is None  # the simulator has no clock
+
+
+# --------------------------------------------------------------------------------------- datasheets
+
+@pytest.mark.parametrize("name, key", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB"), ("NVIDIA H100 PCIe", "H100 PCIe 80GB"),
+    ("NVIDIA H100 NVL", "H100 NVL 94GB"), ("NVIDIA H200", "H200 SXM 141GB"), ("NVIDIA H200 NVL", "H200 NVL 141GB"),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"), ("NVIDIA A100-PCIE-40GB", "A100 40GB"), ("Tesla T4", "T4"),
+    ("NVIDIA L4", "L4"), ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-PCIE-32GB", "V100 PCIe"),
+    ("NVIDIA L40S", None), ("Tesla V100S-PCIE-32GB", None), ("NVIDIA GeForce RTX 4090", None),
+])
+def test_datasheet_matching(name, key):
+    entry = roofline.datasheet_entry(name)
+    assert (entry["key"] if entry else None) == key
+    sheet = roofline.datasheet_ceilings(name)
+    assert (sheet is None) == (key is None)
+    if sheet:
+        assert sheet.l2_gbs is None and sheet.dram_gbs > 0 and sheet.label == f"datasheet: {key}"
+
+
+def test_datasheet_fp32_agrees_with_lanes_times_clock():
+    for entry in roofline._datasheets():
+        assert entry["source"] and entry["url"].startswith("https://")
+        if entry["boost_clock_mhz"]:
+            lanes = 64 if entry["key"].startswith(("A100", "V100", "T4")) else 128
+            computed = entry["sm_count"] * lanes * 2 * entry["boost_clock_mhz"] / 1e3
+            assert entry["fp32_gflops"] == pytest.approx(computed, rel=0.03), entry["key"]
+
+
+def test_datasheet_table_and_simulator_default():
+    assert len(roofline.datasheet_table()) >= 12
+    assert roofline.datasheet_ceilings() is None  # no GPU to look up
+
+
+# ----------------------------------------------------------------------------------- ceilings, cache
+
+def _ceilings(**kw):
+    values = dict(gpu="Test GPU", dram_gbs=3000.0, l2_gbs=9000.0, fp32_gflops=60000.0, fp64_gflops=30000.0,
+                  source="measured", label="measured on Test GPU", details={"how": {"dram_gbs": "stream_copy"}})
+    values.update(kw)
+    return roofline.Ceilings(**values)
+
+
+def test_measuring_is_gpu_only():
+    for fn in (roofline.measure_ceilings, roofline.measure_dram_bandwidth, roofline.measure_l2_bandwidth,
+               roofline.measure_fma_peak):
+        with pytest.raises(lh.GPUOnlyError, match="reference_ceilings"):
+            fn()
+
+
+def test_cache_dir_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(roofline.CACHE_ENV_VAR, str(tmp_path))
+    assert roofline.device_cache_dir("NVIDIA H100 80GB HBM3") == tmp_path / "NVIDIA_H100_80GB_HBM3"
+    monkeypatch.delenv(roofline.CACHE_ENV_VAR)
+    assert roofline.cache_root() == Path.home() / ".cache" / "labhelpers"
+
+
+def test_ceilings_round_trip_through_the_cache_file():
+    c = _ceilings()
+    path = roofline.device_cache_dir("Test GPU") / roofline.CEILINGS_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(c.to_json()))
+    assert roofline.load_cached_ceilings("Test GPU") == c
+    path.write_text("{not json")
+    assert roofline.load_cached_ceilings("Test GPU") is None
+    assert roofline.load_cached_ceilings("Other GPU") is None
+
+
+def test_ceilings_balance_table_and_comparison():
+    c = _ceilings()
+    assert c.balance() == pytest.approx(20.0)
+    assert c.balance("fp64_gflops", "l2_gbs") == pytest.approx(30000 / 9000)
+    assert c.attainable(1.0) == 3000.0
+    assert list(c.as_table()["ceiling"]) == list(roofline.CEILING_NAMES)
+    assert math.isnan(_ceilings(dram_gbs=None).balance())
+    with pytest.raises(KeyError):
+        c.value("dram")
+    cmp = roofline.compare_ceilings(c, roofline.datasheet_ceilings("NVIDIA H100 80GB HBM3"))
+    assert cmp.loc[0, "measured / datasheet"] == pytest.approx(3000 / 3350)
+    assert pd.isna(cmp.loc[1, "datasheet"])  # no datasheet L2 figure
+
+
+def _reference_dir(tmp_path, monkeypatch):
+    ref = tmp_path / "ref"
+    save_reference("ch07_ceilings", _ceilings().as_table(), ref, meta=META)
+    points = pd.DataFrame([{"name": "saxpy", "chapter": "07", "flops": 2e8, "nbytes": 1.2e9, "intensity": 1 / 6,
+                            "median_ms": 0.4, "gflops": 500.0, "gbps": 3000.0}])
+    save_reference("ch07_roofline_points", points, ref, meta=META)
+    monkeypatch.setenv("LABHELPERS_REFERENCE_DIR", str(ref))
+
+
+def test_reference_ceilings_and_points_are_labelled_with_their_gpu(tmp_path, monkeypatch):
+    _reference_dir(tmp_path, monkeypatch)
+    c = roofline.reference_ceilings()
+    assert c.gpu == "Test GPU" and c.source == "reference" and "Test GPU" in c.label
+    assert c.dram_gbs == 3000.0 and c.fp64_gflops == 30000.0
+    c2, note = roofline.ceilings_or_reference(progress=False)
+    assert c2 == c and "Test GPU" in note
+    table, label = roofline.points_or_reference()
+    assert table["name"].tolist() == ["saxpy"] and "Test GPU" in label
+
+
+def test_record_point_refuses_simulator_and_host_timings():
+    sim = Timing(label="k", times_ms=None)
+    with pytest.raises(lh.GPUOnlyError, match="only real GPU timings"):
+        roofline.record_point("k", 1e9, 1e9, sim, chapter="07")
+    host = lh.wall_time(lambda: None, repeat=2)
+    with pytest.raises(lh.GPUOnlyError):
+        roofline.record_point("k", 1e9, 1e9, host)
+    assert len(roofline.load_points()) == 0  # nothing stored, and the simulator has no points
+
+
+def test_record_point_stores_and_replaces():
+    timing = Timing(label="k", times_ms=(2.0, 2.0, 2.0), clock="cuda-events")  # as a GPU run would give
+    rec = roofline.record_point("matmul", 2e9, 1e9, timing, chapter="05")
+    assert rec["gflops"] == pytest.approx(1000.0) and rec["intensity"] == 2.0
+    roofline.record_point("matmul", 4e9, 1e9, timing, chapter="05")
+    roofline.record_point("matmul", 4e9, 1e9, timing, chapter="06")
+    points = roofline.load_points(SIMULATOR_NAME)
+    assert len(points) == 2 and points.loc[points["chapter"] == "05", "flops"].item() == 4e9
+    with pytest.raises(ValueError, match="positive"):
+        roofline.record_point("x", 0, 1e9, timing)
+    roofline.clear_points(SIMULATOR_NAME)
+    assert len(roofline.load_points(SIMULATOR_NAME)) == 0
+
+
+def test_measured_or_reference_uses_reference_without_a_gpu(tmp_path, monkeypatch):
+    _reference_dir(tmp_path, monkeypatch)
+    table, label = roofline.measured_or_reference(lambda: pytest.fail("must not measure"), "ch07_roofline_points")
+    assert "Test GPU" in label and len(table) == 1
+
+
+# ---------------------------------------------------------------------------------------- plotting
+
+def test_plot_roofline_draws_roofs_and_skips_nan_points():
+    fig, ax = plt.subplots()
+    points = pd.DataFrame({"name": ["a", "b", "c"], "intensity": [0.25, np.nan, 100.0],
+                           "gflops": [700.0, 5.0, 50000.0]})
+    roofline.plot_roofline(ax, _ceilings(), points, datasheet=roofline.datasheet_ceilings("NVIDIA H100 80GB HBM3"))
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    labels = [t.get_text() for t in ax.texts]
+    assert "a" in labels and "c" in labels and "b" not in labels
+    assert any("ridge" in t for t in labels)
+    plt.close(fig)
+
+
+def test_plot_roofline_without_ceilings_says_so():
+    fig, ax = plt.subplots()
+    empty = _ceilings(dram_gbs=float("nan"), l2_gbs=None, fp32_gflops=float("nan"), fp64_gflops=None)
+    roofline.plot_roofline(ax, empty, None)
+    assert any("not measured" in t.get_text() for t in ax.texts)
+    plt.close(fig)
+
+
+def test_widgets_build():
+    points = pd.DataFrame({"name": ["a"], "intensity": [1.0], "gflops": [1000.0]})
+    assert roofline.roofline_explorer(_ceilings(), points).children
+    sweep = pd.DataFrame({"nfma": [1, 2], "intensity": [0.25, 0.5], "gflops": [750.0, np.nan]})
+    assert roofline.sweep_explorer(_ceilings(), sweep, "test").children
+    plt.close("all")
+
+
+def test_chapter_figures_accept_nan_tables():
+    hyg = pd.DataFrame({"measurement": ["a", "b"], "ms": [np.nan, 1.0], "what_it_measures": ["", ""]})
+    fig, ax = plt.subplots()
+    roofline.plot_timing_hygiene(ax, hyg, "test")
+    fig, axes = plt.subplots(1, 2)
+    roofline.plot_skewed_gemm(axes, rk.skewed_gemm_sweep(progress=False), "test", _ceilings())
+    plt.close("all")
+
+
+# ---------------------------------------------------------------------------------------- profiler
+
+LONG_CSV = '''running the program...
+==PROF== Connected to process 4242
+==PROF== Profiling "fma_per_element": 0%....50%....100% - 3 passes
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","python3","127.0.0.1","cudapy::fma_per_element","1","7","(256, 1, 1)","(1056, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","67,108,864"
+"0","4242","python3","127.0.0.1","cudapy::fma_per_element","1","7","(256, 1, 1)","(1056, 1, 1)","0","9.0","Command line profiler metrics","lts__t_sector_hit_rate.pct","%","12.5"
+"0","4242","python3","127.0.0.1","cudapy::fma_per_element","1","7","(256, 1, 1)","(1056, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_sector_hit_rate.pct","%","n/a"
+"0","4242","python3","127.0.0.1","cudapy::fma_per_element","1","7","(256, 1, 1)","(1056, 1, 1)","0","9.0","Command line profiler metrics","sm__warps_active.avg.pct_of_peak_sustained_active","%","87,50"
+==PROF== Disconnected from process 4242
+'''
+
+WIDE_CSV = '''"ID","Kernel Name","dram__bytes_read.sum","gpu__time_duration.sum"
+"","","byte","nsecond"
+"0","fma_per_element","1,024","5,000"
+'''
+
+
+def test_parse_ncu_csv_long_layout():
+    table = profiler.parse_ncu_csv(LONG_CSV)
+    values = dict(zip(table["metric"], table["value"]))
+    assert values["dram__bytes_read.sum"] == 67108864
+    assert values["lts__t_sector_hit_rate.pct"] == 12.5
+    assert math.isnan(values["l1tex__t_sector_hit_rate.pct"])
+    assert values["sm__warps_active.avg.pct_of_peak_sustained_active"] == 87.5  # decimal comma
+    assert table.loc[0, "description"] == "DRAM bytes read" and table.loc[0, "unit"] == "byte"
+    assert (table["kernel"] == "cudapy::fma_per_element").all()
+
+
+def test_parse_ncu_csv_wide_layout_and_errors():
+    table = profiler.parse_ncu_csv(WIDE_CSV)
+    values = dict(zip(table["metric"], table["value"]))
+    assert values == {"dram__bytes_read.sum": 1024, "gpu__time_duration.sum": 5000}
+    assert table.loc[table["metric"] == "gpu__time_duration.sum", "unit"].item() == "nsecond"
+    with pytest.raises(ValueError, match="no CSV"):
+        profiler.parse_ncu_csv("==PROF== ERR_NVGPUCTRPERM\n")
+
+
+def test_profiler_explains_why_it_cannot_run():
+    assert "no GPU" in profiler.ncu_unavailable_reason()
+    with pytest.raises(profiler.ProfilerUnavailable, match="no GPU"):
+        profiler.profile_fma_per_element()
+    assert "administrators" in profiler._explain_failure("==ERROR== ERR_NVGPUCTRPERM - ...", 1)
+    assert "no kernel matched" in profiler._explain_failure("==WARNING== No kernels were profiled.", 0)
+
+
+def test_ncu_command_line():
+    cmd = profiler.ncu_command(Path("t.py"), "fma_per_element", ["a.sum", "b.pct"], ncu="ncu",
+                               options={"--print-units"})
+    assert cmd[0] == "ncu" and "--csv" in cmd and "regex:fma_per_element" in cmd and "a.sum,b.pct" in cmd
+    assert cmd[cmd.index("--print-units") + 1] == "base" and "--print-metric-name" not in cmd
+    assert cmd[-2:] == [sys.executable, "t.py"]
+
+
+def test_achieved_intensity():
+    report = pd.DataFrame({"metric": ["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+                                      "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+                                      "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+                                      "dram__bytes_read.sum", "dram__bytes_write.sum"],
+                           "value": [100.0, 10.0, 0.0, 30.0, 20.0]})
+    assert profiler.achieved_intensity(report) == pytest.approx(210 / 50)
+
+
+def test_nvtx_range_degrades_gracefully(monkeypatch, capsys):
+    monkeypatch.setattr(profiler, "nvtx_module", lambda: None)
+    monkeypatch.setattr(profiler, "_nvtx_warned", False)
+    ran = []
+    with profiler.nvtx_range("first"):
+        ran.append(1)
+    with profiler.nvtx_range("second"):
+        ran.append(2)
+    out = capsys.readouterr().out
+    assert ran == [1, 2] and out.count("not installed") == 1 and "pip install nvtx" in out
+
+
+def test_nvtx_range_uses_the_package_when_present(monkeypatch):
+    calls = []
+
+    class Annotate:
+        def __init__(self, name, color):
+            calls.append((name, color))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setitem(sys.modules, "nvtx", types.SimpleNamespace(annotate=Annotate))
+    assert profiler.nvtx_available()
+    with profiler.nvtx_range("work", color="green"):
+        pass
+    assert calls == [("work", "green")]
+
+
+# ------------------------------------------------------------------------------------ lab checkers
+
+def test_checkers_pass_the_solutions(capsys):
+    sol = _solutions()
+    ex.check_matvec_counts(sol.matvec_counts)
+    ex.check_roofline_time(sol.roofline_time_ms)
+    ex.check_ridge_fma_count(sol.ridge_fma_count)
+    ex.check_read_sum(sol.read_sum)
+    assert capsys.readouterr().out.count("Correct") == 4
+
+
+def test_matvec_checker_rejects_skeleton_and_typical_mistakes():
+    with pytest.raises(lh.CheckFailed, match="still 0"):
+        ex.check_matvec_counts(lambda m, n, s: (0, 0))
+    with pytest.raises(lh.CheckFailed, match="two"):
+        ex.check_matvec_counts(lambda m, n, s: (m * n, (m * n + m + n) * s))
+    with pytest.raises(lh.CheckFailed, match="A only"):
+        ex.check_matvec_counts(lambda m, n, s: (2 * m * n, m * n * s))
+    with pytest.raises(lh.CheckFailed, match="itemsize"):
+        ex.check_matvec_counts(lambda m, n, s: (2 * m * n, (m * n + m + n) * 4))
+    with pytest.raises(lh.CheckFailed, match="pair"):
+        ex.check_matvec_counts(lambda m, n, s: None)
+
+
+def test_roofline_time_checker_rejects_skeleton_and_typical_mistakes():
+    with pytest.raises(lh.CheckFailed, match="still 0"):
+        ex.check_roofline_time(lambda f, b, bw, p: 0.0)
+    with pytest.raises(lh.CheckFailed, match="added"):
+        ex.check_roofline_time(lambda f, b, bw, p: (b / (bw * 1e9) + f / (p * 1e9)) * 1e3)
+    with pytest.raises(lh.CheckFailed, match="faster"):
+        ex.check_roofline_time(lambda f, b, bw, p: min(b / (bw * 1e9), f / (p * 1e9)) * 1e3)
+    with pytest.raises(lh.CheckFailed, match="units"):
+        ex.check_roofline_time(lambda f, b, bw, p: max(b / (bw * 1e9), f / (p * 1e9)))
+
+
+def test_ridge_checker_rejects_skeleton_and_typical_mistakes():
+    with pytest.raises(lh.CheckFailed, match="still 0"):
+        ex.check_ridge_fma_count(lambda bw, p, s: 0.0)
+    with pytest.raises(lh.CheckFailed, match="stored"):
+        ex.check_ridge_fma_count(lambda bw, p, s: s * p / bw / 2)
+    with pytest.raises(lh.CheckFailed, match="two flops"):
+        ex.check_ridge_fma_count(lambda bw, p, s: 2 * s * p / bw)
+
+
+@cuda.jit
+def _read_sum_skeleton(x, out):
+    t = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    i = t
+    acc = float32(0)
+    if t < out.size:
+        out[t] = acc
+
+
+@cuda.jit
+def _read_sum_one_element(x, out):
+    t = cuda.grid(1)
+    acc = float32(0)
+    if t < x.size:
+        acc += x[t]
+    if t < out.size:
+        out[t] = acc
+
+
+@cuda.jit
+def _read_sum_unguarded(x, out):
+    t = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    i = t
+    acc = float32(0)
+    while i < x.size + stride:  # reads past the end
+        acc += x[i]
+        i += stride
+    out[t] = acc
+
+
+def test_read_sum_checker_rejects_skeleton_and_typical_mistakes():
+    with pytest.raises(lh.CheckFailed, match="Every sum is 0"):
+        ex.check_read_sum(_read_sum_skeleton)
+    with pytest.raises(lh.CheckFailed, match="single element"):
+        ex.check_read_sum(_read_sum_one_element)
+    with pytest.raises(lh.CheckFailed):
+        ex.check_read_sum(_read_sum_unguarded)
+
+
+def test_time_read_sum_runs_without_gpu_timing():
+    t = ex.time_read_sum(_solutions().read_sum)
+    assert not t.is_gpu_timing and "no GPU timing" in str(t)

@@ -1,0 +1,478 @@
+"""Chapter 4 (scheduling): the warp-timeline model, the occupancy calculator, the kernels and the lab's checkers.
+
+Runs under the simulator: kernels are compared with NumPy on odd sizes; GPU-only pieces must
+raise GPUOnlyError; the occupancy numbers of the lectures and of Hopper are checked exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import labhelpers as lh  # noqa: E402
+from labhelpers.device import DeviceInfo  # noqa: E402
+from labhelpers.exercises import scheduling as ex  # noqa: E402
+from labhelpers.kernels import scheduling as ks  # noqa: E402
+from labhelpers.models import occupancy as oc  # noqa: E402
+from labhelpers.models import warp_timeline as wt  # noqa: E402
+from numba import cuda  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ODD_SIZES = (1, 31, 33, 257, 1003)
+
+
+# =========================================================================== warp timeline
+def test_g80_three_warps_leave_the_scheduler_idle_one_cycle_in_seven():
+    t = wt.simulate(3, burst=20, stall=50, cycles=700)
+    assert t.busy_cycles == 600 and t.idle_cycles == 100
+    assert t.utilisation == 6 / 7
+    # warp 0 issues cycles 0-19, warp 1 20-39, warp 2 40-59, nobody 60-69, warp 0 again from 70
+    assert list(t.issuing[:70:10]) == [0, 0, 1, 1, 2, 2, -1]
+    assert t.issuing[70] == 0
+
+
+def test_g80_four_warps_give_full_utilisation():
+    t = wt.simulate(4, burst=20, stall=50, cycles=700)
+    assert t.utilisation == 1.0 and t.idle_cycles == 0
+    assert wt.warps_to_hide(20, 50) == 4
+    assert math.ceil(50 / 20) == 3  # the other warps needed to cover one warp's stall
+
+
+@pytest.mark.parametrize("burst", [1, 5, 20])
+@pytest.mark.parametrize("stall", [0, 13, 50])
+@pytest.mark.parametrize("n_warps", [1, 2, 3, 4, 6])
+def test_simulation_converges_to_the_closed_form(n_warps, burst, stall):
+    t = wt.simulate(n_warps, burst, stall, cycles=10 * (burst + stall))
+    assert t.utilisation == pytest.approx(wt.steady_state_utilisation(n_warps, burst, stall))
+
+
+@pytest.mark.parametrize("burst, stall", [(20, 50), (20, 40), (7, 100), (3, 0)])
+def test_warps_to_hide_is_the_fewest_that_fill_every_cycle(burst, stall):
+    n = wt.warps_to_hide(burst, stall)
+    cycles = 5 * (burst + stall)
+    assert wt.simulate(n, burst, stall, cycles=cycles).utilisation == 1.0
+    if n > 1:
+        assert wt.simulate(n - 1, burst, stall, cycles=cycles).utilisation < 1.0
+
+
+def test_timeline_states_are_consistent():
+    t = wt.simulate(5, burst=4, stall=9, cycles=200, policy="round-robin")
+    issuing_per_cycle = (t.state == wt.ISSUE).sum(axis=0)
+    assert issuing_per_cycle.max() <= 1
+    assert issuing_per_cycle.sum() == t.busy_cycles
+    for c in range(t.cycles):
+        if t.issuing[c] >= 0:
+            assert t.state[t.issuing[c], c] == wt.ISSUE
+
+
+def test_round_robin_stalls_all_warps_together():
+    greedy = wt.simulate(4, 20, 50, cycles=1400)
+    rr = wt.simulate(4, 20, 50, cycles=1400, policy="round-robin")
+    assert greedy.utilisation == 1.0 and rr.utilisation < 0.7
+
+
+@pytest.mark.parametrize("kwargs", [dict(n_warps=0, burst=20, stall=50), dict(n_warps=2, burst=0, stall=50),
+                                    dict(n_warps=2, burst=20, stall=-1), dict(n_warps=2.5, burst=20, stall=5),
+                                    dict(n_warps=2, burst=20, stall=5, policy="lottery"),
+                                    dict(n_warps=2, burst=20, stall=5, cycles=0)])
+def test_timeline_rejects_bad_parameters(kwargs):
+    with pytest.raises(ValueError):
+        wt.simulate(**kwargs)
+
+
+def test_littles_law():
+    assert wt.bytes_in_flight(3000, 500) == 1.5e6
+    assert wt.littles_law(70, 1 / 20) == pytest.approx(3.5)
+    with pytest.raises(ValueError):
+        wt.littles_law(-1, 2)
+
+
+def test_draw_timeline_runs():
+    fig, ax = plt.subplots()
+    wt.draw_timeline(ax, wt.simulate(3, 20, 50, cycles=210))
+    assert "86%" in ax.get_title()
+    plt.close(fig)
+
+
+# =========================================================================== occupancy calculator
+L = oc.FERMI_LECTURE
+H = oc.HOPPER_H100
+
+
+def test_lecture_128_thread_blocks_reach_two_thirds():
+    r = oc.occupancy(128, 10, 0, L)
+    assert (r.blocks_per_sm, r.warps_per_sm, r.threads_per_sm) == (8, 32, 1024)
+    assert r.occupancy == 32 / 48 and round(r.occupancy, 3) == 0.667
+    assert r.limiting == ("blocks",)
+
+
+def test_lecture_registers_10_give_6_blocks_and_12_give_5():
+    ten = oc.occupancy(256, 10, 0, L)
+    assert ten.blocks_per_sm == 6 and ten.registers_per_block == 2560 and ten.threads_per_sm == 1536
+    twelve = oc.occupancy(256, 12, 0, L)
+    assert twelve.blocks_per_sm == 5 and twelve.limiting == ("registers",)
+    assert ten.threads_per_sm - twelve.threads_per_sm == 256  # "loss of concurrency of 256 threads"
+
+
+def test_real_fermi_keeps_six_blocks_with_12_registers():
+    """The lecture's 16 K register file is GT200's; GF100 has 32 K, so +2 registers cost nothing there."""
+    assert oc.occupancy(256, 12, 0, oc.FERMI_GF100).blocks_per_sm == 6
+    assert oc.occupancy(512, 10, 0, L).blocks_per_sm == 3  # "512 threads/block: only 3 blocks"
+
+
+@pytest.mark.parametrize("threads, regs, shared, blocks, warps, limiting", [
+    (256, 32, 0, 8, 64, ("threads", "registers")),
+    (256, 64, 0, 4, 32, ("registers",)),
+    (128, 40, 0, 12, 48, ("registers",)),
+    (64, 200, 0, 4, 8, ("registers",)),  # 4 partitions: 2 warps each; one pool would give 5 blocks
+    (1024, 16, 49152, 2, 64, ("threads",)),
+    (64, 16, 40000, 5, 10, ("shared memory",)),
+    (32, 16, 0, 32, 32, ("blocks",)),
+    (100, 32, 0, 16, 64, ("threads", "registers")),  # 100 threads take 4 warp slots
+    (768, 16, 0, 2, 48, ("threads",)),  # 24 warps: only 2 blocks fit in 64 slots (75%)
+])
+def test_hopper_cases(threads, regs, shared, blocks, warps, limiting):
+    r = oc.occupancy(threads, regs, shared, H)
+    assert (r.blocks_per_sm, r.warps_per_sm, r.limiting) == (blocks, warps, limiting)
+
+
+def test_register_partitions_matter():
+    one_pool = dataclasses.replace(H, register_partitions=1)
+    assert oc.occupancy(64, 200, 0, one_pool).blocks_per_sm == 5
+    assert oc.occupancy(64, 200, 0, H).blocks_per_sm == 4
+
+
+def test_hopper_shared_memory_reserved_and_rounded():
+    r = oc.occupancy(64, 16, 32276, H)
+    assert r.shared_allocated_per_block == 33408 and r.blocks_per_sm == 6
+    assert oc.occupancy(64, 16, 227 * 1024, H, opt_in=True).blocks_per_sm == 1  # 227 KB + 1 KB = all 228 KB
+    assert oc.occupancy(64, 16, 100 * 1024, H, opt_in=True).blocks_per_sm == 2
+
+
+@pytest.mark.parametrize("args, kwargs, words", [
+    ((0, 32, 0), {}, "1 to 1024"),
+    ((1025, 32, 0), {}, "1 to 1024"),
+    ((256, 256, 0), {}, "0 to 255"),
+    ((256, -1, 0), {}, "0 to 255"),
+    ((256, 32, -5), {}, "negative"),
+    ((256, 32, 50_000), {}, "opt_in=True"),
+    ((256, 32, 300_000), {"opt_in": True}, "exceeds"),
+    ((1024, 255, 0), {}, "too many resources"),
+    ((256.0, 32, 0), {}, "whole number"),
+    ((True, 32, 0), {}, "whole number"),
+])
+def test_invalid_configurations_get_clear_errors(args, kwargs, words):
+    with pytest.raises(lh.LaunchConfigError, match=words):
+        oc.occupancy(*args, H, **kwargs)
+
+
+def test_occupancy_table_marks_impossible_configurations():
+    table = oc.occupancy_table([256, 1024], registers_per_thread=128)
+    assert list(table["blocks_per_sm"]) == [2, 0]
+    assert table["limiting"].iloc[1] == "cannot launch" and "too many resources" in table["reason"].iloc[1]
+
+
+@pytest.mark.parametrize("k", range(4, 33))
+def test_shared_for_blocks_throttles_to_exactly_k(k):
+    s = oc.shared_for_blocks(k)
+    assert 0 <= s <= 48 * 1024
+    assert oc.occupancy(64, 16, s).limits["shared memory"] == k
+    assert oc.occupancy(64, 16, s - 128).limits["shared memory"] > k  # and it is the least such amount
+
+
+def test_shared_for_blocks_errors():
+    with pytest.raises(lh.LaunchConfigError, match="without opting in"):
+        oc.shared_for_blocks(3)
+    with pytest.raises(lh.LaunchConfigError, match="at least 1"):
+        oc.shared_for_blocks(0)
+
+
+def test_device_limits():
+    assert oc.device_limits() is oc.HOPPER_H100  # the simulator's preset
+    a100 = DeviceInfo(backend="gpu", name="NVIDIA A100", compute_capability=(8, 0), max_threads_per_sm=2048,
+                      max_blocks_per_sm=32, registers_per_sm=65536, registers_per_block=65536,
+                      max_shared_per_sm=167936, max_shared_per_block=49152, max_shared_per_block_optin=166912)
+    sm = oc.device_limits(a100)
+    assert (sm.shared_unit, sm.reserved_shared_per_block, sm.register_partitions) == (128, 1024, 4)
+    assert oc.occupancy(256, 32, 0, sm).occupancy == 1.0
+    t4 = dataclasses.replace(a100, name="Tesla T4", compute_capability=(7, 5), max_threads_per_sm=1024,
+                             max_blocks_per_sm=16, max_shared_per_sm=65536, max_shared_per_block_optin=65536)
+    sm = oc.device_limits(t4)
+    assert (sm.shared_unit, sm.reserved_shared_per_block, sm.max_warps_per_sm) == (256, 0, 32)
+
+
+def test_presets_describe_themselves():
+    assert "228 KB" in H.describe() and "65,536 registers" in H.describe()
+    assert "1536 threads" in L.describe()
+
+
+def test_driver_queries_are_gpu_only():
+    with pytest.raises(lh.GPUOnlyError):
+        oc.kernel_resources(ks.scale, ks.SCALE_SIGNATURE)
+    with pytest.raises(lh.GPUOnlyError):
+        oc.driver_blocks_per_sm(ks.scale, 256, 0, ks.SCALE_SIGNATURE)
+    with pytest.raises(lh.GPUOnlyError):
+        oc.compare_with_driver(ks.scale, signature=ks.SCALE_SIGNATURE)
+    with pytest.raises(lh.GPUOnlyError):
+        ks.compare_calculator_with_driver()
+
+
+def test_draw_limits_runs():
+    fig, ax = plt.subplots()
+    oc.draw_limits(ax, oc.occupancy(256, 64, 0))
+    assert "registers" in ax.get_title()
+    plt.close(fig)
+
+
+# =========================================================================== kernels
+def test_warp_and_lane_of_a_70_thread_block():
+    warp, lane = ks.warp_lane_ids(70)
+    assert list(warp) == [0] * 32 + [1] * 32 + [2] * 6
+    assert list(lane) == list(range(32)) * 2 + list(range(6))
+
+
+@pytest.mark.parametrize("kind", list(ks.DIVERGENCE_KERNELS))
+@pytest.mark.parametrize("n", ODD_SIZES)
+def test_divergence_kernels_match_numpy(kind, n):
+    x = ks.lcg_inputs(n, seed=n)
+    got = ks.run_divergence(kind, x, steps=3, threads=64)
+    np.testing.assert_array_equal(got, ks.divergence_reference(kind, x, 3, threads=64))
+
+
+def test_lcg_reference_is_park_miller():
+    assert ks.lcg_reference(np.array([1]), 1)[0] == 48271
+    assert ks.lcg_reference(np.array([1]), 2)[0] == 48271**2 % (2**31 - 1)
+
+
+def test_serialized_bodies_model():
+    n = 4096
+    bodies = {k: ks.serialized_bodies(k, n, 256) for k in ks.DIVERGENCE_KERNELS}
+    assert bodies == {"lane0_branch": 128, "first_warp_branch": 1, "packed_branch": 4,
+                      "per_lane_paths": 4096, "per_warp_paths": 128}
+    assert ks.packed_count(n, 256) == 128
+    with pytest.raises(ValueError):
+        ks.expensive_paths("nonsense", 10)
+
+
+@pytest.mark.parametrize("bad, error", [
+    (np.ones(10, dtype=np.float64), lh.ArrayArgumentError),
+    (np.full(10, -3, dtype=np.int64), lh.ArrayArgumentError),
+    (np.full(10, 2**40, dtype=np.int64), lh.ArrayArgumentError),
+])
+def test_divergence_input_errors(bad, error):
+    with pytest.raises(error):
+        ks.run_divergence("lane0_branch", bad, 3)
+
+
+def test_divergence_launch_errors():
+    x = ks.lcg_inputs(10)
+    with pytest.raises(lh.LaunchConfigError, match="multiple of 32"):
+        ks.run_divergence("lane0_branch", x, 3, threads=48)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        ks.run_divergence("fast", x, 3)
+    with pytest.raises(lh.ArrayArgumentError, match="steps"):
+        ks.run_divergence("lane0_branch", x, -1)
+
+
+@pytest.mark.parametrize("ilp", [1, 4])
+@pytest.mark.parametrize("n", ODD_SIZES)
+def test_scale_kernels_match_numpy(ilp, n):
+    x = np.random.default_rng(n).random(n, dtype=np.float32)
+    np.testing.assert_array_equal(ks.run_scale(x, 3.0, threads=64, ilp=ilp, shared_bytes=4096), np.float32(3) * x)
+    # a grid far smaller than the array: the grid-stride loop covers the rest
+    np.testing.assert_array_equal(ks.run_scale(x, 3.0, threads=32, ilp=ilp, blocks=2), np.float32(3) * x)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(shared_bytes=60_000), lh.LaunchConfigError),
+    (dict(shared_bytes=-1), lh.LaunchConfigError),
+    (dict(threads=2048), lh.LaunchConfigError),
+    (dict(ilp=3), ValueError),
+    (dict(blocks=0), lh.LaunchConfigError),
+])
+def test_scale_errors(kwargs, error):
+    with pytest.raises(error):
+        ks.run_scale(np.ones(100, dtype=np.float32), 2.0, **kwargs)
+    with pytest.raises(lh.ArrayArgumentError):
+        ks.run_scale(np.ones(100), 2.0)
+
+
+def test_warp_sums_is_gpu_only_and_checks_input_first():
+    with pytest.raises(lh.ArrayArgumentError):
+        ks.warp_sums(np.ones(64))
+    with pytest.raises(lh.LaunchConfigError):
+        ks.warp_sums(np.ones(64, dtype=np.float32), threads=48)
+    with pytest.raises(lh.GPUOnlyError, match="syncwarp"):
+        ks.warp_sums(np.ones(64, dtype=np.float32))
+
+
+def test_warp_sums_reference():
+    x = np.arange(70, dtype=np.float32)
+    np.testing.assert_array_equal(ks.warp_sums_reference(x), [x[:32].sum(), x[32:64].sum(), x[64:].sum()])
+
+
+@pytest.mark.parametrize("n", [1, 33, 257])
+def test_sixteen_accumulators_match_numpy(n):
+    x = np.random.default_rng(n).random(n)
+    out = np.zeros(n)
+    ks.sixteen_accumulators[lh.blocks_for(n, 64), 64](x, out, 3)
+    np.testing.assert_allclose(out, ks.sixteen_accumulators_reference(x, 3), rtol=1e-12)
+
+
+def test_measure_divergence_under_the_simulator():
+    table = ks.measure_divergence(256, 2, threads=64, progress=False)
+    assert list(table["kernel"]) == list(ks.DIVERGENCE_KERNELS)
+    assert set(table["status"]) == {"simulator"} and table["median_ms"].isna().all()
+    assert list(table["serialized_bodies"]) == [8, 1, 1, 256, 8]
+    assert list(table["expensive_threads"]) == [8, 32, 8, 256, 256]
+
+
+def test_measure_throttle_under_the_simulator():
+    table = ks.measure_throttle(600, blocks_per_sm=(4, 16, 32), ilps=(1, 4), progress=False)
+    assert len(table) == 6 and set(table["status"]) == {"simulator"}
+    assert list(table["calc_blocks_per_sm"]) == [4, 16, 32] * 2
+    assert list(table["occupancy"]) == [0.125, 0.5, 1.0] * 2
+    assert table["driver_blocks_per_sm"].isna().all()
+    assert list(table["shared_bytes"][:3]) == [oc.shared_for_blocks(k) for k in (4, 16, 32)]
+    custom = ks.measure_throttle(100, blocks_per_sm=(8,), ilps=(1,), progress=False, shared_for=lambda k: 1000)
+    assert custom["shared_bytes"].iloc[0] == 1000
+    with pytest.raises(lh.LaunchConfigError):
+        ks.measure_throttle(100, blocks_per_sm=(8,), ilps=(1,), progress=False, shared_for=lambda k: 10**6)
+
+
+def test_measure_block_sizes_under_the_simulator():
+    table = ks.measure_block_sizes(300, threads=(32, 768), ilps=(1,), progress=False)
+    assert list(table["threads"]) == [32, 768]
+    assert list(table["occupancy"]) == [0.5, 0.75]
+
+
+def test_register_caps_under_the_simulator():
+    assert ks.sixteen_accumulators_capped(32) is ks.sixteen_accumulators  # nothing to compile in the simulator
+    with pytest.raises(lh.LaunchConfigError):
+        ks.sixteen_accumulators_capped(8)
+    table = ks.measure_register_caps(100, 2, threads=64, caps=(255, 32), progress=False)
+    assert list(table["max_registers"]) == [255, 32] and set(table["status"]) == {"simulator"}
+    assert table["registers"].isna().all() and ks.sixteen_accumulators_flops(10, 3) == 960
+
+
+# =========================================================================== the lab's checkers
+def _solutions():
+    path = ROOT / "labs" / "solutions" / "04_scheduling_lab.py"
+    spec = importlib.util.spec_from_file_location("solutions_04_scheduling_lab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOL = _solutions()
+
+
+# The skeletons, as in labs/04_scheduling_lab.ipynb.
+def skeleton_blocks_per_sm(threads, registers, shared):
+    warps_per_block = math.ceil(threads / 32)  # noqa: F841
+
+
+def skeleton_warps_to_hide(burst, stall):
+    pass
+
+
+@cuda.jit
+def skeleton_even_odd_sorted(x, out, who, steps):
+    i = cuda.grid(1)
+    n = x.size
+    j = i
+    if j < n:
+        who[j] = i
+        if j % 2 == 0:
+            out[j] = ks.lcg_steps(x[j], steps)
+        else:
+            out[j] = x[j]
+
+
+def skeleton_shared_for_blocks(k):
+    pass
+
+
+# Typical wrong answers.
+def no_reserved_blocks_per_sm(threads, registers, shared):
+    w = math.ceil(threads / 32)
+    regs = math.ceil(registers * 32 / 256) * 256
+    by_shared = 228 * 1024 // (math.ceil(shared / 128) * 128) if shared else 32
+    return min(64 // w, 32, 65536 // regs // w, by_shared)
+
+
+def floor_warps_blocks_per_sm(threads, registers, shared):
+    w = max(1, threads // 32)
+    regs = math.ceil(registers * 32 / 256) * 256
+    return min(64 // w, 32, 65536 // regs // w, 228 * 1024 // (math.ceil((shared + 1024) / 128) * 128))
+
+
+@cuda.jit
+def every_other_thread_even_odd(x, out, who, steps):
+    """Two elements per thread, but only half the threads work: correct values, still divergent? no: wrong `who`."""
+    i = cuda.grid(1)
+    n = x.size
+    for j in (2 * i, 2 * i + 1):
+        if j < n:
+            who[j] = i
+            if j % 2 == 0:
+                out[j] = ks.lcg_steps(x[j], steps)
+            else:
+                out[j] = x[j]
+
+
+@cuda.jit
+def wrong_half_even_odd(x, out, who, steps):
+    i = cuda.grid(1)
+    n = x.size
+    half = n // 2  # wrong for odd n: one even element too few
+    j = 2 * i if i < half else 2 * (i - half) + 1
+    if j < n:
+        who[j] = i
+        if j % 2 == 0:
+            out[j] = ks.lcg_steps(x[j], steps)
+        else:
+            out[j] = x[j]
+
+
+@pytest.mark.parametrize("checker, solution, wrongs", [
+    (ex.check_blocks_per_sm, SOL.blocks_per_sm,
+     [skeleton_blocks_per_sm, no_reserved_blocks_per_sm, floor_warps_blocks_per_sm]),
+    (ex.check_warps_to_hide, SOL.warps_to_hide,
+     [skeleton_warps_to_hide, lambda b, s: math.ceil(s / b), lambda b, s: (b + s) / b, lambda b, s: 2 * (b + s) // b]),
+    (ex.check_even_odd_sorted, SOL.even_odd_sorted,
+     [skeleton_even_odd_sorted, every_other_thread_even_odd, wrong_half_even_odd]),
+    (ex.check_shared_for_blocks, SOL.shared_for_blocks,
+     [skeleton_shared_for_blocks, lambda k: 228 * 1024 // k - 1024, lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128]),
+], ids=["blocks_per_sm", "warps_to_hide", "even_odd_sorted", "shared_for_blocks"])
+def test_checker_passes_the_solution_and_rejects_wrong_answers(checker, solution, wrongs, capsys):
+    checker(solution)
+    assert capsys.readouterr().out.startswith("Correct")
+    for wrong in wrongs:
+        with pytest.raises(lh.CheckFailed):
+            checker(wrong)
+
+
+def test_checker_messages_name_the_mistake():
+    with pytest.raises(lh.CheckFailed, match="reserves"):
+        ex.check_blocks_per_sm(no_reserved_blocks_per_sm)
+    with pytest.raises(lh.CheckFailed, match="partly filled warp"):
+        ex.check_blocks_per_sm(floor_warps_blocks_per_sm)
+    with pytest.raises(lh.CheckFailed, match="returned None"):
+        ex.check_blocks_per_sm(skeleton_blocks_per_sm)
+    with pytest.raises(lh.CheckFailed, match="86%"):
+        ex.check_warps_to_hide(lambda b, s: math.ceil(s / b))
+    with pytest.raises(lh.CheckFailed, match="both even and odd"):
+        ex.check_even_odd_sorted(skeleton_even_odd_sorted)
+    with pytest.raises(lh.CheckFailed, match="1 KB the driver reserves"):
+        ex.check_shared_for_blocks(lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128)
