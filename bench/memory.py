@@ -53,7 +53,7 @@ def _copy_gbps(src_d, dst_d, offset: int, stride: int) -> float:
     launch = launch_1d(COPY_N, 256)
     timing = lh.benchmark(lambda: mem.offset_stride_copy[launch.blocks, launch.threads](src_d, dst_d, COPY_N, offset,
                                                                                         stride),
-                          nbytes=2 * COPY_N * 4, repeat=30, label=f"copy offset={offset} stride={stride}")
+                          nbytes=2 * COPY_N * 4, repeat=30, number=3, label=f"copy offset={offset} stride={stride}")
     return timing.gbps
 
 

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _solutions():
-    spec = importlib.util.spec_from_file_location("solutions_03", ROOT / "labs" / "solutions" / "03_memory_hierarchy_lab.py")
+    path = ROOT / "labs" / "solutions" / "03_memory_hierarchy_lab.py"
+    spec = importlib.util.spec_from_file_location("solutions_03", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -75,7 +76,8 @@ def test_padding_fixes_tile_columns():
     np.testing.assert_array_equal(banks.tile_column_words(2, 32, 1, rows=3), [2, 35, 68])
 
 
-@pytest.mark.parametrize("bad", [dict(stride=-1), dict(stride=1.5), dict(stride=1, offset=-2), dict(stride=1, threads=0)])
+@pytest.mark.parametrize("bad", [dict(stride=-1), dict(stride=1.5), dict(stride=1, offset=-2),
+                                 dict(stride=1, threads=0)])
 def test_strided_words_rejects_bad_arguments(bad):
     with pytest.raises(ValueError):
         banks.strided_words(**bad)
@@ -239,7 +241,8 @@ def test_chase_chain_shuffles_with_the_seed():
     assert np.array_equal(a, memory.chase_chain(8192, 128, seed=1))
 
 
-@pytest.mark.parametrize("bad", [dict(working_set_bytes=100, stride_bytes=128), dict(working_set_bytes=1024, stride_bytes=6),
+@pytest.mark.parametrize("bad", [dict(working_set_bytes=100, stride_bytes=128),
+                                 dict(working_set_bytes=1024, stride_bytes=6),
                                  dict(working_set_bytes=1000, stride_bytes=128), dict(working_set_bytes=2**33)])
 def test_chase_chain_rejects_bad_sizes(bad):
     with pytest.raises(ValueError):
@@ -396,7 +399,7 @@ def skeleton_transpose(a, out):
 @cuda.jit
 def untransposed_tile(a, out):
     """Writes the tile back without swapping its indices: the classic slip."""
-    tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=float32)
+    tile = cuda.shared.array(shape=(TILE, 33), dtype=float32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     col = cuda.blockIdx.x * TILE + tx
     row = cuda.blockIdx.y * TILE + ty
@@ -414,7 +417,7 @@ def untransposed_tile(a, out):
 @cuda.jit
 def unguarded_tile(a, out):
     """Forgets the bounds checks: reads past the end of partial tiles."""
-    tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=float32)
+    tile = cuda.shared.array(shape=(TILE, 33), dtype=float32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     col = cuda.blockIdx.x * TILE + tx
     row = cuda.blockIdx.y * TILE + ty
@@ -439,3 +442,13 @@ def test_compare_transposes_runs_under_the_simulator():
     timings = ex.compare_transposes(sol.transpose_tiled, memory.transpose_naive, n=40)
     assert set(timings) == {"naive", "tiled"}
     assert not timings["tiled"].is_gpu_timing
+
+
+def test_measured_prefers_live_gpu_rows():
+    ref = lh.Reference(name="r", table=pd.DataFrame({"x": [1], "status": ["ok"]}),
+                       meta={"gpu": "g", "compute_capability": "9.0", "driver": "?", "runtime": "?", "date": "?"})
+    untimed = pd.DataFrame({"x": [2], "status": ["simulator"]})
+    assert memory.measured(untimed, ref)["x"].tolist() == [1]
+    assert memory.measured(None, ref)["x"].tolist() == [1]
+    live = pd.DataFrame({"x": [3, 4], "status": ["invalid", "ok"]})
+    assert memory.measured(live, ref)["x"].tolist() == [4]

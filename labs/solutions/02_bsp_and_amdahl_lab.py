@@ -44,7 +44,7 @@ def fit_serial(n, speedup):
 def grid_stride_update(x, a, b, reps):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
-    # FILL ME IN (roughly 5 lines): for i = start, start + stride, ... below x.size: apply v -> a * v + b reps times to x[i]
+    # FILL ME IN (roughly 5 lines): each i = start, start + stride, ... below x.size: x[i] gets reps updates
     for i in range(start, x.size, stride):
         v = x[i]
         for _ in range(reps):

@@ -53,7 +53,7 @@ def make_chain(slots, rng):
 def transpose_tiled(a, out):
     """out[c, r] = a[r, c] through a shared-memory tile, so that reads and writes are both coalesced."""
     # FILL ME IN (1 line): the TILE x TILE shared tile, padded so that reading one of its columns is conflict-free
-    tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=float32)
+    tile = cuda.shared.array(shape=(TILE, 33), dtype=float32)  # one word of padding per row: TILE + 1 = 33
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     col = cuda.blockIdx.x * TILE + tx  # the column of `a` this thread reads
     row = cuda.blockIdx.y * TILE + ty  # the first row of `a` it reads; then row + 8, row + 16, row + 24

@@ -38,7 +38,8 @@ def check_array(
         shape: required shape.
         contiguous: require C-contiguous memory (kernels index it as flat rows).
     """
-    if not (isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")):
+    # The simulator's device arrays have no __cuda_array_interface__ but do have copy_to_host.
+    if not (isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")):
         raise ArrayArgumentError(
             f"{name} must be an array (NumPy, CuPy or a Numba device array), got {type(a).__name__}: "
             f"wrap it with np.asarray({name})."

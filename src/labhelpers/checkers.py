@@ -35,7 +35,8 @@ def diagnose(got: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float)
     flat_bad = np.flatnonzero(bad)
     idx = [np.unravel_index(i, got.shape) for i in flat_bad[:_MAX_SHOWN]]
     shown = "; ".join(
-        f"index {tuple(int(v) for v in i) if len(i) > 1 else int(i[0])}: got {got[i]!r}, expected {expected[i]!r}"
+        f"index {tuple(int(v) for v in i) if len(i) > 1 else int(i[0])}: got {got[i].item()!r}, "
+        f"expected {expected[i].item()!r}"
         for i in idx
     )
     msg = f"{len(flat_bad)} of {got.size} elements are wrong ({shown})"

@@ -76,8 +76,8 @@ def plot_comparison(
     ax.set_ylabel(ylabel or y)
     if logx:
         ax.set_xscale("log", base=2)
-    if logy:
-        ax.set_yscale("log")
+    if logy and any(len(line.get_ydata()) and (line.get_ydata() > 0).any() for line in ax.get_lines()):
+        ax.set_yscale("log")  # only with something positive to show: log of nothing raises
     if title:
         ax.set_title(title)
     ax.grid(True, alpha=0.3)

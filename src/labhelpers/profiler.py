@@ -263,7 +263,8 @@ def fma_report_or_reference(reference_name: str = "ch07_ncu_report") -> tuple[pd
     from .refdata import load_reference
 
     ref = load_reference(reference_name)
-    return ref.table, ref.label, f"Nsight Compute cannot run here: {reason}.\nShowing the report saved on {ref.gpu}."
+    table = ref.table.assign(value=pd.to_numeric(ref.table["value"], errors="coerce"))
+    return table, ref.label, f"Nsight Compute cannot run here: {reason}.\nShowing the report saved on {ref.gpu}."
 
 
 def achieved_intensity(report: pd.DataFrame) -> float:

@@ -300,6 +300,18 @@ class Ceilings:
         """The roofline ``min(B I, P)`` of these ceilings."""
         return attainable(intensity, self.value(memory), self.value(compute))
 
+    def fp32_peak_at_recorded_clock(self) -> tuple[float, float] | None:
+        """``(peak GFLOP/s, clock MHz)``: SMs x FP32 lanes x 2 x the clock recorded with these ceilings, or None."""
+        d = self.details
+        sm, clock, cc = d.get("sm_count"), d.get("clock_khz"), d.get("compute_capability")
+        try:
+            lanes = FP32_LANES_PER_SM[tuple(int(v) for v in str(cc).split("."))]
+        except (KeyError, ValueError):
+            return None
+        if not sm or not clock:
+            return None
+        return peak_at_clock_gflops(int(sm), int(clock), lanes), int(clock) / 1e3
+
     def as_table(self) -> pd.DataFrame:
         """One row per ceiling: ``ceiling``, ``value``, ``unit``, ``how``."""
         how = self.details.get("how", {})
@@ -572,7 +584,7 @@ def ceilings_from_table(table: pd.DataFrame, gpu: str, label: str, source: str =
     how = {}
     for _, row in table.iterrows():
         v = row["value"]
-        values[row["ceiling"]] = None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+        values[row["ceiling"]] = float("nan") if v is None else float(v)  # NaN: not measured
         how[row["ceiling"]] = row.get("how", "")
     return Ceilings(gpu=gpu, source=source, label=label, details={"how": how, **(details or {})},
                     **{k: values.get(k) for k in CEILING_NAMES})
@@ -704,12 +716,25 @@ def fraction_of_roof(points: pd.DataFrame, ceilings: Ceilings, memory: str = "dr
     return pd.Series(fractions, index=points.index, name="fraction of roof")
 
 
+def numeric_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every column whose values are all numbers or missing (None) converted to floats.
+
+    Reference files store a missing measurement as ``null``, which pandas reads as None in an object column.
+    """
+    table = table.copy()
+    for column in table.columns:
+        values = table[column]
+        if values.dtype == object and all(v is None or isinstance(v, (int, float)) for v in values):
+            table[column] = pd.to_numeric(values, errors="coerce")
+    return table
+
+
 def reference_points() -> tuple[pd.DataFrame, str]:
     """The reference GPU's roofline points (reference data ``ch07_roofline_points``) and their label."""
     from .refdata import load_reference
 
     ref = load_reference(REF_POINTS)
-    return ref.table, ref.label
+    return numeric_columns(ref.table), ref.label
 
 
 def points_or_reference() -> tuple[pd.DataFrame, str]:
@@ -732,7 +757,7 @@ def measured_or_reference(measure: Callable[[], pd.DataFrame], reference_name: s
     from .refdata import load_reference
 
     ref = load_reference(reference_name)
-    return ref.table, ref.label
+    return numeric_columns(ref.table), ref.label
 
 
 # ------------------------------------------------------------------------------------------ plotting
@@ -752,7 +777,7 @@ def _fmt(v: float) -> str:
 def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
                   memory: Sequence[str] = ("dram_gbs", "l2_gbs"), compute: Sequence[str] = ("fp32_gflops", "fp64_gflops"),
                   datasheet: Ceilings | None = None, points_label: str | None = None, highlight: str | None = None,
-                  label_points: bool = True, xlim: tuple[float, float] | None = None):
+                  label_points: bool = True, xlim: tuple[float, float] | None = None, legend: str = "outside"):
     """Draw a roofline: bandwidth roofs (slanted), FMA roofs (flat), and measured points.
 
     Args:
@@ -765,6 +790,7 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
         highlight: name of a point to draw larger.
         label_points: write each point's name beside it.
         xlim: intensity range; by default it covers the points and the ridge points.
+        legend: ``"outside"`` (right of the axes) or a matplotlib location such as ``"lower right"``.
 
     Returns:
         The axes.
@@ -798,14 +824,16 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
         fp32 = ceilings.value("fp32_gflops")
         if _finite(dram) and _finite(fp32) and "dram_gbs" in memory and "fp32_gflops" in compute:
             ridge = fp32 / dram
-            ax.plot([ridge], [fp32], "k|", ms=14)
-            ax.annotate(f"ridge: {ridge:.1f} FLOP/B", (ridge, fp32), textcoords="offset points", xytext=(4, -14),
-                        fontsize=8)
+            ax.axvline(ridge, color="0.4", ls=":", lw=1)
+            ax.annotate(f" ridge: {ridge:.1f} FLOP/B", (ridge, 0.02), xycoords=("data", "axes fraction"),
+                        fontsize=8, color="0.3")
     if datasheet is not None:
+        sheet_top = max([v for v in (datasheet.value(k) for k in compute) if _finite(v)], default=None)
         for key in memory:
             bw = datasheet.value(key)
             if _finite(bw):
-                ax.plot(grid, bw * grid, ls="--", lw=0.8, color="0.5")
+                ax.plot(grid, bw * grid if sheet_top is None else np.minimum(bw * grid, sheet_top), ls="--",
+                        lw=0.8, color="0.5")
         for key in compute:
             peak = datasheet.value(key)
             if _finite(peak):
@@ -817,25 +845,51 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
             marker = "s" if row.get("precision", "fp32") == "fp64" else "o"
             ax.plot(row["intensity"], row["gflops"], marker, color="k" if big else f"C{(i + 4) % 10}",
                     ms=9 if big else 5, zorder=5)
-            if label_points:
-                ax.annotate(str(row["name"]), (row["intensity"], row["gflops"]), textcoords="offset points",
-                            xytext=(5, 3), fontsize=7)
-        ax.plot([], [], "o", color="0.3", ms=5, label=(points_label or "measured kernels") + " (squares: FP64)")
+        fp64 = "precision" in pts and (pts["precision"] == "fp64").any()
+        ax.plot([], [], "o", color="0.3", ms=5,
+                label=(points_label or "measured kernels") + (" (squares: FP64)" if fp64 else ""))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ymax = max([v for _, v in comps] + ([float(pts["gflops"].max())] if pts is not None and len(pts) else []),
                default=1e3)
     ax.set_ylim(bottom=max(1.0, (min(v for _, v in mems) if mems else 10) * lo / 2), top=ymax * 3)
+    if label_points and pts is not None and len(pts):
+        _label_points(ax, pts)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"Roofline, ceilings {ceilings.label}", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="lower right")
+        if legend == "outside":
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        else:
+            ax.legend(fontsize=7, loc=legend)
     if not mems and not comps:
         ax.text(0.5, 0.5, "no ceilings to draw (not measured yet)", transform=ax.transAxes, ha="center")
     return ax
+
+
+#: Where a point's label may go, tried in order: right-above, right-below, left-above, left-below (points).
+_LABEL_SPOTS = ((5, 4, "left"), (5, -11, "left"), (-5, 4, "right"), (-5, -11, "right"), (5, 14, "left"),
+                (5, -21, "left"))
+
+
+def _label_points(ax, pts: pd.DataFrame) -> None:
+    """Name each point, moving a label to the first spot where it overlaps no label placed before it."""
+    renderer = ax.figure.canvas.get_renderer()
+    placed = []
+    for _, row in pts.iterrows():
+        label = None
+        for dx, dy, ha in _LABEL_SPOTS:
+            if label is not None:
+                label.remove()
+            label = ax.annotate(str(row["name"]), (row["intensity"], row["gflops"]), textcoords="offset points",
+                                xytext=(dx, dy), ha=ha, fontsize=7)
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+        placed.append(label.get_window_extent(renderer))
 
 
 def roofline_explorer(ceilings: Ceilings, points: pd.DataFrame, *, datasheet: Ceilings | None = None,
@@ -867,6 +921,7 @@ def sweep_explorer(ceilings: Ceilings, table: pd.DataFrame, label: str):
 
     from .widgets import interactive_figure
 
+    table = numeric_columns(table)
     values = [int(v) for v in table["nfma"]]
     start = values[len(values) // 2] if values else 0
     slider = widgets.SelectionSlider(options=values, value=start, description="FMA/elem", continuous_update=False)
@@ -889,9 +944,39 @@ def sweep_explorer(ceilings: Ceilings, table: pd.DataFrame, label: str):
         else:
             text = f"{nfma} FMA/element: I = {intensity:g} FLOP/B (no timing for this point)"
         ax.set_title(text, fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
     return interactive_figure(draw, figsize=(8, 4.5), nfma=slider)
+
+
+def plot_sweep_times(ax, table: pd.DataFrame, label: str, ridge_nfma: float | None = None,
+                     ridge_label: str = "ridge"):
+    """Time per launch against FMAs per element for the intensity sweep, with an optional ridge line."""
+    table = numeric_columns(table)
+    ms = table["median_ms"]
+    ok = np.isfinite(ms) & (ms > 0)
+    ax.plot(table["nfma"], ms, "o-", label=f"measured ({label})")
+    if ridge_nfma is not None and math.isfinite(ridge_nfma) and ridge_nfma > 0:
+        ax.axvline(ridge_nfma, color="C3", ls="--", label=f"{ridge_label}: {ridge_nfma:.0f} FMA/element")
+    ax.set_xscale("log", base=2)
+    if ok.any():
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plt_ticker().FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(plt_ticker().NullFormatter())
+    else:
+        ax.text(0.5, 0.5, "no timings in this table", transform=ax.transAxes, ha="center")
+    ax.set_xlabel("FMAs per element (nfma)")
+    ax.set_ylabel("ms per launch")
+    ax.set_title(f"fma_per_element, 2^26 float32 ({label})", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def plt_ticker():
+    """matplotlib's ticker module (imported when a plot needs it)."""
+    import matplotlib.ticker
+
+    return matplotlib.ticker
 
 
 def plot_timing_hygiene(ax, table: pd.DataFrame, label: str):
@@ -900,7 +985,10 @@ def plot_timing_hygiene(ax, table: pd.DataFrame, label: str):
     ax.barh(range(len(table)), ms.fillna(0), color=["C3", "C1", "C0", "C2"][: len(table)])
     ax.set_yticks(range(len(table)), table["measurement"], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xscale("log")
+    if (ms > 0).any():
+        ax.set_xscale("log")
+    else:
+        ax.text(0.5, 0.5, "no timings in this table", transform=ax.transAxes, ha="center")
     for i, v in enumerate(ms):
         if math.isfinite(v):
             ax.text(v, i, f" {v:,.3g} ms", va="center", fontsize=8)
@@ -921,6 +1009,10 @@ def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings |
     if ceilings is not None:
         pts = table.assign(name=table["shape"])
         plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
-                      points_label=label, xlim=(1 / 4, 1024))
+                      points_label=label, xlim=(1 / 4, 1024), label_points=False, legend="upper left")
+        for _, row in pts.iloc[[0, -1]].iterrows():
+            if _finite(float(row["gflops"])):
+                right.annotate(row["shape"], (row["intensity"], row["gflops"]), textcoords="offset points",
+                               xytext=(5, -10), fontsize=7)
         right.set_title("the same shapes on the roofline", fontsize=9)
     return axes

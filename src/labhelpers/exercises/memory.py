@@ -56,7 +56,7 @@ def _as_int(value, what: str, args: str) -> int:
 
 
 def check_sectors_per_request(student: Callable[[int, int, int], int], *, quiet: bool = False) -> None:
-    """Check ``student(offset, stride, itemsize)``: 32-byte sectors touched by one warp loading ``a[offset + t*stride]``.
+    """Check ``student(offset, stride, itemsize)``: sectors one warp touches loading ``a[offset + t * stride]``.
 
     Tries every offset 0..32 and stride 1..32 for 4-byte elements, and a sample for 8- and
     16-byte elements, against :func:`labhelpers.models.banks.sectors_per_request`.
@@ -89,7 +89,8 @@ def _conflict_cases(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
     cases = [("every thread reads word 5 (a broadcast)", np.full(32, 5))]
     cases += [(f"shared[t * {s}]", banks.strided_words(s)) for s in range(0, 66)]
     cases += [(f"shared[7 + t * {s}]", banks.strided_words(s, offset=7)) for s in (2, 8, 32, 33)]
-    cases += [(f"column {c} of a 32 x {32 + p} tile", banks.tile_column_words(c, 32, p)) for c in (0, 5) for p in (0, 1, 2)]
+    cases += [(f"column {c} of a 32 x {32 + p} tile", banks.tile_column_words(c, 32, p))
+              for c in (0, 5) for p in (0, 1, 2)]
     cases += [("threads 0-15 read word 0, threads 16-31 read word 32", np.repeat([0, 32], 16))]
     cases += [("pairs of threads share a word: shared[(t // 2) * 32]", (np.arange(32) // 2) * 32)]
     cases += [("a half warp: shared[t * 4] for 16 threads", banks.strided_words(4, threads=16))]
@@ -170,7 +171,8 @@ def check_single_cycle(student: Callable[[int, np.random.Generator], np.ndarray]
         if slots >= 8:
             if np.array_equal(got, (np.arange(slots) + 1) % slots):
                 raise CheckFailed(f"make_chain({slots}, rng) is the sequential chain i -> i + 1: visit the slots in a "
-                                  "random order (use rng), so that no prefetcher or DRAM page can guess the next address.")
+                                  "random order (use rng), so that no prefetcher or DRAM page can guess the next "
+                                  "address.")
             again = np.asarray(_call(student, "make_chain", slots, np.random.default_rng(slots + 1000)))
             if np.array_equal(got, again):
                 raise CheckFailed(f"make_chain({slots}, rng) gives the same chain for different generators: draw the "
@@ -235,7 +237,8 @@ def check_tiled_transpose(kernel, *, quiet: bool = False) -> None:
                 hint = " The elements are in row order: write tile[x][y], the transposed position, not tile[y][x]."
             raise CheckFailed(f"your kernel is wrong for an array of shape {shape}: {problem}.{hint}")
     if not quiet:
-        print(f"Correct: your tiled transpose matches NumPy on all {len(shapes)} shapes tried (partial tiles included).")
+        print(f"Correct: your tiled transpose matches NumPy on all {len(shapes)} shapes tried "
+              "(partial tiles included).")
 
 
 def compare_transposes(kernel, naive_kernel, n: int | None = None) -> dict[str, Timing]:

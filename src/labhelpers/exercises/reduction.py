@@ -23,12 +23,13 @@ from ..checkers import check_function
 from ..errors import CheckFailed
 from ..kernels.reduction import integer_valued, level_sizes
 
-#: Sizes every reduction checker tries (the simulator's list; a GPU adds 2**20 + 7).
-SIZES_SIM: tuple[int, ...] = (1, 2, 31, 32, 33, 1023, 1025)
-SIZES_GPU: tuple[int, ...] = SIZES_SIM + (2**20 + 7,)
-#: Block sizes tried: small under the simulator (a few thousand threads per second), all on a GPU.
-THREADS_SIM: tuple[int, ...] = (32, 64, 128)
+#: Sizes every reduction checker tries on a GPU, with every block size of :data:`THREADS_GPU`.
+SIZES_GPU: tuple[int, ...] = (1, 2, 31, 32, 33, 1023, 1025, 2**20 + 7)
 THREADS_GPU: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+#: Under the simulator (a few thousand threads per second, far fewer with barriers) the
+#: checkers try the small sizes with one- and two-warp blocks, and one large odd size.
+SIZES_SIM: tuple[int, ...] = (1, 2, 31, 32, 33, 1025)
+CASES_SIM: tuple[tuple[int, int], ...] = tuple((n, t) for t in (32, 64) for n in (1, 2, 31, 32, 33)) + ((1025, 128),)
 #: Bins of the histogram exercise (the lab's ``NBINS``).
 NBINS = 16
 #: Names of the warp-shuffle intrinsics.
@@ -39,8 +40,11 @@ def _sizes() -> tuple[int, ...]:
     return SIZES_SIM if backend.is_simulator() else SIZES_GPU
 
 
-def _threads() -> tuple[int, ...]:
-    return THREADS_SIM if backend.is_simulator() else THREADS_GPU
+def reduction_cases() -> tuple[tuple[int, int], ...]:
+    """The ``(n, threads per block)`` pairs the reduction checkers try on this backend."""
+    if backend.is_simulator():
+        return CASES_SIM
+    return tuple((n, t) for t in THREADS_GPU for n in SIZES_GPU)
 
 
 def _nan_padded(values: np.ndarray, pad: int):
@@ -96,7 +100,10 @@ def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_threa
     first = bad * per_block
     hint = ""
     first_half = float(np.sum(x[first:first + threads], dtype=np.float64))
-    if per_thread == 2 and got[bad] == first_half and expected[bad] != first_half:
+    if got[bad] == 0 and expected[bad] != 0:
+        hint = (" Nothing reached shared memory: each thread must load its element(s) of x into s[tid] (guarded, "
+                "so that threads past the end load 0).")
+    elif per_thread == 2 and got[bad] == first_half and expected[bad] != first_half:
         hint = (" That is the sum of the block's first blockDim.x elements only: each thread must also add "
                 "x[i + cuda.blockDim.x] (when it exists).")
     elif got[bad] == x[first]:
@@ -107,24 +114,28 @@ def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_threa
         hint = (" Check the tree: stride halves from cuda.blockDim.x // 2 to 1, only threads tid < stride add, "
                 "and every level ends with cuda.syncthreads() outside the `if` (a missing barrier lets a thread "
                 "read a word before its neighbour wrote it).")
-    return (f"block {bad} of {blocks} produced {got[bad]!r}, but its {min(per_block, n - first)} elements sum "
-            f"to {expected[bad]!r}.{hint}")
+    count = min(per_block, n - first)
+    return (f"block {bad} of {blocks} produced {float(got[bad]):g}, but its {count} element{'s' * (count != 1)} "
+            f"sum to {float(expected[bad]):g}.{hint}")
 
 
 def check_block_reduction(kernel, *, per_thread: int = 1, what: str = "your kernel",
-                          sizes: tuple[int, ...] | None = None, threads: tuple[int, ...] | None = None) -> None:
+                          cases: tuple[tuple[int, int], ...] | None = None) -> None:
     """Check a partial-sum kernel ``kernel(x, partial)``: each block writes the sum of its elements.
 
     Block ``b`` must write the sum of ``x[b*T*p : (b+1)*T*p]`` (``T`` threads per block,
     ``p = per_thread`` elements per thread) into ``partial[b]``; the checker launches it
-    once per level of the decomposition and compares the final value with NumPy, exactly.
+    once per level of the decomposition and compares the final value with NumPy, exactly,
+    for every ``(n, T)`` of ``cases`` (default: :func:`reduction_cases`).
 
     Raises:
         CheckFailed: the first size and block size where a block's sum is wrong, with the likely cause.
     """
-    sizes = tuple(sizes) if sizes is not None else _sizes()
-    threads = tuple(threads) if threads is not None else _threads()
-    for t in threads:
+    cases = tuple(cases) if cases is not None else reduction_cases()
+    by_threads: dict[int, list[int]] = {}
+    for n, t in cases:
+        by_threads.setdefault(t, []).append(n)
+    for t, sizes in by_threads.items():
         def student(x: np.ndarray, t=t) -> np.ndarray:
             try:
                 passes = run_levels(kernel, x, t, per_thread)
@@ -141,7 +152,8 @@ def check_block_reduction(kernel, *, per_thread: int = 1, what: str = "your kern
         check_function(student, lambda x: np.array([np.sum(x, dtype=np.float64)], dtype=np.float32),
                        lambda n, rng: (integer_valued(n, rng),), sizes=sizes, rtol=0, atol=0,
                        what=f"{what} ({t} threads per block)", quiet=True)
-    print(f"Correct: {what} matches NumPy exactly for n in {list(sizes)} with {list(threads)} threads per block.")
+    sizes = sorted({n for n, _ in cases})
+    print(f"Correct: {what} matches NumPy exactly for n in {sizes} with {sorted(by_threads)} threads per block.")
 
 
 def check_sequential_reduction(kernel) -> None:
@@ -227,10 +239,10 @@ def check_histogram(kernel, *, bins: int = NBINS) -> None:
             total = int(got.sum())
             where = f"for n={n} ({name} data, {blocks} blocks of {threads} threads)"
             if total == 0:
-                hint = ("nothing reached `counts`: after the block's shared histogram is complete (a barrier), "
+                hint = ("Nothing reached `counts`: after the block's shared histogram is complete (a barrier), "
                         "add each bin into counts with cuda.atomic.add(counts, b, s_counts[b])")
             elif total < n:
-                hint = (f"only {total} of {n} elements were counted: each thread must loop over i, "
+                hint = (f"Only {total} of {n} elements were counted: each thread must loop over i, "
                         "i + cuda.gridsize(1), ... (the grid is smaller than the data), and every block must "
                         "add all its bins (loop b = tid, tid + blockDim.x, ... while b < NBINS)")
             elif total > n:
@@ -238,7 +250,7 @@ def check_histogram(kernel, *, bins: int = NBINS) -> None:
                         "before using it (shared memory is not initialised, and a block may start with another "
                         "block's leftovers), with a barrier after the zeroing")
             else:
-                hint = ("the total is right but the bins are not: a plain `+=` from many threads loses updates; "
+                hint = ("The total is right but the bins are not: a plain `+=` from many threads loses updates; "
                         "use cuda.atomic.add on the shared bins, with a barrier between zeroing, counting and "
                         "the final addition into counts")
             raise CheckFailed(f"your histogram kernel is wrong {where}: got {got.tolist()}, expected "

@@ -22,8 +22,8 @@ import pandas as pd
 from numba import cuda
 
 from ..arrays import check_array, to_host
-from ..models.launch_calc import launch_2d
 from ..launch import launch_1d
+from ..models.launch_calc import launch_2d
 from ..sweep import STATUS_OK, sweep
 from ..timing import Timing, benchmark, wall_time
 
@@ -262,8 +262,12 @@ def plot_saxpy_three_ways(reference, live: pd.DataFrame | None = None):
                         logx=True, logy=has_data, xlabel="n (float32 elements)", ylabel=ylabel)
         if not has_data:
             ax.text(0.5, 0.5, "no timings in this reference data", transform=ax.transAxes, ha="center", color="0.4")
-    if axes[0].get_legend() is not None:
-        axes[0].get_legend().remove()
+    handles, labels = axes[1].get_legend_handles_labels()
+    for ax in axes:
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
     fig.suptitle(f"SAXPY three ways. {reference.provenance}", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1 if live is None else 0.16, 1, 1))
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=1 if live is None else 2, fontsize=8, frameon=False)
     return fig

@@ -409,3 +409,252 @@ def double_buffered_kernel(tiling: RegisterTiling = REGISTER, guarded: bool = Tr
                     C[r, c] = acc[i, j]
 
     return matmul_double_buffered
+
+
+# ------------------------------------------------------------------------------------------------ host side
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which compiled kernel runs a variant for given sizes, and its launch geometry (x along columns of C)."""
+
+    variant: str
+    kernel: Any
+    grid: tuple[int, int]
+    block: tuple[int, int]
+    config: str
+    guarded: bool = True
+
+    @property
+    def threads_per_block(self) -> int:
+        """Threads in one block."""
+        return self.block[0] * self.block[1]
+
+    def launch(self, A, B, C) -> None:
+        """Run the kernel on device (or, in the simulator, host) arrays of the sizes it was planned for."""
+        self.kernel[self.grid, self.block](A, B, C)
+
+
+def whole_tiles(tiling: RegisterTiling, m: int, k: int, n: int) -> bool:
+    """True when ``m``, ``k`` and ``n`` are whole numbers of tiles, so the loads need no bounds checks."""
+    return m > 0 and k > 0 and n > 0 and m % tiling.bm == 0 and n % tiling.bn == 0 and k % tiling.bk == 0
+
+
+def plan(variant: str, m: int, k: int, n: int, *, tile: int = DEFAULT_TILE,
+         tiling: RegisterTiling | None = None) -> Plan:
+    """Choose the kernel and launch geometry of ``variant`` for an ``m x k`` by ``k x n`` product.
+
+    Args:
+        variant: one of :data:`VARIANTS`.
+        tile: tile edge of the ``"tiled"`` variant.
+        tiling: block and thread tiles of the register-tiled variants (defaults: :data:`COARSENED` for
+            ``"coarsened"``, :data:`REGISTER` for ``"register"`` and ``"double_buffered"``).
+
+    The register-tiled variants use the kernel without bounds checks when the sizes are whole tiles
+    (:func:`whole_tiles`) and the guarded one otherwise.
+
+    Raises:
+        ValueError: an unknown variant.
+        LaunchConfigError: a tile the hardware cannot run.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}: choose one of {', '.join(VARIANTS)}")
+    if variant == "naive":
+        bx, by = NAIVE_BLOCK
+        return Plan(variant, matmul_naive, (blocks_for(n, bx), blocks_for(m, by)), NAIVE_BLOCK, f"{bx}x{by} threads")
+    if variant == "tiled":
+        reason = check_launch(tile * tile, 2 * 4 * tile * tile) if tile >= 1 else "the tile must be at least 1"
+        if reason:
+            raise LaunchConfigError(f"tile {tile}: {reason}; choose a tile between 1 and 32 (e.g. 8, 16 or 32)")
+        return Plan(variant, tiled_kernel(tile), (blocks_for(n, tile), blocks_for(m, tile)), (tile, tile),
+                    f"{tile}x{tile} tile")
+    t = tiling or (COARSENED if variant == "coarsened" else REGISTER)
+    guarded = not whole_tiles(t, m, k, n)
+    factory = double_buffered_kernel if variant == "double_buffered" else register_tiled_kernel
+    return Plan(variant, factory(t, guarded), t.grid(m, n), t.block, t.label(), guarded)
+
+
+def _inspectable(x):
+    """What :func:`~labhelpers.arrays.check_array` can inspect: ``x``, or for a simulator device array (marked
+    ``__cuda_ndarray__`` but without the CUDA array interface) a NumPy stand-in of the same shape, dtype and
+    strides (never read)."""
+    if getattr(x, "__cuda_ndarray__", False) and not hasattr(x, "__cuda_array_interface__"):
+        return np.lib.stride_tricks.as_strided(np.empty(1, dtype=x.dtype), shape=tuple(x.shape), strides=x.strides)
+    return x
+
+
+def _check_operands(a, b, out) -> tuple[int, int, int]:
+    for name, x in (("a", a), ("b", b)):
+        x = _inspectable(x)
+        check_array(x, name, ndim=2)
+        check_array(x, name, dtype=np.float32)
+        check_array(x, name)
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ArrayArgumentError(
+            f"inner dimensions differ: a is {m} x {k} and b is {k2} x {n}; a @ b needs as many columns in a as "
+            f"rows in b (did you mean b.T, or a.T?)")
+    if out is not None:
+        check_array(_inspectable(out), "out", dtype=np.float32, ndim=2, shape=(m, n))
+    return m, k, n
+
+
+def matmul(a, b, *, variant: str = "register", tile: int = DEFAULT_TILE, tiling: RegisterTiling | None = None,
+           out=None):
+    """``a @ b`` with one of this chapter's kernels.
+
+    Args:
+        a: ``m x k`` float32, C-contiguous (NumPy, CuPy or a Numba device array).
+        b: ``k x n`` float32, C-contiguous.
+        variant: ``"naive"``, ``"tiled"``, ``"coarsened"``, ``"register"`` or ``"double_buffered"``.
+        tile: tile edge of ``"tiled"``; tiling: shapes of the register-tiled variants (see :func:`plan`).
+        out: optional ``m x n`` float32 array to write into (on the device for device inputs).
+
+    Returns:
+        A NumPy array when ``a`` and ``b`` are NumPy arrays, otherwise a device array (``out`` if given).
+
+    Raises:
+        ArrayArgumentError: wrong type, dimensions, dtype (the kernels are float32: for float64 use
+            ``xp.matmul``, which is cuBLAS on a GPU), memory layout, or inner dimensions that differ.
+        ValueError, LaunchConfigError: an unknown variant or an impossible tile.
+    """
+    m, k, n = _check_operands(a, b, out)
+    p = plan(variant, m, k, n, tile=tile, tiling=tiling)
+    on_host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+    if isinstance(out, np.ndarray) or out is None:
+        c_d = cuda.device_array((m, n), dtype=np.float32)
+    else:
+        c_d = out
+    if m == 0 or n == 0 or k == 0:  # nothing to launch: an empty matrix, or empty sums (zeros)
+        c_d = cuda.to_device(np.zeros((m, n), dtype=np.float32)) if c_d is not out else c_d
+        if c_d is out and out.size:
+            out[...] = 0
+    else:
+        a_d = cuda.to_device(a) if isinstance(a, np.ndarray) else a
+        b_d = cuda.to_device(b) if isinstance(b, np.ndarray) else b
+        p.launch(a_d, b_d, c_d)
+    if isinstance(out, np.ndarray):
+        out[...] = to_host(c_d)
+        return out
+    return to_host(c_d) if on_host else c_d
+
+
+def relative_error(c, a, b) -> float:
+    """``||c - a @ b|| / ||a @ b||`` (Frobenius norms), the product taken in float64 on the host."""
+    a64, b64 = to_host(a).astype(np.float64), to_host(b).astype(np.float64)
+    ref = a64 @ b64
+    c64 = to_host(c).astype(np.float64)
+    if c64.shape != ref.shape:
+        raise ArrayArgumentError(f"the result has shape {c64.shape}, expected {ref.shape}")
+    norm = np.linalg.norm(ref)
+    diff = np.linalg.norm(c64 - ref)
+    return float(diff / norm) if norm else float(diff)
+
+
+def matches_reference(c, a, b, tolerance: float = RELATIVE_TOLERANCE) -> bool:
+    """True when ``c`` is ``a @ b`` within ``tolerance`` (see :data:`RELATIVE_TOLERANCE`), NaN-free."""
+    err = relative_error(c, a, b)
+    return bool(np.isfinite(err) and err <= tolerance)
+
+
+# ------------------------------------------------------------------------------------------------ timing
+
+
+def _random_square(n: int, dtype=np.float32, seed: int = 0):
+    """Two random ``n x n`` device arrays (CuPy's generator on a GPU, so nothing crosses PCIe)."""
+    from ..xp import HAS_CUPY, xp
+
+    if HAS_CUPY:
+        rng = xp.random.default_rng(seed)
+        a = rng.standard_normal((n, n), dtype=np.float64).astype(dtype)
+        b = rng.standard_normal((n, n), dtype=np.float64).astype(dtype)
+        return cuda.as_cuda_array(a), cuda.as_cuda_array(b), (a, b)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    return cuda.to_device(a), cuda.to_device(b), (a, b)
+
+
+def _repeats(variant: str, n: int) -> int:
+    """Fewer repetitions where one run is long (the naive kernel at n >= 2048 takes tens of ms)."""
+    return 3 if variant == "naive" and n >= 2048 else 10
+
+
+def time_kernel(variant: str, n: int, *, tile: int = DEFAULT_TILE, tiling: RegisterTiling | None = None,
+                repeat: int | None = None) -> Timing | None:
+    """Time one variant on ``n x n`` float32 matrices with CUDA events (compilation excluded).
+
+    Returns None under the simulator (nothing is launched: the sizes are a GPU's), so that
+    :func:`labhelpers.sweep` records the point with NaN timings.
+    """
+    if backend.is_simulator():
+        return None
+    a_d, b_d, _keep = _random_square(n)
+    c_d = cuda.device_array((n, n), dtype=np.float32)
+    p = plan(variant, n, n, n, tile=tile, tiling=tiling)
+    launch = p.kernel[p.grid, p.block]
+    return benchmark(lambda: launch(a_d, b_d, c_d), flops=2 * n**3, warmup=1,
+                     repeat=repeat or _repeats(variant, n), label=f"{variant} ({p.config}), n={n}")
+
+
+def time_cublas(n: int, dtype=np.float32, repeat: int = 10) -> Timing | None:
+    """Time ``xp.matmul`` (cuBLAS through CuPy) on ``n x n`` matrices of ``dtype``; None under the simulator.
+
+    For float32, TF32 tensor cores must be off for a fair yardstick: CuPy uses them only when the
+    environment variable ``CUPY_TF32=1`` is set (its default compute type is plain FP32).
+
+    Raises:
+        GPUOnlyError: on a GPU without CuPy.
+    """
+    if backend.is_simulator():
+        return None
+    from ..xp import HAS_CUPY, xp
+
+    if not HAS_CUPY:
+        raise GPUOnlyError("timing cuBLAS needs CuPy: pip install the gpu-cu12 or gpu-cu13 extra of labhelpers")
+    rng = xp.random.default_rng(1)
+    a = rng.standard_normal((n, n), dtype=np.float64).astype(dtype)
+    b = rng.standard_normal((n, n), dtype=np.float64).astype(dtype)
+    c = xp.empty((n, n), dtype=dtype)
+    return benchmark(lambda: xp.matmul(a, b, out=c), flops=2 * n**3, warmup=2, repeat=repeat,
+                     label=f"cuBLAS {np.dtype(dtype).name}, n={n}")
+
+
+#: The kernels :func:`measure_sweep` times, with their settings: (name, variant, tile or None).
+SWEEP_KERNELS: tuple[tuple[str, str, int | None], ...] = (
+    ("naive", "naive", None),
+    ("tiled 8", "tiled", 8),
+    ("tiled 16", "tiled", 16),
+    ("tiled 32", "tiled", 32),
+    ("coarsened", "coarsened", None),
+    ("register", "register", None),
+    ("double_buffered", "double_buffered", None),
+)
+#: cuBLAS yardsticks in the sweep: (name, dtype).
+SWEEP_CUBLAS: tuple[tuple[str, Any], ...] = (("cublas_fp32", np.float32), ("cublas_fp64", np.float64))
+#: Matrix sizes of the chapter's sweep.
+SWEEP_SIZES: tuple[int, ...] = (256, 512, 1024, 2048, 4096)
+
+
+def measure_sweep(sizes: Sequence[int] = SWEEP_SIZES, kernels: Sequence[tuple[str, str, int | None]] = SWEEP_KERNELS,
+                  cublas: Sequence[tuple[str, Any]] = SWEEP_CUBLAS, progress: bool = True) -> pd.DataFrame:
+    """GFLOP/s of every kernel and of cuBLAS for ``n x n`` products: the table the chapter plots.
+
+    Columns: ``kernel``, ``variant``, ``tile`` (the shared tile edge; 0 where it does not apply), ``n``,
+    and the timing columns of :func:`labhelpers.sweep` (NaN under the simulator).
+    """
+    parts = []
+    for name, variant, tile in kernels:
+        table = sweep(lambda n, variant=variant, tile=tile: time_kernel(variant, n, tile=tile or DEFAULT_TILE),
+                      {"n": list(sizes)}, progress=progress, desc=name)
+        table.insert(0, "tile", tile or 0)
+        table.insert(0, "variant", variant)
+        table.insert(0, "kernel", name)
+        parts.append(table)
+    for name, dtype in cublas:
+        table = sweep(lambda n, dtype=dtype: time_cublas(n, dtype), {"n": list(sizes)}, progress=progress, desc=name)
+        table.insert(0, "tile", 0)
+        table.insert(0, "variant", name)
+        table.insert(0, "kernel", name)
+        parts.append(table)
+    return pd.concat(parts, ignore_index=True)

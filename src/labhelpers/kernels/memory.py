@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from .. import backend
 from ..arrays import check_array, to_host
@@ -35,6 +35,13 @@ from ..sweep import sweep
 from ..timing import Timing, benchmark
 
 WARP_SIZE = 32
+
+
+def measured(live: pd.DataFrame | None, reference) -> pd.DataFrame:
+    """The table to read numbers from: ``live``'s GPU-timed rows if it has any, else the reference's table."""
+    if live is not None and "status" in live and (live["status"] == "ok").any():
+        return live[live["status"] == "ok"].reset_index(drop=True)
+    return reference.table
 
 
 def _sim_or_gpu(gpu, sim):
@@ -140,8 +147,9 @@ def coalescing_sweep(kind: str, *, n: int | None = None, values: Sequence[int] |
     def run(**point) -> Timing:
         offset = point.get("offset", 0)
         stride = point.get("stride", 1)
+        # number=5 launches between the events: the GPU's queue fills, so the host's launch time is not timed
         return benchmark(lambda: offset_stride_copy[launch.blocks, launch.threads](src_d, dst_d, n, offset, stride),
-                         nbytes=2 * n * 4, repeat=repeat, label=f"copy offset={offset} stride={stride}")
+                         nbytes=2 * n * 4, repeat=repeat, number=5, label=f"copy offset={offset} stride={stride}")
 
     table = sweep(run, {kind: values}, progress=progress, desc=f"coalescing: {kind}")
     if kind == "offset":
@@ -173,12 +181,12 @@ def shared_stride_read(out, stride, reps):
     how many passes each warp request needs, the bank conflict degree ``gcd(stride, 32)``.
     ``out[i]`` receives ``reps * word`` so that the result can be checked.
     """
-    buf = cuda.shared.array(SHARED_WORDS, dtype=np.int32)
+    buf = cuda.shared.array(SHARED_WORDS, dtype=int32)
     for k in range(cuda.threadIdx.x, SHARED_WORDS, cuda.blockDim.x):
         buf[k] = k
     cuda.syncthreads()  # RAW: the loads below read words that other threads of the block wrote
     lane = cuda.threadIdx.x % 32
-    j = (lane * stride) % SHARED_WORDS
+    j = int32((lane * stride) % SHARED_WORDS)  # 32-bit, like the values loaded: no conversions in the loop
     acc = 0
     for _ in range(reps):
         j = buf[j]  # four dependent loads: the next address is the value just read
@@ -232,7 +240,7 @@ def bank_conflict_sweep(strides: Sequence[int] | None = None, *, reps: int | Non
     out_d = cuda.device_array(blocks * threads, dtype=np.int32)
 
     def run(stride: int) -> Timing:
-        return benchmark(lambda: shared_stride_read[blocks, threads](out_d, stride, reps), repeat=repeat,
+        return benchmark(lambda: shared_stride_read[blocks, threads](out_d, stride, reps), repeat=repeat, number=3,
                          label=f"shared stride {stride}")
 
     table = sweep(run, {"stride": strides}, check=lambda stride: check_launch(threads, SHARED_WORDS * 4),
@@ -395,7 +403,7 @@ def constant_lookup(out, reps, distinct):
     spread = lane % distinct
     acc = float32(0)
     for r in range(reps):
-        acc += table[(r + spread) % LOOKUP_WORDS]
+        acc += table[(r + spread) & (LOOKUP_WORDS - 1)]  # & is % for a power of two, in one instruction
     i = cuda.grid(1)
     if i < out.size:
         out[i] = acc
@@ -408,7 +416,7 @@ def global_lookup(table, out, reps, distinct):
     spread = lane % distinct
     acc = float32(0)
     for r in range(reps):
-        acc += table[(r + spread) % LOOKUP_WORDS]
+        acc += table[(r + spread) & (LOOKUP_WORDS - 1)]
     i = cuda.grid(1)
     if i < out.size:
         out[i] = acc
@@ -429,7 +437,10 @@ def _check_distinct(distinct: int) -> int:
 
 
 def run_lookup(memory: str, reps: int, distinct: int, blocks: int = 1, threads: int = 32) -> np.ndarray:
-    """Launch :func:`constant_lookup` (``memory="constant"``) or :func:`global_lookup` (``"global"``); return ``out``."""
+    """Launch :func:`constant_lookup` (``memory="constant"``) or :func:`global_lookup` (``"global"``).
+
+    Returns ``out`` on the host.
+    """
     distinct = _check_distinct(distinct)
     reps = _check_int(reps, "reps", 0, 2**24 // 100)
     launch_1d(blocks * threads, threads)  # validates threads
@@ -463,9 +474,9 @@ def constant_sweep(distincts: Sequence[int] = (1, 2, 4, 8, 16, 32), *, reps: int
     def run(memory: str, distinct: int) -> Timing:
         if memory == "constant":
             return benchmark(lambda: constant_lookup[blocks, threads](out_d, reps, distinct), repeat=repeat,
-                             label=f"constant, {distinct} addresses")
+                             number=3, label=f"constant, {distinct} addresses")
         return benchmark(lambda: global_lookup[blocks, threads](table_d, out_d, reps, distinct), repeat=repeat,
-                         label=f"global, {distinct} addresses")
+                         number=3, label=f"global, {distinct} addresses")
 
     table = sweep(run, {"memory": ["constant", "global"], "distinct": list(distincts)}, progress=progress,
                   desc="constant memory")
@@ -579,21 +590,20 @@ def transfer_sizes() -> list[int]:
 def transfer_sweep(sizes: Sequence[int] | None = None, *, repeat: int = 10, progress: bool = True) -> pd.DataFrame:
     """Host-to-device and device-to-host bandwidth for pageable and pinned host buffers against size.
 
-    Buffers of the largest size are allocated once (the pageable one filled, so its pages
-    exist); each point copies the first ``nbytes``. Pinned memory comes from
-    ``cuda.pinned_array`` (page-locked: the GPU's copy engines read it directly); pageable
-    memory is an ordinary NumPy array, which the driver copies through a pinned staging
-    buffer. ``transfer`` names the line of the plot, e.g. ``"H2D pinned"``.
+    Host buffers of the largest size are allocated once (the pageable one filled, so its
+    pages exist); each point copies their first ``nbytes`` to or from a device buffer of
+    that size. Pinned memory comes from ``cuda.pinned_array`` (page-locked: the GPU's copy
+    engines read it directly); pageable memory is an ordinary NumPy array, which the driver
+    copies through a pinned staging buffer. ``transfer`` names the line of the plot, e.g. ``"H2D pinned"``.
     """
     sizes = transfer_sizes() if sizes is None else [_check_int(s, "size", 1) for s in sizes]
     largest = max(sizes)
     hosts = {"pageable": np.ones(largest, dtype=np.uint8), "pinned": cuda.pinned_array(largest, dtype=np.uint8)}
     hosts["pinned"][:] = 1
-    dev = cuda.device_array(largest, dtype=np.uint8)
 
     def run(direction: str, host_memory: str, nbytes: int) -> Timing:
-        host, part = hosts[host_memory][:nbytes], dev[:nbytes]
-        copy = (lambda: part.copy_to_device(host)) if direction == "H2D" else (lambda: part.copy_to_host(host))
+        host, dev = hosts[host_memory][:nbytes], cuda.device_array(nbytes, dtype=np.uint8)
+        copy = (lambda: dev.copy_to_device(host)) if direction == "H2D" else (lambda: dev.copy_to_host(host))
         return benchmark(copy, nbytes=nbytes, repeat=repeat, label=f"{direction} {host_memory} {nbytes} B")
 
     table = sweep(run, {"direction": ["H2D", "D2H"], "host_memory": ["pageable", "pinned"], "nbytes": sizes},

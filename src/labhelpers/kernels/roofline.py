@@ -242,8 +242,16 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     return (info.sm_count or 1) * per_sm * waves, threads
 
 
+def _check_vector(a, name: str, **kw) -> None:
+    """:func:`~labhelpers.arrays.check_array`, also for the simulator's device arrays (which it does not know)."""
+    if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") or not hasattr(a, "copy_to_host"):
+        check_array(a, name, **kw)
+        return
+    check_array(np.empty(a.shape, dtype=a.dtype), name, **kw)  # a simulator device array: check its shape, dtype
+
+
 def _float_array(a, name: str) -> None:
-    check_array(a, name, ndim=1)
+    _check_vector(a, name, ndim=1)
     if np.dtype(a.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise LaunchConfigError(f"{name} has dtype {np.dtype(a.dtype)}: these kernels take float32 or float64 arrays "
                                 f"(pass {name}.astype(np.float32)).")
@@ -263,7 +271,7 @@ def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 25
     if out is None:
         out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
     else:
-        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        _check_vector(out, "out", dtype=x.dtype, shape=tuple(x.shape))
         out_d = out
     if blocks is None:
         blocks, threads = full_grid(threads)
@@ -344,7 +352,7 @@ def run_fma_per_element(x, nfma: int, a: float = 0.999, b: float = 0.001, out=No
     if out is None:
         out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
     else:
-        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        _check_vector(out, "out", dtype=x.dtype, shape=tuple(x.shape))
         out_d = out
     if blocks is None:
         blocks, threads = full_grid(threads)

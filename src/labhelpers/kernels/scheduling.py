@@ -154,9 +154,9 @@ def lcg_inputs(n: int, seed: int = 0) -> np.ndarray:
 
 
 def packed_count(n: int, threads: int) -> int:
-    """How many threads :func:`lane0_branch` sends down the expensive branch: one per warp."""
-    lane = np.arange(n) % threads % WARP_SIZE
-    return int(np.count_nonzero(lane == 0))
+    """How many threads :func:`lane0_branch` sends down the expensive branch: one per (partly) used warp."""
+    full_blocks, rest = divmod(n, threads)
+    return full_blocks * -(-threads // WARP_SIZE) + -(-rest // WARP_SIZE)
 
 
 def expensive_paths(kind: str, n: int, threads: int = 256) -> np.ndarray:
@@ -214,12 +214,13 @@ def _check_lcg_input(x, steps: int) -> None:
 
 def launch_divergence(kind: str, x_d, out_d, steps: int, threads: int = 256) -> None:
     """Launch divergence kernel ``kind`` on device arrays (no checks, no copies: for timing)."""
-    launch = launch_1d(x_d.shape[0], threads)
+    n = x_d.shape[0]
+    blocks = blocks_for(n, threads)
     kernel = DIVERGENCE_KERNELS[kind]
     if kind == "packed_branch":
-        kernel[launch.blocks, launch.threads](x_d, out_d, steps, packed_count(x_d.shape[0], threads))
+        kernel[blocks, threads](x_d, out_d, steps, packed_count(n, threads))
     else:
-        kernel[launch.blocks, launch.threads](x_d, out_d, steps)
+        kernel[blocks, threads](x_d, out_d, steps)
 
 
 def run_divergence(kind: str, x, steps: int, threads: int = 256) -> np.ndarray:
@@ -332,7 +333,7 @@ def scale(x, out, a):
     (``scale[blocks, threads, 0, shared_bytes]``) only takes room on the SM, which is how
     the chapter limits the number of resident blocks.
     """
-    pad = cuda.shared.array(0, float32)  # noqa: F841  (dynamic: sized at launch, used only to take space)
+    room = cuda.shared.array(0, float32)  # dynamic shared memory: sized at launch; it only takes room
     stride = cuda.gridsize(1)
     for i in range(cuda.grid(1), x.size, stride):  # the loop bound is the bounds check
         out[i] = a * x[i]
@@ -345,7 +346,7 @@ def scale_ilp4(x, out, a):
     All four loads are issued before the first store, so a thread waits for one memory
     latency per four elements instead of one per element.
     """
-    pad = cuda.shared.array(0, float32)  # noqa: F841  (dynamic: sized at launch, used only to take space)
+    room = cuda.shared.array(0, float32)  # dynamic shared memory: sized at launch; it only takes room
     n = x.size
     stride = cuda.gridsize(1)
     for i in range(cuda.grid(1), n, 4 * stride):
@@ -485,10 +486,14 @@ def measure_throttle(n: int, blocks_per_sm: Sequence[int] = THROTTLE_BLOCKS, ilp
     """
     sm = occ.device_limits()
     shared_for = shared_for or (lambda k: occ.shared_for_blocks(k, sm))
-    points = [{"ilp": ilp, "threads": threads, "target_blocks": k, "shared_bytes": int(shared_for(k))}
+    points = [{"ilp": ilp, "threads": threads, "target_blocks": k, "shared_bytes": shared_for(k)}
               for ilp in ilps for k in blocks_per_sm]
     for p in points:
-        _check_scale_args(threads, p["ilp"], p["shared_bytes"])
+        try:
+            _check_scale_args(threads, p["ilp"], p["shared_bytes"])
+        except LaunchConfigError as exc:
+            raise LaunchConfigError(f"shared_for({p['target_blocks']}) gave {p['shared_bytes']!r}: {exc}") from None
+        p["shared_bytes"] = int(p["shared_bytes"])
     return _measure_scale(points, n, progress, "occupancy throttle")
 
 

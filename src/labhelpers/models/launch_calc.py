@@ -317,14 +317,17 @@ def compare_with_seed(table: pd.DataFrame, label: str | None = None) -> pd.DataF
     mem = p.get("total_memory_bytes")
     shared = p.get("max_shared_per_block")
     dim_x = p.get("max_block_dim_x")
+    def plain(v: Any) -> str:  # no thousands separators: the seed's columns have none
+        return "n/a" if v is None else str(v)
+
     column = {
-        "global memory": "n/a" if mem is None else f"{mem / 2**30:,.1f} GiB",
-        "SMs": _fmt(p.get("sm_count")),
-        "FP32 cores": _fmt(cores),
+        "global memory": "n/a" if mem is None else f"{mem / 2**30:.1f} GiB",
+        "SMs": plain(p.get("sm_count")),
+        "FP32 cores": plain(cores),
         "shared memory per block": "n/a" if shared is None else f"{shared // 1024} KB",
         "registers per block": "n/a" if reg is None else f"{reg // 1024}k",
-        "warp size": _fmt(p.get("warp_size")),
-        "max threads per block": _fmt(p.get("max_threads_per_block")),
+        "warp size": plain(p.get("warp_size")),
+        "max threads per block": plain(p.get("max_threads_per_block")),
         "max block dimensions": "n/a" if dim_x is None else f"{dim_x} x {MAX_BLOCK_DIMS[1]} x {MAX_BLOCK_DIMS[2]}",
     }
     label = label or f"{p.get('name') or 'this device'} (CC {p.get('compute_capability') or 'n/a'})"

@@ -221,10 +221,10 @@ def draw_timeline(ax, timeline: Timeline) -> None:
     ax.set_yticks([n - w for w in range(n)] + [-1])
     ax.set_yticklabels([f"warp {w}" for w in range(n)] + ["idle"])
     ax.set_xlim(0, timeline.cycles)
-    ax.set_ylim(-2, n + 1)
+    ax.set_ylim(-2, n + 1.5)  # room above the warps for the legend
     ax.set_xlabel("cycle")
     ax.set_title(f"{n} warp(s), burst {timeline.burst}, stall {timeline.stall} ({timeline.policy}): "
-                 f"utilisation {timeline.utilisation:.0%}")
+                 f"utilisation {timeline.utilisation:.0%}", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     by_label = dict(zip(labels, handles))
-    ax.legend(by_label.values(), by_label.keys(), fontsize=7, loc="upper right", ncol=4)
+    ax.legend(by_label.values(), by_label.keys(), fontsize=7, loc="upper center", ncol=4, frameon=False)

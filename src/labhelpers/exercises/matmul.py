@@ -1,0 +1,349 @@
+"""Checkers for lab 5, "Matrix multiplication". Each takes the student's kernel (or function) first.
+
+The kernel checkers launch the kernel themselves, x along the columns of ``C`` and y along its
+rows, on awkward shapes (1 x 1, 17 x 33 times 33 x 5, sizes no tile divides). Every matrix the
+kernel sees is a view of a larger buffer filled with NaN: a thread that writes outside ``C`` is
+caught in the padding, and one that reads outside ``A`` or ``B`` gets a NaN on a GPU (an
+``IndexError`` under the simulator), so the result is wrong either way.
+
+A missing barrier is a race, and a race may or may not show in a test run (the simulator runs
+the threads of a block one after another most of the time). So the checkers of the shared-memory
+kernels also read the kernel's source and check its barriers deterministically
+(:func:`barrier_problems`): none inside an ``if`` or after a ``return``, one between the stores
+into shared memory and the reads (RAW), one between the reads and the next phase's stores (WAR).
+
+* :func:`check_naive`: ``kernel(A, B, C)``, one thread per element of ``C``, any shapes.
+* :func:`check_tiled_square`: ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of the tile.
+* :func:`check_tiled_rect`: ``kernel(A, B, C)`` for ``m x k`` times ``k x n``.
+* :func:`check_barriers`: the racy kernel, repaired.
+* :func:`check_hazard`: ``answer()`` names the hazard the missing barrier caused.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import backend
+from ..checkers import diagnose
+from ..errors import CheckFailed
+from ..launch import blocks_for
+from ..source import source_of
+
+#: Block the naive checker launches, (x along columns, y along rows): deliberately not square.
+NAIVE_BLOCK = (16, 8)
+#: Shapes (m, k, n) tried on every kernel: a single element, thin, wide, and sizes no tile divides.
+SHAPES_SIM: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (17, 33, 5), (5, 3, 19), (20, 9, 31), (16, 24, 8))
+SHAPES_GPU: tuple[tuple[int, int, int], ...] = SHAPES_SIM + ((257, 1003, 129),)
+#: Square sizes for :func:`check_tiled_square`, as multiples of the tile: 1 element, one below and above a tile...
+SQUARE_SIM: tuple[str, ...] = ("1", "t-1", "t+1", "2t+3", "2t")
+#: Tolerance of the comparison with NumPy (float32 sums of at most a thousand products of normal numbers).
+RTOL, ATOL = 1e-4, 1e-4
+
+_NUMBA_TRACE_LIMIT = 1500
+
+
+def _require_kernel(kernel: Any, name: str) -> None:
+    if not callable(getattr(kernel, "__getitem__", None)):
+        raise CheckFailed(
+            f"{name} must be a CUDA kernel: decorate the function with @cuda.jit (got {type(kernel).__name__}).")
+
+
+def _launch(kernel: Any, grid, block, args: Sequence[Any], name: str) -> None:
+    """Launch, turning compile and launch errors (except IndexError, explained by the caller) into CheckFailed."""
+    try:
+        kernel[grid, block](*args)
+    except (IndexError, CheckFailed):
+        raise
+    except Exception as exc:
+        text = str(exc)
+        if len(text) > _NUMBA_TRACE_LIMIT:
+            text = text[:_NUMBA_TRACE_LIMIT] + " [...]"
+        raise CheckFailed(f"{name} did not compile or run ({type(exc).__name__}): {text}") from None
+
+
+def _padded(values: np.ndarray, pad: int):
+    """A device buffer holding ``values`` with ``pad`` NaN rows and columns after it, and the view of ``values``."""
+    from numba import cuda
+
+    rows, cols = values.shape
+    buf = np.full((rows + pad, cols + pad), np.nan, dtype=np.float32)
+    buf[:rows, :cols] = values
+    buf_d = cuda.to_device(buf)
+    return buf_d, buf_d[:rows, :cols]
+
+
+def _shape_text(m: int, k: int, n: int) -> str:
+    return f"A {m} x {k} times B {k} x {n}"
+
+
+def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int], name: str = "your kernel") -> np.ndarray:
+    """Launch ``kernel(A, B, C)`` over ``C``'s shape (x along columns) on NaN-padded views; return ``C``.
+
+    Raises:
+        CheckFailed: the kernel does not compile or run, reads outside ``A`` or ``B`` (simulator), or
+            writes outside ``C``.
+    """
+    (m, k), n = a.shape, b.shape[1]
+    pad = max(block)
+    _, a_v = _padded(a, pad)
+    _, b_v = _padded(b, pad)
+    c_buf, c_v = _padded(np.full((m, n), np.nan, dtype=np.float32), pad)
+    grid = (blocks_for(n, block[0]), blocks_for(m, block[1]))
+    try:
+        _launch(kernel, grid, block, [a_v, b_v, c_v], name)
+    except IndexError as exc:
+        raise CheckFailed(
+            f"{name} read or wrote outside a matrix for {_shape_text(m, k, n)} ({exc}). A thread outside C must "
+            "not write (compare with `>=`: row == C.shape[0] is already outside), and a tile element past the edge "
+            "of A or B must be stored as 0 instead of read: guard each load with its bounds (row < m, col < n, and "
+            "the index along the dot product < k).") from None
+    full = c_buf.copy_to_host()
+    stray = int(np.count_nonzero(~np.isnan(full))) - int(np.count_nonzero(~np.isnan(full[:m, :n])))
+    if stray:
+        raise CheckFailed(
+            f"{name} wrote outside C for {_shape_text(m, k, n)}: {stray} thread(s) past the last row or column "
+            "wrote (into the checker's padding; in a real program, into someone else's data). Guard the write "
+            "with `if row < C.shape[0] and col < C.shape[1]:`.")
+    return full[:m, :n]
+
+
+def _inputs(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32))
+
+
+def _check_shapes(kernel: Any, name: str, shapes: Sequence[tuple[int, int, int]], block: tuple[int, int],
+                  hint: str) -> None:
+    for i, (m, k, n) in enumerate(shapes):
+        a, b = _inputs(m, k, n, seed=i)
+        got = run_kernel(kernel, a, b, block, name)
+        expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+        problem = diagnose(got, expected, rtol=RTOL, atol=ATOL)
+        if problem:
+            raise CheckFailed(f"{name} is wrong for {_shape_text(m, k, n)}: {problem}. {hint}")
+
+
+def _shapes() -> tuple[tuple[int, int, int], ...]:
+    return SHAPES_SIM if backend.is_simulator() else SHAPES_GPU
+
+
+# ----------------------------------------------------------------------------------------- barrier analysis
+
+
+def _is_barrier(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "syncthreads")
+
+
+def _shared_names(fn: ast.FunctionDef) -> set[str]:
+    names = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute) and func.attr == "array" and "shared" in ast.unparse(func.value):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _touches(stmt: ast.stmt, shared: set[str], ctx: type) -> bool:
+    return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ctx) and isinstance(n.value, ast.Name)
+               and n.value.id in shared for n in ast.walk(stmt))
+
+
+def _has_barrier(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and _is_barrier(stmt.value)
+
+
+def barrier_problems(kernel: Any) -> list[str]:
+    """What is wrong with the barriers of a shared-memory kernel, read from its source (empty if nothing).
+
+    Checks, without running anything: no ``cuda.syncthreads()`` inside an ``if`` or ``while``, no
+    ``return`` in a kernel with barriers, and in every loop that stores into a shared array, a
+    barrier between the last store and the first read (RAW) and one after the last read or before
+    the first store (WAR: the loop comes round to the stores again).
+    """
+    return [message for _kind, message in _barrier_findings(kernel)]
+
+
+def _barrier_findings(kernel: Any) -> list[tuple[str, str]]:
+    """:func:`barrier_problems` with the kind of each problem: source, branch, return, shared, loop, RAW or WAR."""
+    try:
+        tree = ast.parse(source_of(kernel))
+    except (TypeError, SyntaxError) as exc:
+        return [("source", f"the checker cannot read the kernel's source ({exc})")]
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if not fns:
+        return [("source", "the checker found no function in the kernel's source")]
+    fn = fns[0]
+    shared = _shared_names(fn)
+    problems: list[tuple[str, str]] = []
+    barriers = [n for n in ast.walk(fn) if _is_barrier(n)]
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) and any(_is_barrier(n) for n in ast.walk(node)):
+            problems.append(("branch",
+                f"line {node.lineno}: cuda.syncthreads() inside an `{type(node).__name__.lower()}`: every thread of "
+                "the block must reach every barrier, and threads that skip it leave the others waiting (a hang, or "
+                "undefined behaviour). Guard the loads, never the barrier."))
+            break
+    if barriers and any(isinstance(n, ast.Return) for n in ast.walk(fn)):
+        problems.append(("return", "the kernel has a `return`: a thread that returns early never reaches the "
+                         "barriers the others wait at. Let every thread run the whole loop and guard only the loads "
+                         "and the write."))
+    if not shared:
+        return problems + [("shared", "the kernel declares no cuda.shared.array: the tiles belong in shared memory")]
+    loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))
+             and any(_touches(s, shared, ast.Store) for s in n.body)]
+    if not loops:
+        problems.append(("loop", "no loop stores into the shared tiles: each phase of the k loop loads one tile of "
+                         "A and B"))
+    for loop in loops:
+        body = loop.body
+        stores = [i for i, s in enumerate(body) if _touches(s, shared, ast.Store)]
+        reads = [i for i, s in enumerate(body) if _touches(s, shared, ast.Load)]
+        syncs = [i for i, s in enumerate(body) if _has_barrier(s)]
+        if not reads:
+            continue
+        later_reads = [r for r in reads if r > max(stores)]
+        first_read = min(later_reads) if later_reads else len(body)
+        if not any(max(stores) < b < first_read for b in syncs):
+            problems.append(("RAW",
+                f"line {loop.lineno}: no cuda.syncthreads() between the stores into the shared tiles and the loop "
+                "that reads them: a thread could read an element another thread has not written yet (a "
+                "read-after-write, RAW, hazard). Put a barrier right after the loads."))
+        if not any(b > max(reads) or b < min(stores) for b in syncs):
+            problems.append(("WAR",
+                f"line {loop.lineno}: no cuda.syncthreads() after the loop that reads the tiles: a fast thread can "
+                "start the next phase and overwrite a tile element a slow thread still has to read (a "
+                "write-after-read, WAR, hazard). Put a barrier at the end of the loop body."))
+    return problems
+
+
+def _check_barriers_of(kernel: Any, name: str) -> None:
+    problems = barrier_problems(kernel)
+    if problems:
+        raise CheckFailed(f"{name}: " + " Also: ".join(problems))
+
+
+# --------------------------------------------------------------------------------------------- the checkers
+
+
+def check_naive(kernel: Any, *, block: tuple[int, int] = NAIVE_BLOCK,
+                shapes: Sequence[tuple[int, int, int]] | None = None) -> None:
+    """Check ``kernel(A, B, C)``: ``C = A @ B`` with one thread per element of ``C``, for any shapes.
+
+    The checker launches blocks of ``block = (16, 8)`` threads, x along the columns of ``C`` and y along
+    its rows: the kernel starts with ``col, row = cuda.grid(2)``.
+
+    Raises:
+        CheckFailed: with the shapes that failed and what to change.
+    """
+    _require_kernel(kernel, "matmul_naive_kernel")
+    shapes = tuple(shapes) if shapes is not None else _shapes()
+    _check_shapes(kernel, "matmul_naive_kernel", shapes, block,
+                  "Each thread computes C[row, col] = sum over p of A[row, p] * B[p, col], p from 0 to A.shape[1] - 1, "
+                  "with `col, row = cuda.grid(2)` (x runs along the columns).")
+    print(f"Correct: matmul_naive_kernel matches NumPy on all {len(shapes)} shapes tried "
+          f"({', '.join(f'{m}x{k} @ {k}x{n}' for m, k, n in shapes)}).")
+
+
+def square_sizes(tile: int) -> tuple[int, ...]:
+    """The ``n`` tried by :func:`check_tiled_square`: 1, one below and above a tile, 2 tiles + 3, and 2 tiles."""
+    sizes = (1, tile - 1, tile + 1, 2 * tile + 3, 2 * tile)
+    sizes = tuple(dict.fromkeys(s for s in sizes if s >= 1))
+    return sizes if backend.is_simulator() else sizes + (8 * tile + 5,)
+
+
+def check_tiled_square(kernel: Any, tile: int) -> None:
+    """Check the shared-memory kernel ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of ``tile``.
+
+    Launched with ``tile x tile`` threads per block. The barriers are also checked in the source
+    (see :func:`barrier_problems`), because a race may not show in a run.
+
+    Raises:
+        CheckFailed: with the size that failed and what to change.
+    """
+    name = "matmul_tiled_kernel"
+    _require_kernel(kernel, name)
+    _check_barriers_of(kernel, name)
+    sizes = square_sizes(tile)
+    _check_shapes(kernel, name, [(n, n, n) for n in sizes], (tile, tile),
+                  "Every thread loads one element of each tile per phase, storing 0 where the tile hangs over the "
+                  "edge of the matrix (`row < n and k0 + tx < n` for A, `k0 + ty < n and col < n` for B), and every "
+                  "thread, also those outside C, takes part in the loads and the barriers.")
+    print(f"Correct: {name} matches NumPy for n = {', '.join(map(str, sizes))} with {tile} x {tile} tiles, "
+          "and its barriers are where they belong.")
+
+
+def check_tiled_rect(kernel: Any, tile: int, *, shapes: Sequence[tuple[int, int, int]] | None = None) -> None:
+    """Check the shared-memory kernel ``kernel(A, B, C)`` for ``m x k`` times ``k x n`` matrices.
+
+    Launched with ``tile x tile`` threads per block and ``(ceil(n / tile), ceil(m / tile))`` blocks.
+
+    Raises:
+        CheckFailed: with the shapes that failed and what to change.
+    """
+    name = "matmul_rect_kernel"
+    _require_kernel(kernel, name)
+    _check_barriers_of(kernel, name)
+    shapes = tuple(shapes) if shapes is not None else _shapes()
+    _check_shapes(kernel, name, shapes, (tile, tile),
+                  "Three sizes now: m = A.shape[0] bounds the rows (of A and C), n = B.shape[1] the columns (of B and "
+                  "C), and k = A.shape[1] the position along the dot product, in both tiles.")
+    print(f"Correct: {name} matches NumPy on all {len(shapes)} shapes tried "
+          f"({', '.join(f'{m}x{k} @ {k}x{n}' for m, k, n in shapes)}), and its barriers are where they belong.")
+
+
+def check_barriers(kernel: Any, tile: int) -> None:
+    """Check the repaired racy kernel: its barriers (read from the source) and its results on rectangular shapes.
+
+    Finding the missing barrier is the exercise, so while one is missing the message says that a race
+    remains and how to look for it, not where it is (a barrier in a branch or an early ``return`` is
+    named outright).
+
+    Raises:
+        CheckFailed: a race is still possible, or the shape that failed.
+    """
+    name = "matmul_tiled_fixed"
+    _require_kernel(kernel, name)
+    findings = _barrier_findings(kernel)
+    named = [message for kind, message in findings if kind not in ("RAW", "WAR")]
+    if named:
+        raise CheckFailed(f"{name}: " + " Also: ".join(named))
+    if findings:
+        raise CheckFailed(
+            f"{name}: a race is still possible: some thread can touch a shared tile while another thread of the block "
+            "still relies on it. Follow two threads of one block, a fast one and a slow one, through two phases of "
+            "the k loop: where must the fast one wait?")
+    shapes = _shapes()
+    _check_shapes(kernel, name, shapes, (tile, tile), "The barriers look right; check the lines you changed.")
+    print(f"Correct: {name} has a barrier after the loads (RAW) and one after the reads (WAR), none in a branch, "
+          f"and matches NumPy on all {len(shapes)} shapes tried.")
+
+
+#: The answers :func:`check_hazard` understands.
+HAZARDS = ("RAW", "WAR", "WAW")
+
+
+def check_hazard(answer: Callable[[], Any]) -> None:
+    """Check ``answer()``: the hazard the racy kernel's missing barrier allowed, ``"RAW"``, ``"WAR"`` or ``"WAW"``.
+
+    Raises:
+        CheckFailed: no answer, an answer that is not one of the three, or the wrong one (with a hint).
+    """
+    got = answer()
+    if got is None:
+        raise CheckFailed('answer() returned None: return "RAW", "WAR" or "WAW".')
+    text = str(got).strip().upper()
+    if text not in HAZARDS:
+        raise CheckFailed(f'answer() returned {got!r}: return one of "RAW", "WAR" or "WAW".')
+    if text == "RAW":
+        raise CheckFailed("Not this one: the racy kernel has its barrier between the loads and the reads, so no "
+                          "thread reads a tile element before it is written. What can a fast thread do to the tile "
+                          "at the start of the next phase while a slow one is still reading it?")
+    if text == "WAW":
+        raise CheckFailed("Not this one: each element of a tile is written by exactly one thread per phase, so two "
+                          "writes never compete. Which read can a write of the next phase overtake?")
+    print("Correct: without the second barrier a thread can overwrite a tile element (the next phase's load) "
+          "before another thread has read it: a write-after-read (WAR) hazard.")

@@ -1,0 +1,477 @@
+"""Chapter 5, matrix multiplication: kernels, host wrapper, traffic model, CPU loops and the lab's checkers.
+
+Every GPU kernel runs under the simulator on awkward shapes (1 x 1, 17 x 33 times 33 x 5, sizes
+no tile divides) and must match a float64 NumPy product within the stated tolerance
+(:data:`labhelpers.kernels.matmul.RELATIVE_TOLERANCE`, a relative error of the Frobenius norm),
+and element by element within the classical bound ``k * eps * (|A| @ |B|)``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import numpy as np
+import pytest
+
+import labhelpers as lh
+from labhelpers.exercises import matmul as ex
+from labhelpers.kernels import matmul as mm
+from labhelpers.kernels import matmul_cpu as cpu
+from labhelpers.models import tiling
+
+matplotlib.use("Agg")
+from numba import cuda, float32  # noqa: E402  (after labhelpers chose the backend)
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "labs" / "05_matrix_multiply_lab.ipynb"
+SOLUTIONS = ROOT / "labs" / "solutions" / "05_matrix_multiply_lab.py"
+
+#: A register tiling small enough for the simulator (16 threads per block) with the same code paths.
+SMALL = mm.RegisterTiling(bm=16, bn=16, bk=4, tm=4, tn=4)
+#: (m, k, n): a single element, the issue's 17x33 @ 33x5, thin and wide, sizes that divide no tile (8, 16, 32, 64, 128).
+SHAPES = [(1, 1, 1), (17, 33, 5), (5, 3, 19), (37, 21, 45)]
+
+
+def _inputs(m, k, n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+
+
+def _assert_product(c, a, b):
+    """c is a @ b: Frobenius relative error within the stated tolerance, and each element within k*eps*(|A||B|)."""
+    c = np.asarray(c, dtype=np.float64)
+    assert np.isfinite(c).all(), "the result holds NaN or inf (an element never written?)"
+    assert mm.relative_error(c, a, b) <= mm.RELATIVE_TOLERANCE
+    k = a.shape[1]
+    bound = (k + 2) * np.finfo(np.float32).eps * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert (np.abs(c - a.astype(np.float64) @ b.astype(np.float64)) <= bound + 1e-30).all()
+
+
+# ------------------------------------------------------------------------------------------ GPU kernels
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", ["naive", "tiled", "coarsened", "double_buffered"])
+def test_every_variant_matches_numpy(variant, shape):
+    a, b = _inputs(*shape)
+    _assert_product(mm.matmul(a, b, variant=variant), a, b)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 5), (130, 9, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_the_fastest_kernel_matches_numpy(shape):
+    """The 128 x 128, 8 x 8 per thread kernel itself (256 threads per block), on shapes it has to guard."""
+    a, b = _inputs(*shape)
+    _assert_product(mm.matmul(a, b, variant="register"), a, b)
+
+
+@pytest.mark.parametrize("tile", mm.TILES)
+def test_tiled_kernel_for_every_tile(tile):
+    a, b = _inputs(tile + 3, 2 * tile + 1, tile - 1 or 1)
+    _assert_product(mm.matmul(a, b, variant="tiled", tile=tile), a, b)
+
+
+@pytest.mark.parametrize("factory", [mm.register_tiled_kernel, mm.double_buffered_kernel])
+@pytest.mark.parametrize("guarded", [True, False])
+def test_register_kernels_with_and_without_bounds_checks(factory, guarded):
+    """Whole tiles: both paths agree with NumPy (the unguarded one is only ever used on whole tiles)."""
+    m, k, n = 32, 12, 48
+    a, b = _inputs(m, k, n)
+    c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float32))
+    factory(SMALL, guarded)[SMALL.grid(m, n), SMALL.block](cuda.to_device(a), cuda.to_device(b), c)
+    _assert_product(c.copy_to_host(), a, b)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 5), (33, 7, 18)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("factory", [mm.register_tiled_kernel, mm.double_buffered_kernel])
+def test_guarded_register_kernels_on_ragged_shapes(factory, shape):
+    a, b = _inputs(*shape)
+    m, _, n = shape
+    c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float32))
+    factory(SMALL, True)[SMALL.grid(m, n), SMALL.block](cuda.to_device(a), cuda.to_device(b), c)
+    _assert_product(c.copy_to_host(), a, b)
+
+
+def test_device_inputs_give_a_device_result():
+    a, b = _inputs(9, 4, 11)
+    c_d = mm.matmul(cuda.to_device(a), cuda.to_device(b), variant="tiled", tile=8)
+    assert not isinstance(c_d, np.ndarray)
+    _assert_product(c_d.copy_to_host(), a, b)
+
+
+def test_out_argument_is_written():
+    a, b = _inputs(6, 5, 7)
+    out = np.full((6, 7), np.nan, dtype=np.float32)
+    assert mm.matmul(a, b, variant="naive", out=out) is out
+    _assert_product(out, a, b)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4), (3, 0, 4), (3, 4, 0)])
+def test_empty_dimensions(shape):
+    m, k, n = shape
+    c = mm.matmul(np.ones((m, k), np.float32), np.ones((k, n), np.float32))
+    assert c.shape == (m, n) and not c.any()
+
+
+# ------------------------------------------------------------------------------------- wrapper validation
+
+
+def test_inner_dimensions_must_agree():
+    with pytest.raises(lh.ArrayArgumentError, match="inner dimensions differ: a is 3 x 4 and b is 5 x 2"):
+        mm.matmul(np.ones((3, 4), np.float32), np.ones((5, 2), np.float32))
+
+
+def test_dtype_is_float32():
+    with pytest.raises(lh.ArrayArgumentError, match=r"float64.*astype\(np.float32\)"):
+        mm.matmul(np.ones((3, 4)), np.ones((4, 2), np.float32))
+
+
+def test_matrices_are_two_dimensional():
+    with pytest.raises(lh.ArrayArgumentError, match="2 dimension"):
+        mm.matmul(np.ones(4, np.float32), np.ones((4, 2), np.float32))
+
+
+def test_contiguity_is_required():
+    with pytest.raises(lh.ArrayArgumentError, match="ascontiguousarray"):
+        mm.matmul(np.ones((4, 3), np.float32).T, np.ones((4, 2), np.float32))
+
+
+def test_simulator_device_arrays_are_validated_too():
+    with pytest.raises(lh.ArrayArgumentError, match="float64"):
+        mm.matmul(cuda.to_device(np.ones((3, 4))), np.ones((4, 2), np.float32))
+
+
+def test_out_must_have_the_result_shape():
+    with pytest.raises(lh.ArrayArgumentError, match=r"shape \(3, 2\)"):
+        mm.matmul(np.ones((3, 4), np.float32), np.ones((4, 2), np.float32), out=np.empty((2, 3), np.float32))
+
+
+def test_unknown_variant_lists_the_known_ones():
+    with pytest.raises(ValueError, match="naive, tiled, coarsened, register, double_buffered"):
+        mm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), variant="fast")
+
+
+@pytest.mark.parametrize("tile", [0, 33])
+def test_impossible_tiles_are_refused(tile):
+    with pytest.raises(lh.LaunchConfigError, match="tile"):
+        mm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), variant="tiled", tile=tile)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(tm=6, tn=8), "multiples of 4"),
+    (dict(bm=100), "whole number of thread tiles"),
+    (dict(bk=7), "even"),
+    (dict(bm=256, bn=256, tm=4, tn=4), "exceeds the limit of 1024"),
+    (dict(bn=64, bm=128, tm=8, tn=8, bk=6), "A tile"),
+])
+def test_register_tiling_validates(kwargs, match):
+    with pytest.raises(lh.LaunchConfigError, match=match):
+        mm.RegisterTiling(**kwargs)
+
+
+def test_plan_geometry_and_guards():
+    p = mm.plan("register", 4096, 4096, 4096)
+    assert (p.grid, p.block, p.threads_per_block, p.guarded) == ((32, 32), (16, 16), 256, False)
+    assert mm.plan("register", 4097, 4096, 4096).guarded
+    assert mm.plan("register", 4096, 4100, 4096).guarded
+    q = mm.plan("naive", 17, 33, 5)
+    assert q.grid == (1, 2) and q.block == (16, 16)
+    t = mm.plan("tiled", 17, 33, 5, tile=8)
+    assert t.grid == (1, 3) and t.block == (8, 8)
+    assert mm.REGISTER.shared_bytes() == 4 * 8 * (132 + 128)
+    assert mm.REGISTER.a_passes == 4 and mm.REGISTER.b_passes == 4
+
+
+def test_relative_error_sees_a_single_wrong_element():
+    a, b = _inputs(64, 64, 64)
+    c = a.astype(np.float64) @ b
+    assert mm.matches_reference(c.astype(np.float32), a, b)
+    c[10, 20] = 0.0
+    assert not mm.matches_reference(c, a, b)
+    c[10, 20] = np.nan
+    assert not mm.matches_reference(c, a, b)
+
+
+def test_timing_functions_do_nothing_under_the_simulator():
+    assert mm.time_kernel("register", 4096) is None
+    assert mm.time_cublas(4096) is None
+    table = mm.measure_sweep(sizes=[256, 4096], progress=False)
+    assert list(table.columns[:4]) == ["kernel", "variant", "tile", "n"]
+    assert len(table) == 2 * (len(mm.SWEEP_KERNELS) + len(mm.SWEEP_CUBLAS))
+    assert (table["status"] == "simulator").all() and table["gflops"].isna().all()
+
+
+# ---------------------------------------------------------------------------------------- traffic model
+
+
+def test_flops_and_naive_intensity():
+    assert tiling.matmul_flops(2, 3, 4) == 48
+    assert tiling.naive_loads(2, 3, 4) == 48
+    assert tiling.kernel_intensity(4096, 4096, 4096) == pytest.approx(0.25, rel=1e-3)
+    assert tiling.ideal_intensity(4096) == pytest.approx(2 * 4096 / 12)
+
+
+@pytest.mark.parametrize("m, k, n, t", [(12, 12, 12, 4), (17, 33, 5, 8), (1, 1, 1, 16), (30, 7, 19, 4)])
+def test_tiled_loads_equal_the_sum_over_blocks_and_phases(m, k, n, t):
+    """The closed form counts exactly what tile_phase says each block loads in each phase."""
+    total = 0
+    for br in range(-(-m // t)):
+        for bc in range(-(-n // t)):
+            for p in range(tiling.phases(k, t)):
+                ph = tiling.tile_phase(m, k, n, t, br, bc, p)
+                total += ph.a_elements + ph.b_elements
+    assert total == tiling.tiled_loads(m, k, n, t)
+
+
+def test_multiply_adds_of_all_phases_add_up_to_the_product():
+    m, k, n, t = 17, 33, 5, 8
+    total = sum(tiling.tile_phase(m, k, n, t, br, bc, p).multiply_adds
+                for br in range(3) for bc in range(1) for p in range(5))
+    assert 2 * total == tiling.matmul_flops(m, k, n)
+
+
+def test_reuse_factor_is_the_tile_for_whole_tiles():
+    assert tiling.reuse_factor(64, 64, 64, 16) == pytest.approx(16)
+    assert tiling.reuse_factor(4096, 4096, 4096, 128) == pytest.approx(128)
+    assert tiling.kernel_intensity(4096, 4096, 4096, 16) == pytest.approx(4.0, rel=0.01)
+
+
+def test_roofline():
+    assert tiling.ridge_point(4000, 50000) == 12.5
+    assert tiling.attainable_gflops(0.25, 4000, 50000) == 1000
+    assert tiling.attainable_gflops(100, 4000, 50000) == 50000
+    np.testing.assert_allclose(tiling.attainable_gflops(np.array([1, 12.5, 20]), 4000, 50000), [4000, 50000, 50000])
+    with pytest.raises(ValueError):
+        tiling.attainable_gflops(1, 0, 1)
+
+
+@pytest.mark.parametrize("args", [(4, 4, 4, 2, 2, 0, 0), (4, 4, 4, 2, 0, 0, 2), (4, 4, 4, 2, -1, 0, 0)])
+def test_tile_phase_rejects_positions_outside_the_grid(args):
+    with pytest.raises(ValueError, match="must lie in"):
+        tiling.tile_phase(*args)
+
+
+def test_tile_phase_clips_at_the_edges():
+    ph = tiling.tile_phase(10, 7, 5, 4, 2, 1, 1)
+    assert (ph.a_rows, ph.a_cols, ph.b_rows, ph.b_cols, ph.phases) == ((8, 10), (4, 7), (4, 7), (4, 5), 2)
+
+
+def test_drawings():
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2)
+    ph = tiling.draw_tiling(ax1, 12, 12, 12, 4, 1, 2, 1)
+    assert ph.phase == 1 and "8.0x fewer" not in ax1.get_title() and "4.0x fewer" in ax1.get_title()
+    tiling.draw_roofline(ax2, 4000, 50000, {"naive": (0.25, 900.0), "missing": (float("nan"), 1.0)})
+    assert ax2.get_xscale() == "log"
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------------- CPU loops
+
+
+@pytest.mark.parametrize("order", cpu.ORDERS)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 5), (70, 65, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_cpu_loop_orders_match_numpy(order, shape):
+    a, b = _inputs(*shape)
+    _assert_product(cpu.cpu_matmul(a, b, order=order, block=16), a, b)
+
+
+def test_cpu_matmul_validates():
+    with pytest.raises(lh.ArrayArgumentError, match="inner dimensions differ"):
+        cpu.cpu_matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="unknown loop order"):
+        cpu.cpu_matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), order="jik")
+    with pytest.raises(lh.ArrayArgumentError, match="NumPy array"):
+        cpu.cpu_matmul(cuda.to_device(np.ones((2, 2), np.float32)), np.ones((2, 2), np.float32))
+
+
+# ------------------------------------------------------------------------------------------------ the lab
+
+
+def _module_from(source: str, name: str, tmp_path: Path):
+    """Import ``source`` as a real module (so inspect.getsource, which the barrier check uses, works)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def solutions():
+    spec = importlib.util.spec_from_file_location("solutions_05", SOLUTIONS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def skeletons(tmp_path_factory):
+    """The lab's skeleton cells, exactly as committed, imported as one module."""
+    nb = nbformat.read(LAB, as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "skeleton" in c.metadata.get("tags", [])]
+    assert len(cells) == 5
+    header = "from numba import cuda, float32\nTILE = 8\n\n"
+    return _module_from(header + "\n\n".join(cells) + "\n", "skeletons_05", tmp_path_factory.mktemp("skel"))
+
+
+HEADER = "import labhelpers\nfrom numba import cuda, float32\nTILE = 8\n\n"
+
+WRONG_NAIVE = {
+    "rows and columns swapped": """
+@cuda.jit
+def k(A, B, C):
+    row, col = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = float32(0)
+        for p in range(A.shape[1]):
+            acc += A[row, p] * B[p, col]
+        C[row, col] = acc
+""",
+    "> instead of >= (the seed's bug)": """
+@cuda.jit
+def k(A, B, C):
+    col, row = cuda.grid(2)
+    if row > C.shape[0] or col > C.shape[1]:
+        return
+    acc = float32(0)
+    for p in range(A.shape[1]):
+        acc += A[row, p] * B[p, col]
+    C[row, col] = acc
+""",
+    "square assumption": """
+@cuda.jit
+def k(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = float32(0)
+        for p in range(C.shape[1]):
+            acc += A[row, p] * B[p, col]
+        C[row, col] = acc
+""",
+}
+
+TILED_BODY = """
+@cuda.jit
+def k(A, B, C):
+    As = cuda.shared.array((TILE, TILE), float32)
+    Bs = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    m, kd = A.shape
+    n = B.shape[1]
+    acc = float32(0)
+    for k0 in range(0, kd, TILE):
+{loads}
+{raw}
+        for kk in range(TILE):
+            acc += As[ty, kk] * Bs[kk, tx]
+{war}
+    if row < m and col < n:
+        C[row, col] = acc
+"""
+GUARDED_LOADS = """        a = float32(0)
+        if row < m and k0 + tx < kd:
+            a = A[row, k0 + tx]
+        As[ty, tx] = a
+        b = float32(0)
+        if k0 + ty < kd and col < n:
+            b = B[k0 + ty, col]
+        Bs[ty, tx] = b"""
+UNGUARDED_LOADS = """        As[ty, tx] = A[row, k0 + tx]
+        Bs[ty, tx] = B[k0 + ty, col]"""
+SYNC = "        cuda.syncthreads()"
+WRONG_TILED = {
+    "no WAR barrier": dict(loads=GUARDED_LOADS, raw=SYNC, war=""),
+    "no RAW barrier": dict(loads=GUARDED_LOADS, raw="", war=SYNC),
+    "unguarded loads (sizes assumed to divide the tile)": dict(loads=UNGUARDED_LOADS, raw=SYNC, war=SYNC),
+    "barrier inside an if": dict(loads=GUARDED_LOADS, raw="        if row < m:\n    " + SYNC, war=SYNC),
+}
+EARLY_RETURN = TILED_BODY.replace("    acc = float32(0)\n", "    acc = float32(0)\n    if row >= m or col >= n:\n"
+                                  "        return\n").format(loads=GUARDED_LOADS, raw=SYNC, war=SYNC)
+BARRIER_FIRST = TILED_BODY.format(loads=SYNC + "\n" + GUARDED_LOADS, raw=SYNC, war="")
+
+
+def test_a_correct_tiled_kernel_has_no_barrier_problems(tmp_path):
+    module = _module_from(HEADER + TILED_BODY.format(loads=GUARDED_LOADS, raw=SYNC, war=SYNC), "good_tiled", tmp_path)
+    assert ex.barrier_problems(module.k) == []
+    ex.check_tiled_rect(module.k, 8)
+
+
+def test_a_barrier_at_the_top_of_the_loop_also_prevents_the_war_hazard(tmp_path):
+    module = _module_from(HEADER + BARRIER_FIRST, "barrier_first", tmp_path)
+    assert ex.barrier_problems(module.k) == []
+
+
+@pytest.mark.parametrize("what, expected", [("no WAR barrier", "WAR"), ("no RAW barrier", "RAW"),
+                                            ("barrier inside an if", "inside an `if`")])
+def test_barrier_problems_name_the_hazard(what, expected, tmp_path):
+    module = _module_from(HEADER + TILED_BODY.format(**WRONG_TILED[what]), f"wrong_{expected[:3]}", tmp_path)
+    problems = ex.barrier_problems(module.k)
+    assert problems and any(expected in p for p in problems)
+
+
+def test_an_early_return_is_reported(tmp_path):
+    module = _module_from(HEADER + EARLY_RETURN, "early_return", tmp_path)
+    assert any("return" in p for p in ex.barrier_problems(module.k))
+
+
+def test_check_naive(solutions, skeletons, tmp_path):
+    ex.check_naive(solutions.matmul_naive_kernel)
+    with pytest.raises(lh.CheckFailed, match="never written"):
+        ex.check_naive(skeletons.matmul_naive_kernel)
+    for i, src in enumerate(WRONG_NAIVE.values()):
+        with pytest.raises(lh.CheckFailed):
+            ex.check_naive(_module_from(HEADER + src, f"wrong_naive_{i}", tmp_path).k)
+
+
+def test_check_tiled_square(solutions, skeletons, tmp_path):
+    ex.check_tiled_square(solutions.matmul_tiled_kernel, 8)
+    with pytest.raises(lh.CheckFailed, match="no loop stores into the shared tiles"):
+        ex.check_tiled_square(skeletons.matmul_tiled_kernel, 8)
+    for i, parts in enumerate(WRONG_TILED.values()):
+        with pytest.raises(lh.CheckFailed):
+            ex.check_tiled_square(_module_from(HEADER + TILED_BODY.format(**parts), f"wrong_sq_{i}", tmp_path).k, 8)
+    with pytest.raises(lh.CheckFailed, match="return"):
+        ex.check_tiled_square(_module_from(HEADER + EARLY_RETURN, "wrong_sq_ret", tmp_path).k, 8)
+
+
+def test_check_tiled_rect(solutions, skeletons, tmp_path):
+    ex.check_tiled_rect(solutions.matmul_rect_kernel, 8)
+    with pytest.raises(lh.CheckFailed):
+        ex.check_tiled_rect(skeletons.matmul_rect_kernel, 8)
+    square = HEADER + TILED_BODY.format(loads=GUARDED_LOADS.replace("kd", "n"), raw=SYNC, war=SYNC)
+    with pytest.raises(lh.CheckFailed, match="wrong|outside"):
+        ex.check_tiled_rect(_module_from(square, "wrong_rect_square", tmp_path).k, 8)
+
+
+def test_check_barriers(solutions, skeletons, tmp_path):
+    ex.check_barriers(solutions.matmul_tiled_fixed, 8)
+    with pytest.raises(lh.CheckFailed, match="a race is still possible") as failure:
+        ex.check_barriers(skeletons.matmul_tiled_fixed, 8)
+    assert "WAR" not in str(failure.value), "the message must not give the exercise away"
+    module = _module_from(HEADER + TILED_BODY.format(**WRONG_TILED["barrier inside an if"]), "wrong_fix_if", tmp_path)
+    with pytest.raises(lh.CheckFailed, match="inside an `if`"):
+        ex.check_barriers(module.k, 8)
+
+
+def test_check_hazard(solutions, skeletons):
+    ex.check_hazard(solutions.missing_barrier_hazard)
+    with pytest.raises(lh.CheckFailed, match="returned None"):
+        ex.check_hazard(skeletons.missing_barrier_hazard)
+    for wrong in ("RAW", "waw", "race"):
+        with pytest.raises(lh.CheckFailed):
+            ex.check_hazard(lambda wrong=wrong: wrong)
+    ex.check_hazard(lambda: " war ")
+
+
+def test_checkers_reject_functions_that_are_not_kernels():
+    with pytest.raises(lh.CheckFailed, match="@cuda.jit"):
+        ex.check_naive(lambda A, B, C: None)

@@ -1,0 +1,463 @@
+"""Chapter 6 (parallel reduction): kernels, host wrapper, tree model, lab checkers, reference data.
+
+Under the simulator (the default here) kernels run a few hundred threads per second once
+they use barriers, so the default run checks every simulator-capable kernel on the small
+sizes 1, 2, 31, 32, 33 with one- and two-warp blocks, the large odd sizes 1023 and 1025 on
+a selection, and 2**20 + 7 with the grid-stride kernel on one warp. Set
+``LABHELPERS_FULL_TESTS=1`` for the whole matrix under the simulator (minutes). On a GPU
+(``LABHELPERS_BACKEND=gpu``) every kernel, GPU-only ones included, is checked for every
+size and every block size.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import numpy as np
+import pytest
+
+import labhelpers as lh
+from numba import cuda, float32, int32  # module globals: the simulator swaps `cuda` in kernels' globals
+from labhelpers.exercises import reduction as ex
+from labhelpers.kernels import reduction as red
+from labhelpers.models import reduction_tree as tree
+
+matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = lh.is_simulator()
+FULL = os.environ.get("LABHELPERS_FULL_TESTS", "") not in ("", "0") or not SIM
+SIZES = (1, 2, 31, 32, 33, 1023, 1025)
+needs_gpu = pytest.mark.skipif(SIM, reason="needs a CUDA GPU (run with LABHELPERS_BACKEND=gpu)")
+full_only = pytest.mark.skipif(not FULL, reason="whole simulator matrix: set LABHELPERS_FULL_TESTS=1")
+
+
+def _exact(key: str, n: int, threads: int, seed: int = 0, **kw) -> None:
+    x = red.integer_valued(n, np.random.default_rng(seed + n))
+    got = red.reduce_sum(x, key, threads=threads, **kw)
+    assert isinstance(got, np.float32)
+    assert got == red.reference_sum(x), f"{key}, n={n}, {threads} threads: got {got}, expected {red.reference_sum(x)}"
+
+
+# --- every kernel against NumPy -----------------------------------------------------------------
+
+@pytest.mark.parametrize("key", red.SIMULATOR_VARIANTS)
+@pytest.mark.parametrize("threads", (32, 64))
+def test_small_sizes_exact(key, threads):
+    for n in (1, 2, 31, 32, 33):
+        _exact(key, n, threads)
+
+
+@pytest.mark.parametrize("key,threads", [("first_add", 1024), ("grid_stride", 32),
+                                         ("atomic_per_element", 32), ("atomic_per_block", 32)])
+def test_large_odd_sizes_exact(key, threads):
+    for n in (1023, 1025):
+        _exact(key, n, threads)
+
+
+def test_two_pow_20_plus_7_grid_stride_on_one_warp():
+    n = 2**20 + 7
+    _exact("grid_stride", n, 32, blocks=1 if SIM else None)
+
+
+@full_only
+@pytest.mark.parametrize("key", red.SIMULATOR_VARIANTS)
+@pytest.mark.parametrize("threads", red.BLOCK_SIZES)
+def test_full_matrix(key, threads):
+    sizes = SIZES if SIM else SIZES + (2**20 + 7,)
+    for n in sizes:
+        _exact(key, n, threads)
+
+
+@needs_gpu
+@pytest.mark.parametrize("key", [k for k in red.VARIANTS if red.VARIANTS[k].gpu_only])
+@pytest.mark.parametrize("threads", red.BLOCK_SIZES)
+def test_gpu_only_variants_on_gpu(key, threads):
+    for n in SIZES + (2**20 + 7,):
+        _exact(key, n, threads)
+
+
+@needs_gpu
+@pytest.mark.parametrize("unroll", (1, 2, 4, 8, 16))
+def test_best_kernel_every_unroll(unroll):
+    for n in SIZES + (2**20 + 7, 2**22 + 3):
+        x = red.integer_valued(n, np.random.default_rng(n))
+        got = red.Reducer(x, "best", threads=256, unroll=unroll)()
+        assert got == red.reference_sum(x)
+
+
+@needs_gpu
+def test_unsafe_last_warp_kernel_runs_on_gpu():
+    x = np.ones(4096, np.float32)
+    value = red.run_last_warp_unsafe(x, 256)  # the race may or may not show: only check it runs
+    assert np.isfinite(value)
+
+
+def test_float32_error_within_the_stated_bound():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(1025) * 1000).astype(np.float32)
+    for key, threads in (("grid_stride", 32), ("atomic_per_element", 64)):
+        got = float(red.reduce_sum(x, key, threads=threads))
+        assert abs(got - red.reference_sum(x)) <= red.error_bound(x)
+
+
+def test_empty_input_sums_to_zero():
+    assert red.reduce_sum(np.zeros(0, np.float32), "sequential", threads=32) == 0.0
+
+
+def test_device_input_is_used_in_place():
+    x = red.integer_valued(100)
+    assert red.reduce_sum(cuda.to_device(x), "grid_stride", threads=32) == red.reference_sum(x)
+
+
+# --- the wrapper's validation --------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad,error", [
+    (np.ones(8, np.float64), lh.ArrayArgumentError),
+    (np.ones((2, 4), np.float32), lh.ArrayArgumentError),
+    (np.ones(16, np.float32)[::2], lh.ArrayArgumentError),
+    ([1.0, 2.0], lh.ArrayArgumentError),
+])
+def test_bad_arrays_are_rejected(bad, error):
+    with pytest.raises(error):
+        red.reduce_sum(bad, "sequential", threads=32)
+
+
+@pytest.mark.parametrize("threads", (0, 16, 48, 100, 2048, 256.0, True))
+def test_block_size_must_be_a_power_of_two_from_32_to_1024(threads):
+    with pytest.raises(lh.LaunchConfigError, match="power-of-two|integer"):
+        red.reduce_sum(np.ones(8, np.float32), "sequential", threads=threads)
+
+
+def test_atomic_per_element_takes_any_block_size():
+    _exact("atomic_per_element", 100, 48)
+    with pytest.raises(lh.LaunchConfigError):
+        red.reduce_sum(np.ones(8, np.float32), "atomic_per_element", threads=2048)
+
+
+def test_unknown_variant_lists_the_valid_ones():
+    with pytest.raises(red.UnknownVariantError, match="sequential"):
+        red.reduce_sum(np.ones(8, np.float32), "fastest")
+
+
+def test_bad_grid_is_rejected():
+    with pytest.raises(lh.LaunchConfigError, match="blocks"):
+        red.reduce_sum(np.ones(8, np.float32), "grid_stride", threads=32, blocks=0)
+
+
+@pytest.mark.skipif(not SIM, reason="simulator behaviour")
+@pytest.mark.parametrize("key", [k for k in red.VARIANTS if red.VARIANTS[k].gpu_only])
+def test_gpu_only_variants_say_so_under_the_simulator(key):
+    with pytest.raises(lh.GPUOnlyError, match="simulator"):
+        red.reduce_sum(np.ones(64, np.float32), key, threads=32)
+
+
+@pytest.mark.skipif(not SIM, reason="simulator behaviour")
+def test_unsafe_kernel_is_not_run_under_the_simulator():
+    with pytest.raises(lh.GPUOnlyError, match="simulator"):
+        red.run_last_warp_unsafe(np.ones(64, np.float32))
+
+
+# --- plans and sizes -------------------------------------------------------------------------------
+
+def test_level_sizes_is_kernel_decomposition():
+    assert red.level_sizes(2**20, 256) == [(2**20, 4096), (4096, 16), (16, 1)]
+    assert red.level_sizes(2**20, 256, per_thread=2) == [(2**20, 2048), (2048, 4), (4, 1)]
+    assert red.level_sizes(1, 32) == [(1, 1)]
+    assert red.level_sizes(33, 32) == [(33, 2), (2, 1)]
+    with pytest.raises(ValueError):
+        red.level_sizes(-1, 32)
+
+
+def test_reducer_launch_plans():
+    x = np.ones(1025, np.float32)
+    assert red.Reducer(x, "sequential", 32).launches == [(33, 32), (2, 32), (1, 32)]
+    assert red.Reducer(x, "first_add", 32).launches == [(17, 32), (1, 32)]
+    two = red.Reducer(x, "grid_stride", 32).launches
+    assert len(two) == 2 and two[1] == (1, 32) and two[0][0] == min(red.resident_blocks(32), 33)
+    assert red.Reducer(x, "atomic_per_element", 128).launches == [(9, 128)]
+    assert red.Reducer(x, "atomic_per_block", 256, blocks=2).launches == [(2, 256)]
+    assert red.Reducer(x, "sequential", 32).nbytes == 4 * 1025
+
+
+def test_every_variant_is_described():
+    assert red.CLASSIC == ("interleaved_divergent", "interleaved", "sequential", "first_add", "unroll_last_warp",
+                           "full_unroll", "grid_stride")
+    for key, v in red.VARIANTS.items():
+        assert v.key == key and v.title and v.lesson
+        assert red.kernel_for(key, 64) is not None or v.gpu_only
+    assert red.make_reduce_full_unroll(128) is red.make_reduce_full_unroll(128)
+    with pytest.raises(lh.LaunchConfigError):
+        red.make_reduce_full_unroll(96)
+
+
+def test_error_bound():
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    assert red.error_bound(x) == pytest.approx(2 * 2.0**-24 * 6)
+    assert red.error_bound(x, depth=1) == pytest.approx(2.0**-24 * 6)
+    with pytest.raises(ValueError):
+        red.integer_valued(2**22, high=8)
+
+
+def test_sweep_table_under_the_simulator_has_no_timings():
+    if not SIM:
+        pytest.skip("simulator behaviour")
+    x = red.integer_valued(40)
+    table = red.sweep_variants(x, ["sequential", "best"], [32], reference=red.reference_sum(x), progress=False)
+    assert list(table["variant"]) == ["sequential", "best"]
+    assert list(table["status"]) == ["simulator", "invalid"]
+    assert table["gbps"].isna().all()
+    assert table.loc[0, "rel_error"] == 0.0 and np.isnan(table.loc[1, "result"])
+
+
+# --- the tree model ------------------------------------------------------------------------------
+
+def test_tree_model_counts_match_the_lectures():
+    v1 = tree.tree_levels(1, 64)[0]
+    assert (v1.active, v1.warps_with_work, v1.divergent_warps, v1.worst_conflict) == (32, 2, 2, 1)
+    v2 = tree.tree_levels(2, 128)
+    assert [lv.worst_conflict for lv in v2] == [2, 4, 4, 4, 4, 2, 1]
+    assert v2[0].divergent_warps == 0 and v2[0].warps_with_work == 2
+    assert max(lv.worst_conflict for lv in tree.tree_levels(2, 256)) == 8
+    assert max(lv.worst_conflict for lv in tree.tree_levels(2, 1024)) == 32
+    v3 = tree.tree_levels(3, 128)
+    assert all(lv.worst_conflict == 1 for lv in v3)
+    assert [lv.active for lv in v3] == [64, 32, 16, 8, 4, 2, 1]
+    assert v3[0].divergent_warps == 0 and v3[2].divergent_warps == 1
+
+
+@pytest.mark.parametrize("variant", (1, 2, 3))
+@pytest.mark.parametrize("block", (2, 16, 64, 256))
+def test_tree_model_adds_everything(variant, block):
+    values = np.random.default_rng(block).integers(-9, 9, size=block)
+    assert tree.run_tree(values, variant)[0] == values.sum()
+    assert len(tree.tree_levels(variant, block)) == int(np.log2(block))
+
+
+def test_tree_model_table_and_errors():
+    table = tree.level_table(2, 64)
+    assert list(table.columns) == ["level", "stride", "adding threads", "warps with work", "divergent warps",
+                                   "bank conflict (n-way)"]
+    assert len(table) == 6
+    with pytest.raises(ValueError):
+        tree.tree_levels(4, 64)
+    with pytest.raises(ValueError):
+        tree.tree_levels(1, 48)
+    with pytest.raises(ValueError):
+        tree.tree_levels(1, 64)[0].bank_counts(0, "both")
+
+
+def test_bank_counts_of_a_conflicting_level():
+    lv = tree.tree_levels(2, 128)[1]  # stride 2: warp 0 touches words 0, 4, ..., 124
+    counts = lv.bank_counts(0, "dst")
+    assert counts.sum() == 32 and counts.max() == 4 and (counts > 0).sum() == 8
+
+
+def test_last_warp_pitfall_model():
+    values = np.arange(64, dtype=np.float64)
+    assert tree.last_warp_in_order(values) == values.sum()
+    stale = tree.last_warp_stale_reads(values)
+    assert stale == sum(values[k] for k in (0, 32, 16, 8, 4, 2, 1)) != values.sum()
+    with pytest.raises(ValueError):
+        tree.last_warp_stale_reads(np.ones(32))
+
+
+@pytest.mark.parametrize("variant", (1, 2, 3))
+def test_plot_level_draws(variant):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    tree.plot_level(ax, variant, 64, 9)  # a level beyond the last is clamped
+    assert "level 6 of 6" in ax.get_title()
+    plt.close(fig)
+
+
+# --- the lab's checkers -----------------------------------------------------------------------------
+
+def _solutions():
+    path = ROOT / "labs" / "solutions" / "06_reduction_lab.py"
+    spec = importlib.util.spec_from_file_location("solutions_06_reduction_lab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _skeletons() -> dict:
+    """The lab's skeleton kernels, executed from the notebook itself."""
+    nb = nbformat.read(ROOT / "labs" / "06_reduction_lab.ipynb", as_version=4)
+    namespace: dict = {}
+    exec("import numpy as np\nfrom numba import cuda, float32, int32\nNBINS = 16\n", namespace)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "skeleton" in cell.metadata.get("tags", []):
+            exec(cell.source, namespace)
+    return namespace
+
+
+SOL = _solutions()
+SKEL = _skeletons()
+
+
+def test_sequential_checker():
+    ex.check_sequential_reduction(SOL.reduce_sequential)
+    with pytest.raises(lh.CheckFailed, match="tree never added"):
+        ex.check_sequential_reduction(SKEL["reduce_sequential"])
+    # a typical wrong kernel: the interleaved tree's stride order with sequential indices
+    @cuda.jit
+    def stride_grows(x, partial):
+        s = cuda.shared.array(1024, float32)
+        tid = cuda.threadIdx.x
+        i = cuda.grid(1)
+        s[tid] = x[i] if i < x.size else float32(0)
+        cuda.syncthreads()
+        stride = 1
+        while stride < cuda.blockDim.x:
+            if tid < stride:
+                s[tid] += s[tid + stride]
+            cuda.syncthreads()
+            stride *= 2
+        if tid == 0:
+            partial[cuda.blockIdx.x] = s[0]
+
+    with pytest.raises(lh.CheckFailed, match="block 0"):
+        ex.check_sequential_reduction(stride_grows)
+
+
+def test_first_add_checker():
+    ex.check_first_add_any_n(SOL.reduce_first_add)
+    with pytest.raises(lh.CheckFailed):
+        ex.check_first_add_any_n(SKEL["reduce_first_add"])
+    @cuda.jit
+    def unguarded(x, partial):
+        s = cuda.shared.array(1024, float32)
+        tid = cuda.threadIdx.x
+        i = cuda.blockIdx.x * (2 * cuda.blockDim.x) + tid
+        s[tid] = x[i] + x[i + cuda.blockDim.x]
+        cuda.syncthreads()
+        stride = cuda.blockDim.x // 2
+        while stride > 0:
+            if tid < stride:
+                s[tid] += s[tid + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if tid == 0:
+            partial[cuda.blockIdx.x] = s[0]
+
+    with pytest.raises(lh.CheckFailed, match="read outside|read past the end"):
+        ex.check_first_add_any_n(unguarded)
+
+    @cuda.jit
+    def first_half_only(x, partial):
+        s = cuda.shared.array(1024, float32)
+        tid = cuda.threadIdx.x
+        i = cuda.blockIdx.x * (2 * cuda.blockDim.x) + tid
+        s[tid] = x[i] if i < x.size else float32(0)
+        cuda.syncthreads()
+        stride = cuda.blockDim.x // 2
+        while stride > 0:
+            if tid < stride:
+                s[tid] += s[tid + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if tid == 0:
+            partial[cuda.blockIdx.x] = s[0]
+
+    with pytest.raises(lh.CheckFailed, match="first blockDim.x elements"):
+        ex.check_first_add_any_n(first_half_only)
+
+
+def test_warp_shuffle_checker(capsys):
+    ex.check_warp_shuffle_reduction(SOL.reduce_warp_shuffle)
+    if SIM:
+        assert "NOT run and NOT checked" in capsys.readouterr().out
+    with pytest.raises(lh.CheckFailed, match="does not call a warp shuffle"):
+        ex.check_warp_shuffle_reduction(SKEL["reduce_warp_shuffle"])
+    assert ex.shuffle_calls(SOL.reduce_warp_shuffle) == ["shfl_down_sync", "shfl_down_sync"]
+    assert ex.shuffle_calls(SKEL["reduce_warp_shuffle"]) == []  # the name in a comment does not count
+
+
+@needs_gpu
+def test_warp_shuffle_checker_rejects_a_wrong_fold_on_gpu():
+    @cuda.jit
+    def one_step_short(x, partial):
+        warp_sums = cuda.shared.array(32, float32)
+        i = cuda.grid(1)
+        lane = cuda.threadIdx.x % 32
+        warp = cuda.threadIdx.x // 32
+        v = x[i] if i < x.size else float32(0)
+        offset = 16
+        while offset > 1:  # stops before offset 1
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            warp_sums[warp] = v
+        cuda.syncthreads()
+        if warp == 0:
+            v = warp_sums[lane] if lane < cuda.blockDim.x // 32 else float32(0)
+            offset = 16
+            while offset > 0:
+                v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+                offset //= 2
+            if lane == 0:
+                partial[cuda.blockIdx.x] = v
+
+    with pytest.raises(lh.CheckFailed):
+        ex.check_warp_shuffle_reduction(one_step_short)
+    with pytest.raises(lh.CheckFailed):
+        ex.check_warp_shuffle_reduction(SKEL["reduce_warp_shuffle"])
+
+
+def test_histogram_checker():
+    ex.check_histogram(SOL.histogram_shared)
+    with pytest.raises(lh.CheckFailed, match="Nothing reached"):
+        ex.check_histogram(SKEL["histogram_shared"])
+    @cuda.jit
+    def no_grid_stride(values, counts):
+        s_counts = cuda.shared.array(16, int32)
+        tid = cuda.threadIdx.x
+        if tid < 16:
+            s_counts[tid] = 0
+        cuda.syncthreads()
+        i = cuda.grid(1)
+        if i < values.size:
+            cuda.atomic.add(s_counts, values[i], 1)
+        cuda.syncthreads()
+        if tid < 16:
+            cuda.atomic.add(counts, tid, s_counts[tid])
+
+    with pytest.raises(lh.CheckFailed, match="Only .* elements were counted"):
+        ex.check_histogram(no_grid_stride)
+
+    @cuda.jit
+    def never_zeroed(values, counts):
+        s_counts = cuda.shared.array(16, int32)
+        tid = cuda.threadIdx.x
+        cuda.syncthreads()
+        i = cuda.grid(1)
+        while i < values.size:
+            cuda.atomic.add(s_counts, values[i], 1)
+            i += cuda.gridsize(1)
+        cuda.syncthreads()
+        if tid < 16:
+            cuda.atomic.add(counts, tid, s_counts[tid])
+
+    if SIM:  # the simulator reuses one shared array for all blocks: the second block starts with leftovers
+        with pytest.raises(lh.CheckFailed):
+            ex.check_histogram(never_zeroed)
+
+
+# --- reference data --------------------------------------------------------------------------------
+
+def test_classic_lecture_table_is_shipped_with_its_source():
+    from importlib import resources
+
+    folder = Path(str(resources.files("labhelpers.data.reference")))
+    ref = lh.load_reference("ch06_classic_lecture_table", directory=folder)
+    assert "Heidelberg" in ref.meta["source"] and ref.meta["date"] == "2022"
+    wide = ref.table.pivot(index="number", columns="threads", values="gbps")
+    assert wide.shape == (6, 6)
+    assert wide.loc[5, 128] == 68.38 and wide.loc[1, 32] == 7.39 and wide.loc[6, 1024] == 29.78
+    assert set(ref.table["variant"]) == set(red.CLASSIC[:6])
