@@ -34,6 +34,9 @@ def main() -> int:
     if lh.is_simulator():
         print("error: benchmarks need a CUDA GPU (the simulator's timings mean nothing)", file=sys.stderr)
         return 2
+    from labhelpers.notebook import configure_warnings
+
+    configure_warnings()
     print(lh.banner())
     ctx = Context()
     rows, failed = [], []

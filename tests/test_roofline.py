@@ -117,7 +117,7 @@ def test_wrappers_reject_bad_input_with_a_fix():
     with pytest.raises(lh.LaunchConfigError, match="threads"):
         rk.full_grid(2048)
     with pytest.raises(lh.ArrayArgumentError, match="shape"):
-        rk.run_stream_copy(np.ones(8, dtype=np.float32), out=np.ones(9, dtype=np.float32))
+        rk.run_stream_copy(np.ones(8, dtype=np.float32), out=cuda.device_array(9, dtype=np.float32))
 
 
 def test_timing_functions_are_gpu_only_under_the_simulator():
@@ -515,10 +515,10 @@ def test_ridge_checker_rejects_skeleton_and_typical_mistakes():
 
 
 @cuda.jit
-def _read_sum_skeleton(x, out):
+def _read_sum_skeleton(x, out):  # the lab's skeleton, unsolved
     t = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    i = t
+    stride = cuda.gridsize(1)  # noqa: F841
+    i = t  # noqa: F841
     acc = float32(0)
     if t < out.size:
         out[t] = acc
@@ -558,3 +558,44 @@ def test_read_sum_checker_rejects_skeleton_and_typical_mistakes():
 def test_time_read_sum_runs_without_gpu_timing():
     t = ex.time_read_sum(_solutions().read_sum)
     assert not t.is_gpu_timing and "no GPU timing" in str(t)
+
+
+def test_measure_ceilings_caches_per_device(monkeypatch):
+    """The toolkit's logic with the GPU parts replaced: measure once, write the cache, read it back."""
+    import labhelpers.device as device
+
+    gpu = DeviceInfo(backend="gpu", name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0), sm_count=132,
+                     clock_khz=1_980_000)
+    calls = []
+
+    def fake(value, unit):
+        def measure(*args, **kwargs):
+            calls.append(value)
+            return roofline.CeilingMeasurement(value, unit, f"fake {value}")
+        return measure
+
+    monkeypatch.setattr(roofline, "_gpu_only", lambda what: None)
+    monkeypatch.setattr(device, "device_info", lambda: gpu)
+    monkeypatch.setattr(roofline, "measure_dram_bandwidth", fake(3000.0, "GB/s"))
+    monkeypatch.setattr(roofline, "measure_l2_bandwidth", fake(9000.0, "GB/s"))
+    monkeypatch.setattr(roofline, "measure_fma_peak", lambda dtype: fake(
+        60000.0 if np.dtype(dtype) == np.float32 else 30000.0, "GFLOP/s")())
+    first = roofline.measure_ceilings(progress=False)
+    assert (first.dram_gbs, first.l2_gbs, first.fp32_gflops, first.fp64_gflops) == (3000, 9000, 60000, 30000)
+    assert first.details["how"]["dram_gbs"] == "fake 3000.0" and "NVIDIA H100 80GB HBM3" in first.label
+    assert (roofline.device_cache_dir("NVIDIA H100 80GB HBM3") / "ceilings.json").exists()
+    assert roofline.measure_ceilings(progress=False) == first and len(calls) == 4  # from the cache
+    roofline.measure_ceilings(progress=False, refresh=True)
+    assert len(calls) == 8
+    peak, mhz = first.fp32_peak_at_recorded_clock()
+    assert mhz == 1980 and peak == pytest.approx(132 * 128 * 2 * 1.98)
+
+
+def test_fma_report_falls_back_to_the_saved_report(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABHELPERS_REFERENCE_DIR", str(tmp_path))
+    table, label, note = profiler.fma_report_or_reference()
+    assert len(table) == 0 and "No saved report" in note and math.isnan(profiler.achieved_intensity(table))
+    report = profiler.parse_ncu_csv(LONG_CSV)
+    save_reference("ch07_ncu_report", report, tmp_path, meta=META)
+    table, label, note = profiler.fma_report_or_reference()
+    assert "Test GPU" in label and "no GPU" in note and table["value"].notna().sum() == 3

@@ -227,6 +227,18 @@ def test_driver_queries_are_gpu_only():
         ks.compare_calculator_with_driver()
 
 
+def test_compare_with_driver_builds_its_table(monkeypatch):
+    """The table logic, with the two GPU queries replaced (the real ones run in bench/scheduling.py)."""
+    res = oc.KernelResources(name="k", registers_per_thread=40, static_shared_per_block=1024, local_per_thread=0,
+                             max_threads_per_block=768)
+    monkeypatch.setattr(oc, "kernel_resources", lambda kernel, signature=None: res)
+    answers = {(256, 0): 6, (1024, 0): 0}
+    monkeypatch.setattr(oc, "driver_blocks_per_sm", lambda kernel, t, dyn, signature=None: answers[(t, dyn)])
+    table = oc.compare_with_driver(object(), threads=(256, 1024), dynamic_shared=(0,), sm=H)
+    assert list(table["calc_blocks"]) == [6, 0] and list(table["agree"]) == [True, True]
+    assert table["limiting"].iloc[0] == "registers" and table["limiting"].iloc[1] == "cannot launch"
+
+
 def test_draw_limits_runs():
     fig, ax = plt.subplots()
     oc.draw_limits(ax, oc.occupancy(256, 64, 0))
@@ -453,7 +465,8 @@ def wrong_half_even_odd(x, out, who, steps):
     (ex.check_even_odd_sorted, SOL.even_odd_sorted,
      [skeleton_even_odd_sorted, every_other_thread_even_odd, wrong_half_even_odd]),
     (ex.check_shared_for_blocks, SOL.shared_for_blocks,
-     [skeleton_shared_for_blocks, lambda k: 228 * 1024 // k - 1024, lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128]),
+     [skeleton_shared_for_blocks, lambda k: 228 * 1024 // k - 1024,
+      lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128]),
 ], ids=["blocks_per_sm", "warps_to_hide", "even_odd_sorted", "shared_for_blocks"])
 def test_checker_passes_the_solution_and_rejects_wrong_answers(checker, solution, wrongs, capsys):
     checker(solution)

@@ -5,12 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup_env.sh
-export LABHELPERS_BACKEND=sim MPLBACKEND=Agg PYTHONHASHSEED=0
+export LABHELPERS_BACKEND=sim PYTHONHASHSEED=0
 JOBS=${JOBS:-2}
 echo "==> 1/3 package and structure tests (pytest tests/)"
-.venv/bin/python -m pytest -q -n "$JOBS" tests
+MPLBACKEND=Agg .venv/bin/python -m pytest -q -n "$JOBS" tests
 echo "==> 2/3 notebook regression tests (nbval, strict) over book/ and labs/"
-.venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
+# Same matplotlib backend as tools/execute_notebooks.py, so figures appear as they do in the committed notebooks.
+MPLBACKEND=module://matplotlib_inline.backend_inline .venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs
 echo "==> 3/3 building the book (warnings as errors)"
 bash tools/build_book.sh

@@ -20,8 +20,8 @@ class DeviceInfo:
     """Properties of the device kernels run on.
 
     Under the simulator the hardware fields are ``None``: there is no hardware to
-    describe, and chapters show a reference GPU's properties instead (see
-    :func:`labhelpers.refdata.reference_device`).
+    describe, and chapters show a reference GPU's properties instead (reference data
+    ``ch01_device_properties``).
     """
 
     backend: str

@@ -72,7 +72,8 @@ def ncu_unavailable_reason() -> str | None:
     Whether the counters may be read is only known by trying: :func:`profile_script` reports that.
     """
     if backend.is_simulator():
-        return "there is no GPU here (kernels run in the CPU simulator), so there is nothing for Nsight Compute to profile"
+        return ("there is no GPU here (kernels run in the CPU simulator), so there is nothing for Nsight Compute "
+                "to profile")
     if ncu_path() is None:
         return ("Nsight Compute (`ncu`) is not installed here: it comes with the CUDA toolkit "
                 "(/usr/local/cuda/bin/ncu) or as the `nsight-compute` package")
@@ -216,19 +217,22 @@ def profile_script(code: str, kernel_regex: str, metrics: list[str] | None = Non
         script.write_text(textwrap.dedent(code))
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        cmd = ncu_command(script, kernel_regex, metrics, ncu=ncu, options=_ncu_options(ncu), launch_skip=launch_skip)
+        paths = [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        cmd = ncu_command(script, kernel_regex, metrics, ncu=ncu, options=_ncu_options(ncu),
+                          launch_skip=launch_skip)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:
             raise ProfilerUnavailable(f"Nsight Compute did not finish within {timeout} s.") from None
     output = proc.stdout + "\n" + proc.stderr
+    why = _explain_failure(output, proc.returncode)
     if "ERR_NVGPUCTRPERM" in output or proc.returncode != 0:
-        raise ProfilerUnavailable(f"Nsight Compute could not profile the kernel: {_explain_failure(output, proc.returncode)}")
+        raise ProfilerUnavailable(f"Nsight Compute could not profile the kernel: {why}")
     try:
         return parse_ncu_csv(proc.stdout, {m: KEY_METRICS.get(m, "") for m in metrics})
     except ValueError:
-        raise ProfilerUnavailable(f"Nsight Compute printed no metrics: {_explain_failure(output, proc.returncode)}") from None
+        raise ProfilerUnavailable(f"Nsight Compute printed no metrics: {why}") from None
 
 
 #: The script :func:`profile_fma_per_element` runs under ncu.
@@ -262,7 +266,11 @@ def fma_report_or_reference(reference_name: str = "ch07_ncu_report") -> tuple[pd
             reason = str(exc)
     from .refdata import load_reference
 
-    ref = load_reference(reference_name)
+    try:
+        ref = load_reference(reference_name)
+    except FileNotFoundError:
+        empty = pd.DataFrame(columns=["kernel", "metric", "description", "unit", "value"])
+        return empty, "no report", f"Nsight Compute cannot run here: {reason}.\nNo saved report is available either."
     table = ref.table.assign(value=pd.to_numeric(ref.table["value"], errors="coerce"))
     return table, ref.label, f"Nsight Compute cannot run here: {reason}.\nShowing the report saved on {ref.gpu}."
 

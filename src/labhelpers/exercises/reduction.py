@@ -78,7 +78,8 @@ def _block_sums(x: np.ndarray, per_block: int) -> np.ndarray:
     return padded.reshape(blocks, per_block).sum(axis=1)
 
 
-def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_thread: int, n: int) -> str | None:
+def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_thread: int, n: int,
+                         hint: str | None = None) -> str | None:
     per_block = threads * per_thread
     expected = _block_sums(x, per_block)
     if np.array_equal(got, expected):
@@ -98,7 +99,7 @@ def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_threa
                 "write s[0]")
     bad = int(np.flatnonzero(got != expected)[0])
     first = bad * per_block
-    hint = ""
+    custom, hint = hint, ""
     first_half = float(np.sum(x[first:first + threads], dtype=np.float64))
     if got[bad] == 0 and expected[bad] != 0:
         hint = (" Nothing reached shared memory: each thread must load its element(s) of x into s[tid] (guarded, "
@@ -106,6 +107,8 @@ def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_threa
     elif per_thread == 2 and got[bad] == first_half and expected[bad] != first_half:
         hint = (" That is the sum of the block's first blockDim.x elements only: each thread must also add "
                 "x[i + cuda.blockDim.x] (when it exists).")
+    elif custom is not None:
+        hint = " " + custom
     elif got[bad] == x[first]:
         hint = (" It equals the block's first element: the tree never added anything to s[0]. The loop runs "
                 "`stride` from cuda.blockDim.x // 2 down to 1; threads with tid < stride add s[tid + stride] "
@@ -120,13 +123,14 @@ def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_threa
 
 
 def check_block_reduction(kernel, *, per_thread: int = 1, what: str = "your kernel",
-                          cases: tuple[tuple[int, int], ...] | None = None) -> None:
+                          cases: tuple[tuple[int, int], ...] | None = None, hint: str | None = None) -> None:
     """Check a partial-sum kernel ``kernel(x, partial)``: each block writes the sum of its elements.
 
     Block ``b`` must write the sum of ``x[b*T*p : (b+1)*T*p]`` (``T`` threads per block,
     ``p = per_thread`` elements per thread) into ``partial[b]``; the checker launches it
     once per level of the decomposition and compares the final value with NumPy, exactly,
-    for every ``(n, T)`` of ``cases`` (default: :func:`reduction_cases`).
+    for every ``(n, T)`` of ``cases`` (default: :func:`reduction_cases`). ``hint`` replaces
+    the advice about the shared-memory tree when a block's sum is simply wrong.
 
     Raises:
         CheckFailed: the first size and block size where a block's sum is wrong, with the likely cause.
@@ -144,7 +148,7 @@ def check_block_reduction(kernel, *, per_thread: int = 1, what: str = "your kern
                     f"{what} read outside an array for n={x.size} with {t} threads per block ({exc}). Guard the "
                     "loads from x (`x[i] if i < x.size else float32(0)`), not the whole body: every thread must "
                     "still reach every cuda.syncthreads()") from None
-            problem = _diagnose_first_pass(passes[0], x, t, per_thread, x.size)
+            problem = _diagnose_first_pass(passes[0], x, t, per_thread, x.size, hint)
             if problem:
                 raise CheckFailed(f"{what} is wrong for n={x.size} with {t} threads per block: {problem}")
             return passes[-1][:1]
@@ -200,7 +204,10 @@ def check_warp_shuffle_reduction(kernel) -> None:
               "shuffles, so the kernel was NOT run and NOT checked here. Open this lab on a GPU (in Colab: "
               "Runtime > Change runtime type > GPU) and run this cell again to check it.")
         return
-    check_block_reduction(kernel, per_thread=1, what="your warp-shuffle kernel")
+    check_block_reduction(kernel, per_thread=1, what="your warp-shuffle kernel",
+                          hint="Check both folds: `v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)` for offset = "
+                               "16, 8, 4, 2 and 1 (stop after 1, not before), once in every warp and once more in "
+                               "warp 0 over warp_sums; lane 0 holds the result.")
 
 
 def _run_histogram(kernel, values: np.ndarray, bins: int, threads: int, blocks: int) -> np.ndarray:

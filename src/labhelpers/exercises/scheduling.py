@@ -203,8 +203,8 @@ def check_shared_for_blocks(student: Callable[[int], int], threads: int = 64) ->
             lo = -(-(sm.shared_per_sm // (k + 1) + 1) // sm.shared_unit) * sm.shared_unit
             hi = sm.shared_per_sm // k // sm.shared_unit * sm.shared_unit
             raise CheckFailed(
-                f"with shared_for_blocks({k}) = {s:,} B per block an SM holds {result.blocks_per_sm} blocks of {threads} "
-                f"threads, not {k}. Each block is allocated {alloc:,} B (your bytes plus the 1 KB the driver reserves, "
+                f"with shared_for_blocks({k}) = {s:,} B per block an SM holds {result.blocks_per_sm} blocks of "
+                f"{threads} threads, not {k}. Each block is allocated {alloc:,} B (your bytes plus the 1 KB the driver reserves, "
                 f"rounded up to 128 B); {k} blocks share the {sm.shared_per_sm // 1024} KB exactly when that "
                 f"allocation is between {lo:,} and {hi:,} B: more than 228 KB / (k + 1), at most 228 KB / k.")
     print(f"Correct: shared_for_blocks gives exactly k resident blocks for every k from {SHARED_TARGETS[0]} to "

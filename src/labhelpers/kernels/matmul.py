@@ -560,7 +560,7 @@ def matches_reference(c, a, b, tolerance: float = RELATIVE_TOLERANCE) -> bool:
 # ------------------------------------------------------------------------------------------------ timing
 
 
-def _random_square(n: int, dtype=np.float32, seed: int = 0):
+def random_square(n: int, dtype=np.float32, seed: int = 0):
     """Two random ``n x n`` device arrays (CuPy's generator on a GPU, so nothing crosses PCIe)."""
     from ..xp import HAS_CUPY, xp
 
@@ -589,7 +589,7 @@ def time_kernel(variant: str, n: int, *, tile: int = DEFAULT_TILE, tiling: Regis
     """
     if backend.is_simulator():
         return None
-    a_d, b_d, _keep = _random_square(n)
+    a_d, b_d, _keep = random_square(n)
     c_d = cuda.device_array((n, n), dtype=np.float32)
     p = plan(variant, n, n, n, tile=tile, tiling=tiling)
     launch = p.kernel[p.grid, p.block]
@@ -641,8 +641,13 @@ def measure_sweep(sizes: Sequence[int] = SWEEP_SIZES, kernels: Sequence[tuple[st
     """GFLOP/s of every kernel and of cuBLAS for ``n x n`` products: the table the chapter plots.
 
     Columns: ``kernel``, ``variant``, ``tile`` (the shared tile edge; 0 where it does not apply), ``n``,
-    and the timing columns of :func:`labhelpers.sweep` (NaN under the simulator).
+    and the timing columns of :func:`labhelpers.sweep` (NaN under the simulator). On a GPU without CuPy
+    the cuBLAS rows are left out.
     """
+    from ..xp import HAS_CUPY
+
+    if backend.is_gpu() and not HAS_CUPY:
+        cublas = ()
     parts = []
     for name, variant, tile in kernels:
         table = sweep(lambda n, variant=variant, tile=tile: time_kernel(variant, n, tile=tile or DEFAULT_TILE),
@@ -658,3 +663,42 @@ def measure_sweep(sizes: Sequence[int] = SWEEP_SIZES, kernels: Sequence[tuple[st
         table.insert(0, "kernel", name)
         parts.append(table)
     return pd.concat(parts, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------- roofline points
+
+
+def block_tile(kernel: str) -> tuple[int, int] | None:
+    """The ``(bm, bn)`` tile of C one block computes, for a kernel name of :data:`SWEEP_KERNELS` (None: naive, cuBLAS)."""
+    for name, variant, tile in SWEEP_KERNELS:
+        if name == kernel:
+            if variant == "naive":
+                return None
+            if variant == "tiled":
+                return (tile, tile)
+            t = COARSENED if variant == "coarsened" else REGISTER
+            return (t.bm, t.bn)
+    return None
+
+
+def roofline_points(table: pd.DataFrame, n: int) -> dict[str, tuple[float, float]]:
+    """``name -> (intensity, GFLOP/s)`` for every kernel of a sweep table at size ``n``.
+
+    The intensity counts a kernel's requests to global memory (:func:`labhelpers.models.tiling.kernel_intensity`
+    with its block tile; 0.25 flop/byte for the naive kernel); cuBLAS, whose tiles we do not know, is placed at
+    the intensity of the minimum traffic (each matrix moved once). GFLOP/s are the table's (NaN when not measured).
+    """
+    from ..models.tiling import ideal_intensity, kernel_intensity
+
+    points = {}
+    rows = table[table["n"] == n]
+    for _, row in rows.iterrows():
+        name = row["kernel"]
+        if name.startswith("cublas"):
+            itemsize = 8 if name.endswith("fp64") else 4
+            x = ideal_intensity(n, itemsize)
+        else:
+            tile = block_tile(name)
+            x = kernel_intensity(n, n, n) if tile is None else kernel_intensity(n, n, n, *tile)
+        points[name] = (float(x), float(row["gflops"]))
+    return points

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from numba import cuda, float32, int32
+from numba import cuda, float32, uint32
 
 from .. import backend
 from ..arrays import check_array, to_host
@@ -166,7 +166,7 @@ def coalescing_sweep(kind: str, *, n: int | None = None, values: Sequence[int] |
 
 # =========================================================================== shared memory: banks
 
-#: Words of the shared buffer :func:`shared_stride_read` reads from (8 KiB of int32).
+#: Words of the shared buffer :func:`shared_stride_read` reads from (8 KiB of uint32).
 SHARED_WORDS = 2048
 #: Dependent loads per loop iteration of :func:`shared_stride_read` (unrolled by hand).
 LOADS_PER_ITERATION = 4
@@ -181,12 +181,12 @@ def shared_stride_read(out, stride, reps):
     how many passes each warp request needs, the bank conflict degree ``gcd(stride, 32)``.
     ``out[i]`` receives ``reps * word`` so that the result can be checked.
     """
-    buf = cuda.shared.array(SHARED_WORDS, dtype=int32)
+    buf = cuda.shared.array(SHARED_WORDS, dtype=uint32)
     for k in range(cuda.threadIdx.x, SHARED_WORDS, cuda.blockDim.x):
         buf[k] = k
     cuda.syncthreads()  # RAW: the loads below read words that other threads of the block wrote
     lane = cuda.threadIdx.x % 32
-    j = int32((lane * stride) % SHARED_WORDS)  # 32-bit, like the values loaded: no conversions in the loop
+    j = uint32((lane * stride) % SHARED_WORDS)  # unsigned: no negative-index handling between the loads
     acc = 0
     for _ in range(reps):
         j = buf[j]  # four dependent loads: the next address is the value just read
@@ -274,7 +274,7 @@ def pointer_chase(next_slot, state, steps):
 
 def chase_chain(working_set_bytes: int, stride_bytes: int = 128, *, shuffle: bool = True,
                 seed: int = 0) -> np.ndarray:
-    """The int32 array for :func:`pointer_chase`: one cycle through every ``stride_bytes``-spaced slot.
+    """The uint32 array for :func:`pointer_chase`: one cycle through every ``stride_bytes``-spaced slot.
 
     The array spans ``working_set_bytes``; slots sit every ``stride_bytes`` (128 by default:
     one slot per cache line, so the number of lines touched equals the number of slots).
@@ -286,16 +286,16 @@ def chase_chain(working_set_bytes: int, stride_bytes: int = 128, *, shuffle: boo
     working_set_bytes = _check_int(working_set_bytes, "working_set_bytes", 8)
     stride_bytes = _check_int(stride_bytes, "stride_bytes", 4)
     if stride_bytes % 4:
-        raise ValueError(f"stride_bytes must be a multiple of 4 (one int32 slot), got {stride_bytes}")
+        raise ValueError(f"stride_bytes must be a multiple of 4 (one uint32 slot), got {stride_bytes}")
     if working_set_bytes % stride_bytes or working_set_bytes < 2 * stride_bytes:
         raise ValueError(f"working_set_bytes must be a multiple of stride_bytes={stride_bytes} holding at least "
                          f"two slots, got {working_set_bytes}")
-    if working_set_bytes // 4 >= 2**31:
-        raise ValueError("working sets of 8 GiB or more do not fit int32 indices")
+    if working_set_bytes // 4 >= 2**32:
+        raise ValueError("working sets of 16 GiB or more do not fit uint32 indices")
     step = stride_bytes // 4
     slots = working_set_bytes // stride_bytes
     order = np.random.default_rng(seed).permutation(slots) if shuffle else np.arange(slots)
-    chain = np.zeros(working_set_bytes // 4, dtype=np.int32)
+    chain = np.zeros(working_set_bytes // 4, dtype=np.uint32)  # unsigned: the walk needs no sign checks
     chain[order * step] = np.roll(order, -1) * step  # slot order[k] points to slot order[k + 1], the last to the first
     return chain
 
@@ -310,11 +310,11 @@ def walk_reference(next_slot: np.ndarray, start: int, steps: int) -> int:
 
 def run_pointer_chase(next_slot, start: int, steps: int) -> int:
     """Launch :func:`pointer_chase` once (one thread) and return the slot it stopped at."""
-    check_array(next_slot, "next_slot", dtype=np.int32, ndim=1)
+    check_array(next_slot, "next_slot", dtype=np.uint32, ndim=1)
     start = _check_int(start, "start", 0, next_slot.shape[0] - 1)
     steps = _check_int(steps, "steps", 0)
     chain_d = cuda.to_device(next_slot) if isinstance(next_slot, np.ndarray) else next_slot
-    state_d = cuda.to_device(np.array([start], dtype=np.int32))
+    state_d = cuda.to_device(np.array([start], dtype=np.uint32))
     pointer_chase[1, 1](chain_d, state_d, steps)
     return int(to_host(state_d)[0])
 
@@ -344,15 +344,15 @@ def pointer_chase_sweep(sizes: Sequence[int] | None = None, *, stride_bytes: int
     """
     sizes = chase_sizes() if sizes is None else [int(s) for s in sizes]
     steps = steps or _sim_or_gpu(8192, 16)
-    state_d = cuda.to_device(np.zeros(1, dtype=np.int32))
+    state_d = cuda.to_device(np.zeros(1, dtype=np.uint32))
     overhead_ms = 0.0
     if backend.is_gpu():
-        empty = cuda.to_device(np.zeros(2, dtype=np.int32))
+        empty = cuda.to_device(np.zeros(2, dtype=np.uint32))
         overhead_ms = benchmark(lambda: pointer_chase[1, 1](empty, state_d, 0), repeat=repeat).median_ms
 
     def run(working_set_bytes: int) -> Timing:
         chain_d = cuda.to_device(chase_chain(working_set_bytes, stride_bytes, shuffle=shuffle))
-        state_d.copy_to_device(np.zeros(1, dtype=np.int32))
+        state_d.copy_to_device(np.zeros(1, dtype=np.uint32))
         slots = working_set_bytes // stride_bytes
         pointer_chase[1, 1](chain_d, state_d, min(slots, max_warm_loads))  # bring the working set into the caches
         return benchmark(lambda: pointer_chase[1, 1](chain_d, state_d, steps), warmup=0, repeat=repeat,

@@ -440,8 +440,11 @@ def make_reduce_best(block: int = 256, unroll: int = 8):
       signed index (a compare and a select per load); an unsigned index has none, and the
       unrolled loop becomes ``unroll`` loads at constant offsets from one address.
     * The block's total comes from :func:`block_sum` (shuffles, then 32 words of shared
-      memory), and thread 0 adds it into ``out[0]`` with ONE atomic: a single launch.
-      ``out[0]`` must be zero before it.
+      memory), and thread 0 adds it into ``out[slot]`` with ONE atomic: a single launch.
+    * ``out`` has two slots used in turn. ``out[slot]`` must be zero at the launch; the
+      kernel clears the *other* slot for the next call (thread 0 of block 0), so no separate
+      zeroing launch (a few microseconds each) is ever needed. :class:`Reducer` alternates
+      ``slot`` and zeroes both slots once, when it allocates them.
     """
     block = check_block_size(block)
     if unroll < 1 or unroll > 32:
@@ -453,8 +456,10 @@ def make_reduce_best(block: int = 256, unroll: int = 8):
     tile = uint64(block * unroll)
     last = uint64((unroll - 1) * block)
 
-    @cuda.jit("void(float32[::1], float32[::1])")
-    def reduce_best(x, out):
+    @cuda.jit("void(float32[::1], float32[::1], int64)")
+    def reduce_best(x, out, slot):
+        if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
+            out[1 - slot] = float32(0)  # the next call's slot; this call adds into out[slot]
         warp_sums = cuda.shared.array(WARP, float32)
         acc = cuda.local.array(unroll, float32)  # unroll accumulators: registers after unrolling
         for k in range(unroll):
@@ -475,7 +480,7 @@ def make_reduce_best(block: int = 256, unroll: int = 8):
             v += acc[k]
         total = block_sum(v, warp_sums)
         if cuda.threadIdx.x == 0:
-            cuda.atomic.add(out, 0, total)
+            cuda.atomic.add(out, slot, total)
 
     _BEST[key] = reduce_best
     return reduce_best
@@ -702,13 +707,13 @@ class Step:
     dst: Any
     _configured: Any = field(default=None, repr=False)
 
-    def __call__(self) -> None:
+    def __call__(self, *extra) -> None:
         if backend.is_simulator():  # the simulator's kernel[...] configures the kernel object itself
-            self.kernel[self.blocks, self.threads](self.src, self.dst)
+            self.kernel[self.blocks, self.threads](self.src, self.dst, *extra)
             return
         if self._configured is None:  # on a GPU, keep the launch configuration: less Python per launch
             self._configured = self.kernel[self.blocks, self.threads]
-        self._configured(self.src, self.dst)
+        self._configured(self.src, self.dst, *extra)
 
 
 @dataclass
@@ -762,7 +767,8 @@ class Reducer:
         x_d = _as_device(self.x)
         self._x_d = x_d
         kernel = kernel_for(v.key, self.threads, self.unroll)
-        self._zero_first = v.launch in (ATOMIC_ELEMENT, ATOMIC_BLOCK)
+        self._zero_first = v.launch in (ATOMIC_ELEMENT, ATOMIC_BLOCK) and v.key != "best"
+        self._slot = 0  # the best kernel's accumulator slot for the next launch
         if v.launch == LEVELS:
             src = x_d
             for _m, blocks in level_sizes(self.n, self.threads, v.per_thread):
@@ -775,14 +781,17 @@ class Reducer:
             self.steps.append(Step(kernel, blocks, self.threads, x_d, partial))
             if blocks > 1:  # a second pass of one block adds the partial sums
                 self.steps.append(Step(kernel, 1, self.threads, partial, cuda.device_array(1, dtype=np.float32)))
+        elif v.key == "best":  # two slots used in turn; the kernel clears the next one (no zeroing launch)
+            out = cuda.to_device(np.zeros(2, dtype=np.float32))
+            blocks = self._grid(self.threads, kernel)
+            blocks = min(blocks, max(1, -(-self.n // (self.threads * self.unroll))))  # no block without a tile
+            self.steps.append(Step(kernel, blocks, self.threads, x_d, out))
         else:
             out = cuda.device_array(1, dtype=np.float32)
             if v.launch == ATOMIC_ELEMENT:
                 blocks = max(1, -(-self.n // self.threads))
             else:
-                blocks = self._grid(self.threads, kernel if v.key == "best" else None)
-                if v.key == "best":  # no block without a whole tile of work
-                    blocks = min(blocks, max(1, -(-self.n // (self.threads * self.unroll))))
+                blocks = self._grid(self.threads, None)
             self.steps.append(Step(kernel, blocks, self.threads, x_d, out))
         self._out = self.steps[-1].dst
         self._zero_launch = None
@@ -811,12 +820,17 @@ class Reducer:
                 if self._zero_launch is None:
                     self._zero_launch = fill_zero[1, WARP]
                 self._zero_launch(self._out)
+        if self._variant.key == "best":
+            self.steps[0](self._slot)
+            self._slot = 1 - self._slot
+            return
         for step in self.steps:
             step()
 
     def result(self) -> np.float32:
-        """Copy the sum to the host (waits for the kernels)."""
-        return np.float32(self._out.copy_to_host()[0])
+        """Copy the sum of the last launch to the host (waits for the kernels)."""
+        index = 1 - self._slot if self._variant.key == "best" else 0
+        return np.float32(self._out.copy_to_host()[index])
 
     def __call__(self) -> np.float32:
         """Launch and return the sum."""

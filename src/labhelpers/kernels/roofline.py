@@ -32,8 +32,6 @@ from ..launch import blocks_for, check_launch
 from ..sweep import sweep
 from ..timing import Timing, benchmark
 
-#: Loads each thread keeps in flight in the streaming kernels (the unroll factor of their main loop).
-LOADS_IN_FLIGHT = 4
 #: Independent FMA chains per thread in :func:`fma_chains`.
 FMA_CHAINS = 8
 #: FMAs per chain in one trip of :func:`fma_chains`'s inner, fully unrolled loop.
@@ -242,16 +240,8 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     return (info.sm_count or 1) * per_sm * waves, threads
 
 
-def _check_vector(a, name: str, **kw) -> None:
-    """:func:`~labhelpers.arrays.check_array`, also for the simulator's device arrays (which it does not know)."""
-    if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") or not hasattr(a, "copy_to_host"):
-        check_array(a, name, **kw)
-        return
-    check_array(np.empty(a.shape, dtype=a.dtype), name, **kw)  # a simulator device array: check its shape, dtype
-
-
 def _float_array(a, name: str) -> None:
-    _check_vector(a, name, ndim=1)
+    check_array(a, name, ndim=1)
     if np.dtype(a.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise LaunchConfigError(f"{name} has dtype {np.dtype(a.dtype)}: these kernels take float32 or float64 arrays "
                                 f"(pass {name}.astype(np.float32)).")
@@ -271,7 +261,7 @@ def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 25
     if out is None:
         out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
     else:
-        _check_vector(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
         out_d = out
     if blocks is None:
         blocks, threads = full_grid(threads)
@@ -352,7 +342,7 @@ def run_fma_per_element(x, nfma: int, a: float = 0.999, b: float = 0.001, out=No
     if out is None:
         out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
     else:
-        _check_vector(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
         out_d = out
     if blocks is None:
         blocks, threads = full_grid(threads)
@@ -528,11 +518,16 @@ def skewed_gemm_sweep(base: int = 1024, k: int = 1024, steps: int = 11, progress
     """
     from ..xp import HAS_CUPY
 
+    if backend.is_gpu() and not HAS_CUPY:
+        raise GPUOnlyError("the skewed GEMM sweep times cupy.matmul, and CuPy is not installed here "
+                           "(install labhelpers with the gpu-cu12 or gpu-cu13 extra)")
+
     def run(shape):
         if not HAS_CUPY:
             return None
         import cupy as cp
 
+        cp.get_default_memory_pool().free_all_blocks()  # the previous shape's matrices
         m, n, kk = (int(v) for v in shape.split("-"))
         rng = cp.random.default_rng(4)
         a = rng.random((m, kk), dtype=cp.float32)
@@ -540,8 +535,6 @@ def skewed_gemm_sweep(base: int = 1024, k: int = 1024, steps: int = 11, progress
         c = cp.empty((m, n), dtype=cp.float32)
         timing = benchmark(lambda: cp.matmul(a, b, out=c), flops=2 * m * n * kk,
                            nbytes=4 * (m * kk + kk * n + m * n), repeat=10, number=5, label=f"matmul {shape}")
-        del a, b, c
-        cp.get_default_memory_pool().free_all_blocks()
         return timing
 
     shapes = skewed_shapes(base, k, steps)
@@ -555,13 +548,20 @@ def skewed_gemm_sweep(base: int = 1024, k: int = 1024, steps: int = 11, progress
     return table
 
 
-def _point(name: str, timing: Timing, flops: int, nbytes: int, precision: str = "fp32") -> dict:
+def _point(name: str, timing: Timing, flops: int, nbytes: int, precision: str = "fp32",
+           record: bool = False) -> dict:
+    if record:
+        from ..roofline import record_point
+
+        record_point(name, flops, nbytes, timing, chapter="07", precision=precision)
     return {"name": name, "chapter": "07", "precision": precision, "flops": flops, "nbytes": nbytes,
             "median_ms": timing.median_ms, "gflops": timing.gflops, "gbps": timing.gbps, "intensity": flops / nbytes}
 
 
-def representative_points(n: int = 2**26) -> pd.DataFrame:
+def representative_points(n: int = 2**26, record: bool = False) -> pd.DataFrame:
     """Measure a few typical kernels for the roofline plot: streaming, FMA-heavy, reductions and matmuls.
+
+    With ``record=True`` each is also added to this GPU's roofline (:func:`labhelpers.roofline.record_point`).
 
     Returns:
         A table with columns ``name``, ``chapter``, ``precision``, ``flops``, ``nbytes``, ``median_ms``, ``gflops``,
@@ -581,13 +581,13 @@ def representative_points(n: int = 2**26) -> pd.DataFrame:
     one_per_thread = blocks_for(n, 256)
     t = benchmark(lambda: saxpy[one_per_thread, 256](np.float32(2.0), x, y, out),
                   flops=saxpy_flops(n), nbytes=saxpy_bytes(n), number=3, label="saxpy")
-    rows.append(_point("SAXPY (chapter 1 kernel)", t, saxpy_flops(n), saxpy_bytes(n)))
+    rows.append(_point("SAXPY (chapter 1 kernel)", t, saxpy_flops(n), saxpy_bytes(n), record=record))
     a, b = np.float32(0.999), np.float32(0.001)
     for nfma in (4, 64):
         flops, nbytes = fma_per_element_flops(n, nfma), fma_per_element_bytes(n, 4)
         t = benchmark(lambda: fma_per_element[blocks, threads](x, out, nfma, a, b), flops=flops, nbytes=nbytes,
                       number=3, label=f"fma_per_element {nfma}")
-        rows.append(_point(f"fma_per_element, {nfma} FMA/element", t, flops, nbytes))
+        rows.append(_point(f"fma_per_element, {nfma} FMA/element", t, flops, nbytes, record=record))
     total = blocks * threads
     for dtype, iters in ((np.float32, 2048), (np.float64, 512)):
         start = cuda.to_device(np.ones(total, dtype=dtype))
@@ -595,7 +595,7 @@ def representative_points(n: int = 2**26) -> pd.DataFrame:
         t = benchmark(lambda: fma_chains[blocks, threads](start, iters, dtype(0.999), dtype(0.001)),
                       flops=flops, nbytes=nbytes, label=f"fma_chains {np.dtype(dtype).name}")
         fp = "fp32" if dtype is np.float32 else "fp64"
-        rows.append(_point(f"fma_chains ({fp.upper()})", t, flops, nbytes, fp))
+        rows.append(_point(f"fma_chains ({fp.upper()})", t, flops, nbytes, fp, record=record))
     from ..xp import HAS_CUPY
 
     if HAS_CUPY:
@@ -603,7 +603,7 @@ def representative_points(n: int = 2**26) -> pd.DataFrame:
 
         xs = cp.full(n, 0.5, dtype=cp.float32)
         t = benchmark(lambda: cp.sum(xs), flops=n, nbytes=4 * n, number=3, label="cupy.sum")
-        rows.append(_point("cupy.sum (reduction)", t, n, 4 * n))
+        rows.append(_point("cupy.sum (reduction)", t, n, 4 * n, record=record))
         for dtype, size in ((cp.float32, 4096), (cp.float64, 4096)):
             am = cp.full((size, size), 0.5, dtype=dtype)
             bm = cp.full((size, size), 0.25, dtype=dtype)
@@ -612,7 +612,7 @@ def representative_points(n: int = 2**26) -> pd.DataFrame:
             t = benchmark(lambda: cp.matmul(am, bm, out=cm), flops=flops, nbytes=nbytes, number=3,
                           label=f"cupy.matmul {np.dtype(dtype).name}")
             fp = "fp32" if dtype is cp.float32 else "fp64"
-            rows.append(_point(f"cupy.matmul {size}x{size} ({fp.upper()})", t, flops, nbytes, fp))
+            rows.append(_point(f"cupy.matmul {size}x{size} ({fp.upper()})", t, flops, nbytes, fp, record=record))
     return pd.DataFrame(rows)
 
 

@@ -609,7 +609,10 @@ COMPARED_KERNELS = {
 
 def compare_calculator_with_driver(threads: Sequence[int] = (32, 64, 128, 256, 512, 768, 1024),
                                    dynamic_shared: Sequence[int] = (0, 8 * 1024, 40 * 1024)) -> pd.DataFrame:
-    """:func:`labhelpers.models.occupancy.compare_with_driver` for every kernel of :data:`COMPARED_KERNELS` (GPU only)."""
+    """:func:`~labhelpers.models.occupancy.compare_with_driver` for every kernel of :data:`COMPARED_KERNELS`.
+
+    GPU only: raises :class:`~labhelpers.errors.GPUOnlyError` under the simulator.
+    """
     if backend.is_simulator():
         raise GPUOnlyError("the driver's occupancy needs a real GPU; the chapter shows the comparison measured on one "
                            "(reference data ch04_occupancy_driver)")

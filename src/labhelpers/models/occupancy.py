@@ -383,8 +383,9 @@ def shared_for_blocks(blocks: int, sm: SMLimits = HOPPER_H100, static_shared: in
     dynamic = max(0, alloc - sm.reserved_shared_per_block - static_shared)
     if dynamic + static_shared > sm.shared_per_block:
         raise LaunchConfigError(
-            f"limiting an SM of {sm.name} to {blocks} block(s) through shared memory needs {dynamic + static_shared:,} B "
-            f"per block, more than the {sm.shared_per_block:,} B available without opting in: ask for more blocks.")
+            f"limiting an SM of {sm.name} to {blocks} block(s) through shared memory needs "
+            f"{dynamic + static_shared:,} B per block, more than the {sm.shared_per_block:,} B available without "
+            "opting in: ask for more blocks.")
     return dynamic
 
 

@@ -218,7 +218,15 @@ def draw_tiling(ax, m: int, k: int, n: int, tile: int, block_row: int, block_col
 
 def draw_roofline(ax, bandwidth_gbs: float, peak_gflops: float, points: dict[str, tuple[float, float]] | None = None,
                   *, label: str = "", intensity_range: tuple[float, float] = (0.05, 200.0)) -> None:
-    """Draw ``min(B I, P)`` on log-log axes and mark ``points``: name -> (intensity, GFLOP/s)."""
+    """Draw ``min(B I, P)`` on log-log axes and mark ``points``: name -> (intensity, GFLOP/s).
+
+    With no measured ceilings (NaN), the axes say so instead.
+    """
+    if not (np.isfinite(bandwidth_gbs) and np.isfinite(peak_gflops)):
+        ax.text(0.5, 0.5, "no measured ceilings in the reference data yet", ha="center", va="center",
+                transform=ax.transAxes, color="0.4")
+        ax.set_axis_off()
+        return
     xs = np.geomspace(*intensity_range, 200)
     ax.plot(xs, attainable_gflops(xs, bandwidth_gbs, peak_gflops), color="0.2", lw=1.5,
             label=label or f"roofline: {bandwidth_gbs:,.0f} GB/s, {peak_gflops:,.0f} GFLOP/s")
@@ -234,3 +242,42 @@ def draw_roofline(ax, bandwidth_gbs: float, peak_gflops: float, points: dict[str
     ax.set_ylabel("GFLOP/s")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="lower right")
+
+
+def draw_sweep(ax, table, *, tile: int = 16, label: str = "", live=None, yscale: str = "log") -> None:
+    """GFLOP/s against ``n`` for every kernel of a sweep table (the tiled kernel only with tile ``tile``).
+
+    ``table`` is reference data (dashed lines, labelled ``label``); ``live``, if given, a sweep measured
+    here (solid). Rows without a timing are left out; with none at all the axes say so.
+    """
+    def usable(t):
+        if t is None:
+            return None
+        t = t[t["gflops"].notna()]
+        keep = (t["variant"] != "tiled") | (t["tile"] == tile)
+        return t[keep] if len(t) else None
+
+    styles = {"cublas_fp32": dict(color="k", lw=2), "cublas_fp64": dict(color="0.5", lw=2)}
+    order = list(dict.fromkeys(table["kernel"])) if table is not None else []
+    drawn = False
+    for data, style, suffix in ((usable(table), "--", label), (usable(live), "-", "this machine")):
+        if data is None:
+            continue
+        for i, name in enumerate(order):
+            part = data[data["kernel"] == name].sort_values("n")
+            if not len(part):
+                continue
+            kw = dict(styles.get(name, dict(color=f"C{i % 10}")))
+            ax.plot(part["n"], part["gflops"], ls=style, marker="o", markersize=3,
+                    label=f"{name} ({suffix})" if suffix else name, **kw)
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "no timings in this table yet", ha="center", va="center", transform=ax.transAxes,
+                color="0.4")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale(yscale)
+    ax.set_xlabel("n (n x n matrices)")
+    ax.set_ylabel("GFLOP/s")
+    ax.grid(True, which="both", alpha=0.25)
+    if drawn:
+        ax.legend(fontsize=7, ncol=2, loc="lower right")

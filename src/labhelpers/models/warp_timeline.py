@@ -209,12 +209,14 @@ def _runs(row: np.ndarray, value: int) -> list[tuple[int, int]]:
 def draw_timeline(ax, timeline: Timeline) -> None:
     """Draw one row per warp (issuing / stalled / waiting) and a row of the scheduler's idle cycles."""
     n = timeline.n_warps
+    labelled = set()
     for w in range(n):
         for value, colour in _COLOURS.items():
             runs = _runs(timeline.state[w], value)
             if runs:
                 ax.broken_barh(runs, (n - w - 0.4, 0.8), facecolors=colour,
-                               label=_NAMES[value] if w == 0 else None)
+                               label=None if value in labelled else _NAMES[value])
+                labelled.add(value)
     idle = _runs(timeline.issuing, -1)
     if idle:
         ax.broken_barh(idle, (-1.4, 0.8), facecolors="black", label="scheduler idle")
