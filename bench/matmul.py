@@ -155,7 +155,7 @@ def measure_configs(n: int = N) -> pd.DataFrame:
 
 
 def measure_ceilings(ctx: Context) -> pd.DataFrame:
-    """The roofline of this GPU: copy bandwidth, cuBLAS FP32 and FP64 GFLOP/s (at n = 4096 and 8192); NaN in the simulator."""
+    """This GPU's roofline: copy bandwidth, cuBLAS FP32 and FP64 GFLOP/s at n = 4096 and 8192 (NaN in the simulator)."""
     sim = lh.is_simulator()
     nan = float("nan")
     rows = [dict(quantity="copy_bandwidth", n=0, value=nan if sim else ctx.copy_bandwidth_gbs(), unit="GB/s")]

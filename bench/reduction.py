@@ -4,7 +4,8 @@
 
 * ``ch06_reduction_sweep``: effective bandwidth (bytes read / time) of every variant at every block
   size 32..1024 on 2**26 float32, plus ``cupy.sum`` (CUB) and the device-to-device copy (bytes read +
-  written) measured in the same run, and each kernel's relative error against a float64 sum;
+  written) measured in the same run, and each kernel's relative error against a float64 sum (checked to
+  be below 1e-3, except for one atomic per element, whose float32 total stalls at 2**24: a lesson);
 * ``ch06_loads_in_flight``: the best kernel's bandwidth against the loads each thread keeps in flight
   (``unroll``) and the block size, with the bytes in flight over the whole GPU.
 
@@ -59,7 +60,7 @@ def _copy(x_cp, repeat: int = 20, number: int = 10):
                         number=number, label="device-to-device copy")
 
 
-def _check(value: float, exact: float, what: str, rtol: float = 1e-4) -> None:
+def _check(value: float, exact: float, what: str, rtol: float = 1e-3) -> None:
     if not abs(float(value) - exact) <= rtol * abs(exact):
         raise AssertionError(f"{what} returned {float(value)!r}, the float64 sum is {exact!r}: wrong result")
 
@@ -88,7 +89,10 @@ def sweep_table(n: int = SWEEP_N) -> pd.DataFrame:
     ])
     table = pd.concat([table, slow, extra], ignore_index=True)
     table.insert(0, "n", n)
-    bad = table[(table["status"] == "ok") & (table["rel_error"] > 1e-4)]
+    # One atomic per element is a float32 loop in random order: on 2**26 values in [0, 1) its total stalls
+    # at 2**24 (every later addition rounds away). That is a lesson of the chapter, not a bug: not checked.
+    checked = (table["status"] == "ok") & (table["variant"] != "atomic_per_element")
+    bad = table[checked & (table["rel_error"] > 1e-3)]
     if len(bad):
         raise AssertionError(f"wrong sums in the sweep:\n{bad[['variant', 'threads', 'result', 'rel_error']]}")
     return table

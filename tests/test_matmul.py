@@ -24,7 +24,7 @@ from labhelpers.kernels import matmul_cpu as cpu
 from labhelpers.models import tiling
 
 matplotlib.use("Agg")
-from numba import cuda, float32  # noqa: E402  (after labhelpers chose the backend)
+from numba import cuda  # noqa: E402  (after labhelpers chose the backend)
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "05_matrix_multiply_lab.ipynb"

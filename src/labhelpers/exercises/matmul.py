@@ -79,7 +79,8 @@ def _shape_text(m: int, k: int, n: int) -> str:
     return f"A {m} x {k} times B {k} x {n}"
 
 
-def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int], name: str = "your kernel") -> np.ndarray:
+def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int],
+               name: str = "your kernel") -> np.ndarray:
     """Launch ``kernel(A, B, C)`` over ``C``'s shape (x along columns) on NaN-padded views; return ``C``.
 
     Raises:

@@ -50,7 +50,8 @@ DEFAULT_TILE = 16
 #: Relative error of the Frobenius norm, ``||C - C_ref|| / ||C_ref||`` against a float64 reference, that a
 #: float32 result must stay within. Rounding in a float32 dot product of length k grows like sqrt(k) times
 #: float32's unit roundoff (6e-8) for random data: about 4e-6 at k = 4096, so 1e-5 passes every correct
-#: kernel up to that size and fails any kernel that drops, repeats or misplaces even a few products.
+#: kernel up to that size, and a kernel that loses or repeats a phase, a row or a column of work misses it
+#: by orders of magnitude (the tests also compare element by element, and unwritten NaN fails any norm).
 RELATIVE_TOLERANCE = 1e-5
 #: Width in floats of the groups a thread reads from shared memory at once (16 bytes, one 128-bit load).
 VECTOR = 4
@@ -228,7 +229,7 @@ def _jit_for(tiling: RegisterTiling) -> Callable:
 
 
 def _shared_alignment() -> int | None:
-    """16-byte alignment for the shared tiles on a GPU (so 4 floats load as one 128-bit access); none in the simulator."""
+    """16-byte alignment of the shared tiles on a GPU (4 floats load as one 128-bit access); none in the simulator."""
     return None if backend.is_simulator() else 16
 
 
@@ -669,7 +670,7 @@ def measure_sweep(sizes: Sequence[int] = SWEEP_SIZES, kernels: Sequence[tuple[st
 
 
 def block_tile(kernel: str) -> tuple[int, int] | None:
-    """The ``(bm, bn)`` tile of C one block computes, for a kernel name of :data:`SWEEP_KERNELS` (None: naive, cuBLAS)."""
+    """The ``(bm, bn)`` tile of C a block computes, for a kernel name of :data:`SWEEP_KERNELS` (None: naive, cuBLAS)."""
     for name, variant, tile in SWEEP_KERNELS:
         if name == kernel:
             if variant == "naive":

@@ -26,7 +26,7 @@ from ..errors import ArrayArgumentError
 
 #: The loop orders, by name.
 ORDERS: tuple[str, ...] = ("ijk", "ikj", "blocked")
-#: Default edge of the blocks of :func:`matmul_blocked`: a 128 x 128 float32 block of B is 64 KiB (an L2 cache holds it).
+#: Default edge of the blocks of :func:`matmul_blocked`: a 128 x 128 float32 block of B is 64 KiB (L2 holds it).
 DEFAULT_BLOCK = 128
 
 

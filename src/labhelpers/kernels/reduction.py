@@ -560,8 +560,8 @@ VARIANTS: dict[str, Variant] = {v.key: v for v in [
             "correct but serialised: every element is an atomic on one address", ATOMIC_ELEMENT),
     Variant("atomic_per_block", None, "one atomic per block",
             "grid-stride loop and tree, one atomic per block: one launch", ATOMIC_BLOCK),
-    Variant("best", None, "best: loads in flight + shuffles + one atomic per block",
-            "unsigned indices, 8 independent loads per thread, resident grid, one launch", ATOMIC_BLOCK,
+    Variant("best", None, "best kernel",
+            "independent loads in flight, resident grid, shuffles, one atomic per block: one launch", ATOMIC_BLOCK,
             needs="cuda.shfl_down_sync()"),
 ]}
 

@@ -260,7 +260,7 @@ def draw_sweep(ax, table, *, tile: int = 16, label: str = "", live=None, yscale:
     styles = {"cublas_fp32": dict(color="k", lw=2), "cublas_fp64": dict(color="0.5", lw=2)}
     order = list(dict.fromkeys(table["kernel"])) if table is not None else []
     drawn = False
-    for data, style, suffix in ((usable(table), "--", label), (usable(live), "-", "this machine")):
+    for data, style, suffix in ((usable(table), "--", ""), (usable(live), "-", " (this machine)")):
         if data is None:
             continue
         for i, name in enumerate(order):
@@ -268,12 +268,14 @@ def draw_sweep(ax, table, *, tile: int = 16, label: str = "", live=None, yscale:
             if not len(part):
                 continue
             kw = dict(styles.get(name, dict(color=f"C{i % 10}")))
-            ax.plot(part["n"], part["gflops"], ls=style, marker="o", markersize=3,
-                    label=f"{name} ({suffix})" if suffix else name, **kw)
+            ax.plot(part["n"], part["gflops"], ls=style, marker="o", markersize=3, label=name + suffix, **kw)
             drawn = True
     if not drawn:
         ax.text(0.5, 0.5, "no timings in this table yet", ha="center", va="center", transform=ax.transAxes,
                 color="0.4")
+    elif label:
+        ax.text(0.01, 0.99, f"dashed: {label}" + ("; solid: this machine" if usable(live) is not None else ""),
+                transform=ax.transAxes, va="top", fontsize=8, color="0.3")
     ax.set_xscale("log", base=2)
     ax.set_yscale(yscale)
     ax.set_xlabel("n (n x n matrices)")
