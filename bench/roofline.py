@@ -4,19 +4,26 @@ collect(out_dir) saves the tables the chapter plots:
     ch07_timing_hygiene     one launch timed four ways (first call, unsynchronised, synchronised, events)
     ch07_timing_repeats     50 repetitions, CUDA events and a synchronised host clock (noise)
     ch07_ceilings           the measured ceilings (DRAM and L2 bandwidth, FP32 and FP64 FMA peaks)
+    ch07_copy_variants      every streaming copy tried for the DRAM ceiling (4-, 8-, 16-byte accesses, grids)
     ch07_intensity_sweep    fma_per_element over FMA counts 1..1024 (the kernel walking along the roof)
     ch07_roofline_points    representative kernels (SAXPY, FMA-heavy kernels, cupy.sum, cupy.matmul)
     ch07_skewed_gemm        cupy.matmul on m x k by k x n shapes, m * n and k fixed
     ch07_ncu_report         Nsight Compute's key metrics for one fma_per_element launch (skipped, with the
                             reason printed, when ncu cannot read the counters)
 bench(ctx) returns the rows with targets: the measured memory ceiling against CuPy's device-to-device copy
-(target 95%), and the measured FP32 FMA peak against the FP32 peak at the GPU's reported clock (target 90%).
+(target 95%), and the measured FP32 FMA peak against the FP32 peak at the GPU's reported clock (target 90%);
+then one row per copy variant tried, against the same CuPy copy.
 
 Run: python bench/run_all.py --only roofline --collect src/labhelpers/data/reference
+To refresh only some tables, name them (without the ch07_ prefix) in ROOFLINE_COLLECT, e.g.
+ROOFLINE_COLLECT=ceilings,copy_variants (the other reference files are then left as they are).
 """
 
 from __future__ import annotations
 
+import os
+
+import pandas as pd
 from common import Context, Row, lh  # noqa: F401  (common puts src/ on the path and selects the GPU)
 from labhelpers import profiler, roofline
 from labhelpers.kernels import roofline as rk
@@ -33,31 +40,64 @@ def _ceilings() -> roofline.Ceilings:
     return _measured["ceilings"]
 
 
+#: The tables collect() writes, in order (names without the "ch07_" prefix).
+TABLES = ("timing_hygiene", "timing_repeats", "ceilings", "copy_variants", "intensity_sweep", "roofline_points",
+          "skewed_gemm", "ncu_report")
+
+
+def _wanted() -> set[str]:
+    """The tables to collect: $ROOFLINE_COLLECT (comma-separated, without "ch07_"), or all of them."""
+    names = {n.strip().removeprefix("ch07_") for n in os.environ.get("ROOFLINE_COLLECT", "").split(",") if n.strip()}
+    unknown = names - set(TABLES)
+    if unknown:
+        raise ValueError(f"ROOFLINE_COLLECT names unknown tables {sorted(unknown)}: choose from {', '.join(TABLES)}")
+    return names or set(TABLES)
+
+
 def collect(out_dir) -> None:
-    """Measure and save every reference table of chapter 7 into ``out_dir``."""
+    """Measure and save the reference tables of chapter 7 into ``out_dir`` (all, or those in $ROOFLINE_COLLECT)."""
     info = lh.device_info()
     meta = {**current_meta(), "clock_khz": info.clock_khz, "l2_bytes": info.l2_bytes}
+    wanted = _wanted()
 
-    save_reference("ch07_timing_hygiene", rk.timing_hygiene(), out_dir, meta=meta,
-                   notes="fma_per_element, 2^26 float32, 256 FMA/element; first call compiles a fresh dispatcher")
-    save_reference("ch07_timing_repeats", rk.timing_repeats(), out_dir, meta=meta,
-                   notes="same launch 50 times: CUDA events vs host clock around record/launch/synchronize")
+    if "timing_hygiene" in wanted:
+        save_reference("ch07_timing_hygiene", rk.timing_hygiene(), out_dir, meta=meta,
+                       notes="fma_per_element, 2^26 float32, 256 FMA/element; first call compiles a fresh dispatcher")
+    if "timing_repeats" in wanted:
+        save_reference("ch07_timing_repeats", rk.timing_repeats(), out_dir, meta=meta,
+                       notes="same launch 50 times: CUDA events vs host clock around record/launch/synchronize")
 
-    ceilings = _ceilings()
-    datasheet = roofline.datasheet_ceilings(info.name)
-    table = ceilings.as_table()
-    table["datasheet"] = [datasheet.value(k) if datasheet else None for k in table["ceiling"]]
-    save_reference("ch07_ceilings", table, out_dir,
-                   meta={**meta, "datasheet": datasheet.label if datasheet else None,
-                         "fp32_peak_at_clock_gflops": roofline.fp32_peak_at_clock(info)},
-                   notes="best of the configurations tried; bytes = read + written for the DRAM copy, read for L2")
+    if "ceilings" in wanted:
+        ceilings = _ceilings()
+        datasheet = roofline.datasheet_ceilings(info.name)
+        table = ceilings.as_table()
+        table["datasheet"] = [datasheet.value(k) if datasheet else None for k in table["ceiling"]]
+        save_reference("ch07_ceilings", table, out_dir,
+                       meta={**meta, "datasheet": datasheet.label if datasheet else None,
+                             "fp32_peak_at_clock_gflops": roofline.fp32_peak_at_clock(info)},
+                       notes="best of the configurations tried; bytes = read + written for the DRAM copy, "
+                             "read for L2")
+    if "copy_variants" in wanted:
+        table = roofline.copy_variants_table(_ceilings())
+        library = {"kernel": "CuPy copy, dst[:] = src (library)", "access_bytes": None, "threads": None,
+                   "blocks": None, "grid": "library", "gbps": Context().copy_bandwidth_gbs()}
+        table = pd.concat([table, pd.DataFrame([library])], ignore_index=True)
+        save_reference("ch07_copy_variants", table, out_dir, meta=meta,
+                       notes="1 GiB copied, bytes = read + written, median of 10 x 5 launches per variant (CuPy: "
+                             "median of 30); the fastest Numba kernel is the DRAM ceiling")
 
-    save_reference("ch07_intensity_sweep", rk.intensity_sweep(progress=False), out_dir, meta=meta,
-                   notes="fma_per_element, 2^26 float32, grid filling every SM, median of 10 x 3 launches")
-    save_reference("ch07_roofline_points", rk.representative_points(), out_dir, meta=meta,
-                   notes="intensity = flops / the bytes the kernel must move (algorithmic)")
-    save_reference("ch07_skewed_gemm", rk.skewed_gemm_sweep(progress=False), out_dir, meta=meta,
-                   notes="cupy.matmul float32 (no TF32), m*n = 1024^2, k = 1024, as in the lecture's SGEMM study")
+    if "intensity_sweep" in wanted:
+        save_reference("ch07_intensity_sweep", rk.intensity_sweep(progress=False), out_dir, meta=meta,
+                       notes="fma_per_element, 2^26 float32, grid filling every SM, median of 10 x 3 launches")
+    if "roofline_points" in wanted:
+        save_reference("ch07_roofline_points", rk.representative_points(), out_dir, meta=meta,
+                       notes="intensity = flops / the bytes the kernel must move (algorithmic)")
+    if "skewed_gemm" in wanted:
+        save_reference("ch07_skewed_gemm", rk.skewed_gemm_sweep(progress=False), out_dir, meta=meta,
+                       notes="cupy.matmul float32 (no TF32), m*n = 1024^2, k = 1024, as in the lecture's SGEMM "
+                             "study")
+    if "ncu_report" not in wanted:
+        return
     try:
         report = profiler.profile_fma_per_element()
         save_reference("ch07_ncu_report", report, out_dir,
@@ -88,6 +128,10 @@ def bench(ctx: Context) -> list[Row]:
     if c.fp64_gflops and p64:
         rows.append(Row(TOPIC, "fma_chains FP64", f"{clock_mhz:,.0f} MHz", c.fp64_gflops, "GFLOP/s",
                         "FP64 peak at this clock", p64))
+    for _, v in roofline.copy_variants_table(c).iterrows():  # every copy tried for the DRAM ceiling
+        rows.append(Row(TOPIC, f"  {v['kernel']} {v['access_bytes']} B, {v['threads']} thr",
+                        "wave" if v["grid"] == "one wave" else "1 elem/thread", v["gbps"], "GB/s",
+                        "CuPy D2D copy, same run", copy))
     return rows
 
 

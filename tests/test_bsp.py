@@ -203,6 +203,17 @@ def test_slackness_summary_reads_the_knee_and_littles_law():
     assert s["fill_50"] == pytest.approx(512 / 4096) and s["fill_90"] == pytest.approx(1024 / 4096)
 
 
+def test_trip_times_follow_littles_law_and_skip_waves_and_missing_timings():
+    threads = np.array([32, 1024, 4096, 8192])
+    table = pd.DataFrame({"blocks": threads // 32, "threads": 32, "total_threads": threads, "fill": threads / 4096,
+                          "gbps": [0.512, 8.192, 16.384, 20.0], "status": ["ok", "ok", "ok", "ok"]})
+    trips = bsp.trip_times(table)
+    assert list(trips["total_threads"]) == [32, 1024, 4096]  # fill 2 runs in waves: left out
+    np.testing.assert_allclose(trips["trip_ns"], [500, 1000, 2000])
+    table.loc[1, "status"] = "simulator"
+    assert list(bsp.trip_times(table)["total_threads"]) == [32, 4096]
+
+
 # --------------------------------------------------------------------------- lab checkers
 def _solutions():
     spec = importlib.util.spec_from_file_location("solutions_02_bsp", SOLUTIONS)

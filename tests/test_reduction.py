@@ -84,7 +84,7 @@ def test_gpu_only_variants_on_gpu(key, threads):
 @needs_gpu
 @pytest.mark.parametrize("unroll", (1, 2, 4, 8, 16))
 def test_best_kernel_every_unroll(unroll):
-    for n in SIZES + (2**20 + 7, 2**22 + 3):
+    for n in SIZES + (2**20 + 7, 2**21 - 3):  # n * 8 < 2**24: sums stay exact in float32
         x = red.integer_valued(n, np.random.default_rng(n))
         got = red.Reducer(x, "best", threads=256, unroll=unroll)()
         assert got == red.reference_sum(x)

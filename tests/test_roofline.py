@@ -55,6 +55,60 @@ def test_stream_copy_copies_every_element(n, dtype):
     np.testing.assert_array_equal(got, x)
 
 
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 63, 64, 65, 1003])
+def test_stream_copy16_copies_every_element_of_a_complex128_buffer(n):
+    """16-byte accesses: the main loop (four strides) and the tail (what is left) both copy correctly."""
+    rng = np.random.default_rng(n)
+    x = (rng.random(n) + 1j * rng.random(n)).astype(np.complex128)
+    np.testing.assert_array_equal(rk.run_stream_copy(x, blocks=2, threads=8), x)
+
+
+def test_stream_copy16_copies_a_float32_buffer_through_a_complex128_view():
+    x = np.random.default_rng(1).random(4 * 37).astype(np.float32)
+    x_d = cuda.to_device(x)
+    out_d = cuda.device_array(x.size, dtype=np.float32)
+    rk.stream_copy16[2, 8](x_d.view(np.complex128), out_d.view(np.complex128))
+    np.testing.assert_array_equal(out_d.copy_to_host(), x)
+
+
+@pytest.mark.parametrize("grid", [(1, 1), (3, 32), (40, 32)])
+def test_stream_copy_is_correct_for_any_grid(grid):
+    """One thread, a few warps, and more threads than elements (the grid covering the array)."""
+    x = np.arange(1000, dtype=np.float32)
+    blocks, threads = grid
+    np.testing.assert_array_equal(rk.run_stream_copy(x, blocks=blocks, threads=threads), x)
+
+
+def test_load16_and_store16_are_plain_indexing_under_the_simulator():
+    a = np.array([1 + 2j, 3 + 4j])
+    assert rk.load16(a, 1) == 3 + 4j
+    rk.store16(a, 0, 5 + 6j)
+    assert a[0] == 5 + 6j
+
+
+def test_copy_variants_cover_access_widths_and_grids():
+    widths = {np.dtype(d).itemsize for _, d, _, _ in roofline.COPY_VARIANTS}
+    assert widths == {4, 8, 16}
+    assert {g for *_, g in roofline.COPY_VARIANTS} == {"one wave", "one element per thread"}
+    for kernel, dtype, threads, _ in roofline.COPY_VARIANTS:
+        assert hasattr(rk, kernel) and not lh.check_launch(threads)
+        assert (kernel == "stream_copy16") == (np.dtype(dtype) == np.complex128)
+
+
+def test_copy_variants_table_sorts_the_tried_copies():
+    tried = [{"kernel": "stream_copy", "access_bytes": 8, "threads": 256, "blocks": 1056, "grid": "one wave",
+              "gbps": 3800.0, "how": "a"},
+             {"kernel": "stream_copy16", "access_bytes": 16, "threads": 256, "blocks": 1056, "grid": "one wave",
+              "gbps": 4000.0, "how": "b"}]
+    c = roofline.Ceilings(gpu="Test GPU", dram_gbs=4000.0, l2_gbs=None, fp32_gflops=None, fp64_gflops=None,
+                          source="measured", label="t", details={"tried": {"dram_gbs": tried}})
+    table = roofline.copy_variants_table(c)
+    assert list(table.columns) == roofline.COPY_VARIANT_COLUMNS
+    assert list(table["kernel"]) == ["stream_copy16", "stream_copy"]
+    empty = roofline.copy_variants_table(roofline.Ceilings("g", 1.0, None, None, None, "measured", "t"))
+    assert len(empty) == 0
+
+
 def test_stream_copy_bytes_count_read_and_write():
     assert rk.stream_copy_bytes(1000, 4) == 8000
 
@@ -118,6 +172,15 @@ def test_wrappers_reject_bad_input_with_a_fix():
         rk.full_grid(2048)
     with pytest.raises(lh.ArrayArgumentError, match="shape"):
         rk.run_stream_copy(np.ones(8, dtype=np.float32), out=cuda.device_array(9, dtype=np.float32))
+
+
+def test_sixteen_byte_copies_refuse_misaligned_views():
+    class View:  # what a sliced GPU array reports: its data pointer
+        def __init__(self, address):
+            self.__cuda_array_interface__ = {"data": (address, False)}
+
+    assert rk._aligned16(View(4096)) and rk._aligned16(np.ones(3))
+    assert not rk._aligned16(View(4096 + 8))
 
 
 def test_timing_functions_are_gpu_only_under_the_simulator():
@@ -571,7 +634,7 @@ def test_measure_ceilings_caches_per_device(monkeypatch):
     def fake(value, unit):
         def measure(*args, **kwargs):
             calls.append(value)
-            return roofline.CeilingMeasurement(value, unit, f"fake {value}")
+            return roofline.CeilingMeasurement(value, unit, f"fake {value}", ((f"fake {value}", value),))
         return measure
 
     monkeypatch.setattr(roofline, "_gpu_only", lambda what: None)
@@ -583,6 +646,7 @@ def test_measure_ceilings_caches_per_device(monkeypatch):
     first = roofline.measure_ceilings(progress=False)
     assert (first.dram_gbs, first.l2_gbs, first.fp32_gflops, first.fp64_gflops) == (3000, 9000, 60000, 30000)
     assert first.details["how"]["dram_gbs"] == "fake 3000.0" and "NVIDIA H100 80GB HBM3" in first.label
+    assert first.details["tried"]["dram_gbs"] == [{"how": "fake 3000.0", "value": 3000.0}]
     assert (roofline.device_cache_dir("NVIDIA H100 80GB HBM3") / "ceilings.json").exists()
     assert roofline.measure_ceilings(progress=False) == first and len(calls) == 4  # from the cache
     roofline.measure_ceilings(progress=False, refresh=True)

@@ -257,7 +257,9 @@ CEILING_NAMES = {"dram_gbs": ("device memory (DRAM)", "GB/s"), "l2_gbs": ("L2 ca
 CACHE_ENV_VAR = "LABHELPERS_CACHE_DIR"
 CEILINGS_FILE = "ceilings.json"
 POINTS_FILE = "points.json"
-_FORMAT = 1
+#: Version of the cache files; 2: ceilings measured with the 16-byte copies and the list of copies tried
+#: (a cache written by an older version is measured again).
+_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -417,38 +419,57 @@ def _free_bytes() -> int:
         return 2**32
 
 
-def measure_dram_bandwidth(nbytes: int = 2**30, threads_options: Sequence[int] = (256, 512),
-                           dtypes: Sequence = (np.float32, np.float64)) -> CeilingMeasurement:
-    """Device-memory bandwidth: the best :func:`~labhelpers.kernels.roofline.stream_copy` over a few launches.
+#: The copies :func:`measure_dram_bandwidth` tries: ``(kernel, element dtype, threads per block, grid)``.
+#: ``"one wave"``: just enough blocks to fill every SM once, each thread looping over the array with four
+#: loads in flight (a grid-stride loop); ``"one element per thread"``: one block per ``threads`` elements,
+#: the shape of a library's element-wise kernel. The element size is the width of every load and store.
+COPY_VARIANTS: tuple[tuple[str, str, int, str], ...] = (
+    ("stream_copy", "float32", 256, "one element per thread"),
+    ("stream_copy", "float32", 256, "one wave"),
+    ("stream_copy", "float64", 256, "one wave"),
+    ("stream_copy16", "complex128", 256, "one wave"),
+    ("stream_copy16", "complex128", 512, "one wave"),
+    ("stream_copy16", "complex128", 1024, "one wave"),
+    ("stream_copy16", "complex128", 256, "one element per thread"),
+)
 
-    Bytes are counted as read + written, like a device-to-device copy. Each launch is timed with CUDA
+
+def measure_dram_bandwidth(nbytes: int = 2**30,
+                           variants: Sequence[tuple[str, str, int, str]] = COPY_VARIANTS) -> CeilingMeasurement:
+    """Device-memory bandwidth: the best of a few streaming copies (:data:`COPY_VARIANTS`) of ``nbytes``.
+
+    Every variant copies the same two buffers, viewed with the element size it moves (4, 8 or 16 bytes per
+    access). Bytes are counted as read + written, like a device-to-device copy. Each is timed with CUDA
     events, five launches between two events so the host's launch overhead is not in the time.
+
+    Returns:
+        The best variant's GB/s; ``tried`` holds one dict per variant (``kernel``, ``access_bytes``,
+        ``threads``, ``blocks``, ``grid``, ``gbps``, ``how``).
     """
     _gpu_only("measure_dram_bandwidth")
     from numba import cuda
 
-    from .kernels.roofline import full_grid, stream_copy, stream_copy_bytes
+    from .kernels import roofline as rk
+    from .launch import blocks_for
     from .timing import benchmark
 
-    nbytes = int(min(nbytes, _free_bytes() // 4))
+    nbytes = int(min(nbytes, _free_bytes() // 4)) // 16 * 16
+    src = cuda.device_array(nbytes // 16, dtype=np.complex128)
+    dst = cuda.device_array(nbytes // 16, dtype=np.complex128)
     tried = []
-
-    def try_dtype(dtype) -> None:  # the arrays are freed when it returns
-        itemsize = np.dtype(dtype).itemsize
-        n = nbytes // itemsize
-        x = cuda.device_array(n, dtype=dtype)
-        out = cuda.device_array(n, dtype=dtype)
-        for threads in threads_options:
-            blocks, threads = full_grid(threads)
-            t = benchmark(lambda: stream_copy[blocks, threads](x, out), nbytes=stream_copy_bytes(n, itemsize),
-                          warmup=2, repeat=10, number=5, label="stream_copy")
-            tried.append((f"stream_copy, {np.dtype(dtype).name}, {blocks} blocks x {threads} threads, "
-                          f"{n * itemsize / 2**20:,.0f} MiB copied", t.gbps))
-
-    for dtype in dtypes:
-        try_dtype(dtype)
-    best = max(tried, key=lambda item: item[1])
-    return CeilingMeasurement(best[1], "GB/s", best[0], tuple(tried))
+    for kernel_name, dtype, threads, grid in variants:
+        kernel = getattr(rk, kernel_name)
+        x, out = src.view(dtype), dst.view(dtype)
+        n, itemsize = x.shape[0], np.dtype(dtype).itemsize
+        blocks = rk.full_grid(threads)[0] if grid == "one wave" else blocks_for(n, threads)
+        t = benchmark(lambda k=kernel, b=blocks, th=threads, x=x, out=out: k[b, th](x, out),
+                      nbytes=rk.stream_copy_bytes(n, itemsize), warmup=2, repeat=10, number=5, label=kernel_name)
+        how = (f"{kernel_name}, {itemsize}-byte accesses, {grid}: {blocks} blocks x {threads} threads, "
+               f"{nbytes / 2**20:,.0f} MiB copied")
+        tried.append({"kernel": kernel_name, "access_bytes": itemsize, "threads": threads, "blocks": blocks,
+                      "grid": grid, "gbps": t.gbps, "how": how})
+    best = max(tried, key=lambda row: row["gbps"])
+    return CeilingMeasurement(best["gbps"], "GB/s", best["how"], tuple(tried))
 
 
 def measure_l2_bandwidth(working_set: int | None = None, threads: int = 256,
@@ -555,22 +576,58 @@ def measure_ceilings(*, refresh: bool = False, cache: bool = True, progress: boo
         ("fp32_gflops", "FP32 FMA peak", lambda: measure_fma_peak(np.float32)),
         ("fp64_gflops", "FP64 FMA peak", lambda: measure_fma_peak(np.float64)),
     ]
-    values, how = {}, {}
+    values, how, tried = {}, {}, {}
     with tqdm(total=len(steps), desc="measuring ceilings", disable=not progress) as bar:
         for key, label, measure in steps:
             bar.set_postfix_str(label)
             result = measure()
             values[key], how[key] = result.value, result.how
+            tried[key] = [row if isinstance(row, dict) else {"how": row[0], "value": row[1]} for row in result.tried]
             bar.update()
     today = _dt.date.today().isoformat()
     ceilings = Ceilings(gpu=info.name, source="measured", label=f"measured on {info.name} ({today})",
-                        details={"how": how, "date": today, "clock_khz": info.clock_khz, "sm_count": info.sm_count,
-                                 "compute_capability": info.cc, "driver": info.driver_version}, **values)
+                        details={"how": how, "tried": tried, "date": today, "clock_khz": info.clock_khz,
+                                 "sm_count": info.sm_count, "compute_capability": info.cc,
+                                 "driver": info.driver_version}, **values)
     if cache:
         path = device_cache_dir(info.name) / CEILINGS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(ceilings.to_json(), indent=1) + "\n")
     return ceilings
+
+
+#: Columns of :func:`copy_variants_table` (and of reference data ``ch07_copy_variants``).
+COPY_VARIANT_COLUMNS = ["kernel", "access_bytes", "threads", "blocks", "grid", "gbps"]
+
+
+def copy_variants_table(ceilings: Ceilings) -> pd.DataFrame:
+    """The streaming copies tried for the device-memory ceiling, fastest first (empty if none were recorded)."""
+    rows = ceilings.details.get("tried", {}).get("dram_gbs", [])
+    table = pd.DataFrame([r for r in rows if isinstance(r, dict) and "gbps" in r], columns=COPY_VARIANT_COLUMNS)
+    return table.sort_values("gbps", ascending=False, ignore_index=True)
+
+
+#: Reference data with the copies tried on the reference GPU (written by ``bench/roofline.py``).
+REF_COPY_VARIANTS = "ch07_copy_variants"
+
+
+def copy_variants_or_reference(ceilings: Ceilings) -> tuple[pd.DataFrame, str]:
+    """The copies tried for ``ceilings``' DRAM figure when they were measured here; else the reference GPU's.
+
+    Returns:
+        ``(table, label)``; an empty table (and a label saying so) when neither exists.
+    """
+    if ceilings.source == "measured":
+        table = copy_variants_table(ceilings)
+        if len(table):
+            return table, ceilings.label
+    from .refdata import load_reference
+
+    try:
+        ref = load_reference(REF_COPY_VARIANTS)
+    except FileNotFoundError:
+        return pd.DataFrame(columns=COPY_VARIANT_COLUMNS), "no copy variants recorded"
+    return numeric_columns(ref.table), ref.label
 
 
 #: Reference data names this module reads.
@@ -875,25 +932,38 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
     return ax
 
 
-#: Where a point's label may go, tried in order: right-above, right-below, left-above, left-below (points).
+#: Where a point's label may go, tried in order: right-above, right-below, left-above, left-below, then
+#: further up and down (offsets in points, and the horizontal alignment).
 _LABEL_SPOTS = ((5, 4, "left"), (5, -11, "left"), (-5, 4, "right"), (-5, -11, "right"), (5, 14, "left"),
-                (5, -21, "left"))
+                (5, -21, "left"), (-5, 14, "right"), (-5, -21, "right"))
 
 
 def _label_points(ax, pts: pd.DataFrame) -> None:
-    """Name each point, moving a label to the first spot where it overlaps no label placed before it."""
+    """Name each point, at the first spot where the label stays inside the axes and covers no other label and
+    no roof; if there is no such spot, at the first one that at least covers no other label."""
     renderer = ax.figure.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
+    roofs = [line.get_path().transformed(line.get_transform()) for line in ax.lines
+             if line.get_linestyle() not in ("None", "", " ") and len(line.get_xdata()) > 1]
     placed = []
     for _, row in pts.iterrows():
-        label = None
+        fallback = None
+        chosen = None
         for dx, dy, ha in _LABEL_SPOTS:
-            if label is not None:
-                label.remove()
             label = ax.annotate(str(row["name"]), (row["intensity"], row["gflops"]), textcoords="offset points",
                                 xytext=(dx, dy), ha=ha, fontsize=7)
             box = label.get_window_extent(renderer)
-            if not any(box.overlaps(other) for other in placed):
+            label.remove()
+            free = not any(box.overlaps(other) for other in placed)
+            within = inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+            if free and within and not any(path.intersects_bbox(box, filled=False) for path in roofs):
+                chosen = (dx, dy, ha)
                 break
+            if fallback is None and free and within:
+                fallback = (dx, dy, ha)
+        dx, dy, ha = chosen or fallback or _LABEL_SPOTS[0]
+        label = ax.annotate(str(row["name"]), (row["intensity"], row["gflops"]), textcoords="offset points",
+                            xytext=(dx, dy), ha=ha, fontsize=7)
         placed.append(label.get_window_extent(renderer))
 
 
@@ -967,9 +1037,11 @@ def plot_sweep_times(ax, table: pd.DataFrame, label: str, ridge_nfma: float | No
         ax.axvline(ridge_nfma, color="C3", ls="--", label=f"{ridge_label}: {ridge_nfma:.0f} FMA/element")
     ax.set_xscale("log", base=2)
     if ok.any():
+        ticker = plt_ticker()
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(plt_ticker().FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(plt_ticker().NullFormatter())
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     else:
         ax.text(0.5, 0.5, "no timings in this table", transform=ax.transAxes, ha="center")
     ax.set_xlabel("FMAs per element (nfma)")
@@ -1005,6 +1077,35 @@ def plot_timing_hygiene(ax, table: pd.DataFrame, label: str):
     return ax
 
 
+def plot_copy_variants(ax, table: pd.DataFrame, label: str, datasheet_gbs: float | None = None):
+    """Horizontal bars: GB/s of each streaming copy tried for the DRAM ceiling, fastest on top."""
+    if not len(table):
+        ax.text(0.5, 0.5, f"no copy variants to show ({label})", transform=ax.transAxes, ha="center")
+        ax.set_axis_off()
+        return ax
+    table = numeric_columns(table).sort_values("gbps", ascending=True, ignore_index=True)
+
+    def name(row) -> str:
+        if not _finite(row.get("access_bytes")):
+            return str(row["kernel"])
+        grid = ("one wave, grid-stride" if row["grid"] == "one wave" else str(row["grid"]))
+        return f"{row['kernel']}: {int(row['access_bytes'])} B/access, {grid}, {int(row['threads'])} thr/block"
+
+    colors = ["C0" if _finite(r.get("access_bytes")) else "0.6" for _, r in table.iterrows()]
+    ax.barh(range(len(table)), table["gbps"].fillna(0), color=colors)
+    ax.set_yticks(range(len(table)), [name(r) for _, r in table.iterrows()], fontsize=7)
+    for i, v in enumerate(table["gbps"]):
+        if _finite(v):
+            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=7)
+    if datasheet_gbs:
+        ax.axvline(datasheet_gbs, color="0.4", ls="--", lw=1, label=f"datasheet: {datasheet_gbs:,.0f} GB/s")
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlim(0, max(float(table["gbps"].max()), datasheet_gbs or 0) * 1.12)
+    ax.set_xlabel("GB/s (bytes read + written, 1 GiB copied)")
+    ax.set_title(f"Streaming copies tried for the device-memory ceiling ({label})", fontsize=9)
+    return ax
+
+
 def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings | None = None):
     """The skewed GEMM: GFLOP/s per shape (left) and the same shapes on the roofline (right)."""
     left, right = axes
@@ -1015,12 +1116,11 @@ def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings |
     left.set_xlabel("m-n-k (m x n constant, k = %d)" % int(table["k"].iloc[0]))
     left.set_title(f"cupy.matmul, float32 ({label})", fontsize=9)
     if ceilings is not None:
-        pts = table.assign(name=table["shape"])
+        pts = table.assign(name=[f"n={int(v)}" for v in table["n"]])
+        ok = np.isfinite(g) & (g > 0)
+        if ok.any():  # the path the shapes take as n shrinks
+            right.plot(pts["intensity"][ok], g[ok], "-", color="0.75", lw=1, zorder=4)
         plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
-                      points_label=label, xlim=(1 / 4, 1024), label_points=False, legend="upper left")
-        for _, row in pts.iloc[[0, -1]].iterrows():
-            if _finite(float(row["gflops"])):
-                right.annotate(row["shape"], (row["intensity"], row["gflops"]), textcoords="offset points",
-                               xytext=(5, -10), fontsize=7)
-        right.set_title("the same shapes on the roofline", fontsize=9)
+                      points_label=f"{label}, labelled with n", xlim=(1 / 4, 1024), legend="lower right")
+        right.set_title("the same shapes on the roofline (m x n constant, k = 1024)", fontsize=9)
     return axes

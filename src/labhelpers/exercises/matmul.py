@@ -6,11 +6,13 @@ kernel sees is a view of a larger buffer filled with NaN: a thread that writes o
 caught in the padding, and one that reads outside ``A`` or ``B`` gets a NaN on a GPU (an
 ``IndexError`` under the simulator), so the result is wrong either way.
 
-A missing barrier is a race, and a race may or may not show in a test run (the simulator runs
-the threads of a block one after another most of the time). So the checkers of the shared-memory
-kernels also read the kernel's source and check its barriers deterministically
-(:func:`barrier_problems`): none inside an ``if`` or after a ``return``, one between the stores
-into shared memory and the reads (RAW), one between the reads and the next phase's stores (WAR).
+A missing barrier is a race, and whether a race shows in a test run depends on timing: on a GPU
+the warps of a block often stay close enough together for a racy kernel to pass; the simulator
+runs each thread up to its next barrier before the next thread starts, which exposes some races
+and hides others. So the checkers of the shared-memory kernels also read the kernel's source and
+check its barriers deterministically (:func:`barrier_problems`): none inside an ``if`` or after a
+``return``, one between the stores into shared memory and the reads (RAW), one between the reads
+and the next phase's stores (WAR).
 
 * :func:`check_naive`: ``kernel(A, B, C)``, one thread per element of ``C``, any shapes.
 * :func:`check_tiled_square`: ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of the tile.
@@ -37,8 +39,6 @@ NAIVE_BLOCK = (16, 8)
 #: Shapes (m, k, n) tried on every kernel: a single element, thin, wide, and sizes no tile divides.
 SHAPES_SIM: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (17, 33, 5), (5, 3, 19), (20, 9, 31), (16, 24, 8))
 SHAPES_GPU: tuple[tuple[int, int, int], ...] = SHAPES_SIM + ((257, 1003, 129),)
-#: Square sizes for :func:`check_tiled_square`, as multiples of the tile: 1 element, one below and above a tile...
-SQUARE_SIM: tuple[str, ...] = ("1", "t-1", "t+1", "2t+3", "2t")
 #: Tolerance of the comparison with NumPy (float32 sums of at most a thousand products of normal numbers).
 RTOL, ATOL = 1e-4, 1e-4
 

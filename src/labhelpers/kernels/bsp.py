@@ -5,7 +5,8 @@ Three groups of kernels:
 * :func:`fixed_work`: a grid-stride loop that applies ``reps`` fused multiply-adds to
   every element of a fixed array. The *work* is fixed by the array; the *grid* can be
   anything from one warp to many waves of blocks, which is what the parallel-slackness
-  measurement varies (:func:`measure_slackness`).
+  measurement varies (:func:`measure_slackness`; :func:`slackness_summary` and
+  :func:`trip_times` read the result with Little's law).
 * :func:`serial_chain`: one thread walking a chain of dependent steps, the part of a
   program no number of processors speeds up. Together with :func:`fixed_work` on
   1, 2, 4, ... blocks (one block per SM) it makes the program whose speedup
@@ -47,6 +48,12 @@ def fixed_work(x, out, a, b, reps):
     The grid-stride loop starts at the thread's global index and steps by the number of
     threads in the grid, so every element is visited exactly once whether the grid has
     fewer threads than elements (each thread takes several) or more (some take none).
+
+    Each trip waits for its one 4-byte load: the next load cannot move above this trip's
+    store (``x`` and ``out`` may be the same array). Compiled for sm_90, a trip with 8
+    multiply-adds is about 90 instructions: each ``range`` loop keeps a 64-bit trip counter
+    and every ``x[i]`` checks for a negative index, so the load, the FMAs and the store are
+    10 of them.
     """
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -231,7 +238,10 @@ def serial_chain(state, steps, a, b):
     """One thread applies ``v -> a * v + b`` ``steps`` times to ``state[0]``: a chain no grid can shorten.
 
     Each step needs the previous step's result, so the chain takes ``steps`` times the
-    latency of one multiply-add whatever the launch; extra threads do nothing.
+    latency of one step whatever the launch; extra threads do nothing. That latency is not
+    the FMA's 4 cycles: the 64-bit trip counter of Numba's ``range`` loop (compare, select,
+    add with carry) is a longer dependent chain: 20,000 steps take 0.24 ms on an H200,
+    about 12 ns (24 clock cycles) a step, launch included.
     """
     if cuda.grid(1) == 0:
         v = state[0]
@@ -381,7 +391,8 @@ def slackness_summary(table: pd.DataFrame) -> dict:
         ``fill_50``, ``fill_90``: the smallest fill reaching 50 % and 90 % of it.
         ``one_warp_gbps``: the smallest launch (one warp).
         ``iteration_ns``: how long one warp takes per trip round the grid-stride loop, from the
-        one-warp launch (32 threads x 8 bytes per trip / its bandwidth): a memory round trip.
+        one-warp launch (32 threads x 8 bytes per trip / its bandwidth): a memory round trip
+        plus the loop's own instructions, on an otherwise idle GPU.
         ``little_threads``: Little's law, concurrency = throughput x latency: threads that must each
         have one element in flight to sustain ``best_gbps`` if every trip took ``iteration_ns``.
         ``little_fill``: the same as a fill (over ``SMs x 2048``).
@@ -407,6 +418,25 @@ def slackness_summary(table: pd.DataFrame) -> dict:
         "little_threads": little_threads,
         "little_fill": little_threads / slots,
     }
+
+
+def trip_times(table: pd.DataFrame) -> pd.DataFrame:
+    """How long one trip round :func:`fixed_work`'s grid-stride loop takes, launch by launch.
+
+    While every thread of a launch is resident (``fill <= 1``), each thread has one element
+    (8 bytes: a load and a store) under way at a time, so Little's law gives the average
+    time of one trip: ``total_threads * 8 bytes / bandwidth``. Launches with ``fill > 1`` run
+    in waves and are left out, as are rows without a GPU timing.
+
+    Returns:
+        One row per launch: ``blocks``, ``threads``, ``total_threads``, ``fill``, ``gbps`` and
+        ``trip_ns`` (nanoseconds per trip).
+    """
+    ok = table[table["status"] == STATUS_OK] if "status" in table else table
+    ok = ok[pd.to_numeric(ok["gbps"], errors="coerce").notna() & (ok["fill"] <= 1)].sort_values("fill")
+    out = ok[["blocks", "threads", "total_threads", "fill", "gbps"]].reset_index(drop=True)
+    out["trip_ns"] = out["total_threads"] * fixed_work_bytes(1) / out["gbps"].astype(float)  # bytes / (GB/s) = ns
+    return out
 
 
 # --------------------------------------------------------------------------- supersteps

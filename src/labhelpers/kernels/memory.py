@@ -505,13 +505,19 @@ def local_array_static(x, out):
 
 @cuda.jit
 def local_array_dynamic(x, out, k):
-    """The same scratch array read at an index known only at run time: it must live in local memory."""
+    """The same scratch array read at an index known only at run time.
+
+    Registers have no addresses, so an indexed read needs the array in local memory, unless
+    the compiler finds another way. Here it does: the PTX still declares a 64-byte local
+    array, but ptxas (sm_90) removes it (0 bytes of stack, 14 registers), most likely
+    picking the one value read with compare-and-select instructions. Check, do not guess.
+    """
     tmp = cuda.local.array(SCRATCH, dtype=float32)
     i = cuda.grid(1)
     if i < out.size:
         for j in range(SCRATCH):
             tmp[j] = x[i] * j
-        out[i] = tmp[(i + k) % SCRATCH]  # registers cannot be indexed: this read needs an address
+        out[i] = tmp[(i + k) % SCRATCH]  # an index known only at run time: registers cannot be indexed
 
 
 def local_array_reference(x: np.ndarray, k: int | None = None) -> np.ndarray:

@@ -3,8 +3,9 @@
 Four microbenchmark kernels, in the spirit of the Empirical Roofline Toolkit (Lo et al., *Roofline Model
 Toolkit: A Practical Tool for Architectural and Program Analysis*, PMBS 2014):
 
-* :func:`stream_copy`: ``out[i] = x[i]``, a grid-stride loop with four loads in flight per thread. Its bytes
-  (read + written) over its time is the device-memory (DRAM/HBM) ceiling.
+* :func:`stream_copy`: ``out[i] = x[i]``, a grid-stride loop with four loads in flight per thread, and
+  :func:`stream_copy16`, the same loop moving 16 bytes per access (:data:`load16` / :data:`store16`). Bytes
+  (read + written) over time of the fastest variant is the device-memory (DRAM/HBM) ceiling.
 * :func:`l2_read`: reads a small buffer (it fits in L2) over and over; bytes read over time is the L2 ceiling.
 * :func:`fma_chains`: eight independent chains of dependent fused multiply-adds per thread, no memory traffic
   to speak of; flops over time is the FMA ceiling (FP32 or FP64, chosen by the array's dtype).
@@ -38,6 +39,83 @@ FMA_CHAINS = 8
 FMA_UNROLL = 16
 
 
+# ------------------------------------------------------------------------- 16-byte loads and stores
+
+
+def _vector_access():
+    """``(load16, store16)``: read and write one complex128 element as a single 16-byte access.
+
+    ``load16(a, i)`` returns ``a[i]`` and ``store16(a, i, v)`` does ``a[i] = v``, for a 1D C-contiguous
+    complex128 array ``a`` and a non-negative integer ``i``. Why not just ``a[i]``? Numba lowers a complex128
+    element as two 8-byte halves and promises only 8-byte alignment, so ``a[i]`` becomes two ``ld.global.f64``
+    instructions. These two functions load and store a ``<2 x double>`` vector aligned to 16 bytes, which
+    NVVM emits as one ``ld.global.v2.f64`` / ``st.global.v2.f64``: the width of CUDA C++'s ``float4``. The
+    index goes straight into the address computation, with none of the negative-index (wraparound) checks
+    of ``a[i]``. (Device allocations are 256-byte aligned, so every complex128 element is 16-byte aligned.)
+
+    Under the simulator they are plain Python indexing.
+    """
+    if backend.is_simulator():
+        def load16(a, i):
+            return a[i]
+
+        def store16(a, i, v):
+            a[i] = v
+
+        return load16, store16
+
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.core.errors import TypingError
+    from numba.cuda.extending import intrinsic
+
+    v2f64 = ir.VectorType(ir.DoubleType(), 2)
+    lane = [ir.Constant(ir.IntType(32), k) for k in (0, 1)]
+
+    def check(a, i, what):
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C" and a.dtype == types.complex128):
+            raise TypingError(f"{what} takes a 1D C-contiguous complex128 array, got {a}")
+        if not isinstance(i, types.Integer):
+            raise TypingError(f"{what} takes an integer index, got {i}")
+
+    def address(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        index = context.cast(builder, args[1], sig.args[1], types.uint64)
+        return builder.gep(builder.bitcast(data, v2f64.as_pointer()), [index], inbounds=True)
+
+    @intrinsic
+    def load16(typingctx, a, i):
+        check(a, i, "load16")
+
+        def codegen(context, builder, sig, args):
+            v = builder.load(address(context, builder, sig, args), align=16)
+            z = context.make_complex(builder, types.complex128)
+            z.real = builder.extract_element(v, lane[0])
+            z.imag = builder.extract_element(v, lane[1])
+            return z._getvalue()
+
+        return types.complex128(a, i), codegen
+
+    @intrinsic
+    def store16(typingctx, a, i, v):
+        check(a, i, "store16")
+
+        def codegen(context, builder, sig, args):
+            value = context.cast(builder, args[2], sig.args[2], types.complex128)
+            z = context.make_complex(builder, types.complex128, value=value)
+            vec = builder.insert_element(ir.Constant(v2f64, ir.Undefined), z.real, lane[0])
+            vec = builder.insert_element(vec, z.imag, lane[1])
+            builder.store(vec, address(context, builder, sig, args), align=16)
+            return context.get_dummy_value()
+
+        return types.void(a, i, v), codegen
+
+    return load16, store16
+
+
+load16, store16 = _vector_access()
+
+
 # --------------------------------------------------------------------------------------------- kernels
 
 
@@ -46,25 +124,60 @@ def stream_copy(x, out):
     """``out[i] = x[i]`` for every ``i``: a grid-stride loop with four loads in flight per thread.
 
     Each trip of the main loop issues four independent loads (``i``, ``i + stride``, ...) before the first
-    store, so a thread has four requests travelling to memory at once; with a full SM (2048 threads) that is
-    enough bytes in flight to cover the latency of HBM. Every warp-wide load is one contiguous, coalesced
-    segment. The second loop does the fewer-than-four strides left at the end.
+    store, so a thread has four requests travelling to memory at once. Every warp-wide load is one contiguous,
+    coalesced segment. The indices are unsigned (``uint64``), so Numba adds no negative-index checks to the
+    address arithmetic (all constants are unsigned too: mixing ``uint64`` with a signed integer gives a float
+    in Numba). The second loop does the fewer-than-four strides left at the end: any size is copied.
     """
-    n = x.size
-    stride = cuda.gridsize(1)
-    i = cuda.grid(1)
-    while i + 3 * stride < n:
+    n = np.uint64(x.size)
+    stride = np.uint64(cuda.gridsize(1))
+    s2 = stride + stride
+    s3 = s2 + stride
+    s4 = s2 + s2
+    i = np.uint64(cuda.grid(1))
+    while i + s3 < n:
         a = x[i]
         b = x[i + stride]
-        c = x[i + 2 * stride]
-        d = x[i + 3 * stride]
+        c = x[i + s2]
+        d = x[i + s3]
         out[i] = a
         out[i + stride] = b
-        out[i + 2 * stride] = c
-        out[i + 3 * stride] = d
-        i += 4 * stride
+        out[i + s2] = c
+        out[i + s3] = d
+        i += s4
     while i < n:
         out[i] = x[i]
+        i += stride
+
+
+@cuda.jit
+def stream_copy16(x, out):
+    """:func:`stream_copy` with 16-byte accesses: ``x`` and ``out`` are complex128 arrays (any length).
+
+    The same loop as :func:`stream_copy`, but every load and store moves 16 bytes (:data:`load16`,
+    :data:`store16`: one ``ld.global.v2.f64``, like ``float4`` in CUDA C++), so a warp-wide access covers
+    512 contiguous bytes, the loop needs a quarter of the instructions of a 4-byte copy, and four loads in
+    flight per thread are 64 bytes. Any buffer whose size is a multiple of 16 bytes can be copied through a
+    complex128 view (``x.view(np.complex128)``): the values are never interpreted, only moved.
+    """
+    n = np.uint64(x.size)
+    stride = np.uint64(cuda.gridsize(1))
+    s2 = stride + stride
+    s3 = s2 + stride
+    s4 = s2 + s2
+    i = np.uint64(cuda.grid(1))
+    while i + s3 < n:
+        a = load16(x, i)
+        b = load16(x, i + stride)
+        c = load16(x, i + s2)
+        d = load16(x, i + s3)
+        store16(out, i, a)
+        store16(out, i + stride, b)
+        store16(out, i + s2, c)
+        store16(out, i + s3, d)
+        i += s4
+    while i < n:
+        store16(out, i, load16(x, i))
         i += stride
 
 
@@ -247,15 +360,27 @@ def _float_array(a, name: str) -> None:
                                 f"(pass {name}.astype(np.float32)).")
 
 
+def _aligned16(a) -> bool:
+    """True unless ``a`` is a device array whose data does not start on a 16-byte boundary (a sliced view)."""
+    iface = getattr(a, "__cuda_array_interface__", None)
+    return iface is None or iface["data"][0] % 16 == 0
+
+
 def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 256):
-    """Copy ``x`` into ``out`` with :func:`stream_copy` and return ``out`` (a device array if ``x`` was one).
+    """Copy ``x`` into ``out`` and return ``out`` (a device array if ``x`` was one).
+
+    float32 and float64 arrays are copied by :func:`stream_copy`, complex128 arrays by :func:`stream_copy16`
+    (16-byte accesses; to copy any buffer that way, view it as complex128 first).
 
     Args:
-        x: a 1D float32 or float64 array (host or device).
+        x: a 1D float32, float64 or complex128 array (host or device).
         out: where to write; a new device array when omitted.
         blocks, threads: the launch; by default enough blocks to fill every SM once.
     """
-    _float_array(x, "x")
+    check_array(x, "x", ndim=1)
+    wide = np.dtype(x.dtype) == np.dtype(np.complex128)
+    if not wide:
+        _float_array(x, "x")
     on_host = isinstance(x, np.ndarray)
     x_d = cuda.to_device(x) if on_host else x
     if out is None:
@@ -263,12 +388,17 @@ def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 25
     else:
         check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
         out_d = out
+    if wide and not (_aligned16(x_d) and _aligned16(out_d)):
+        raise LaunchConfigError("stream_copy16 needs both arrays to start on a 16-byte boundary (it moves 16 bytes "
+                                "per access); this one is a view starting part-way into an allocation: copy it "
+                                "into a fresh array first, or use a float64 view with stream_copy.")
     if blocks is None:
         blocks, threads = full_grid(threads)
     if blocks < 1 or check_launch(threads):
         raise LaunchConfigError(f"cannot launch {blocks} blocks of {threads} threads: use blocks >= 1 and "
                                 "1 <= threads <= 1024")
-    stream_copy[blocks, threads](x_d, out_d)
+    kernel = stream_copy16 if wide else stream_copy
+    kernel[blocks, threads](x_d, out_d)
     return to_host(out_d) if on_host and out is None else out_d
 
 
