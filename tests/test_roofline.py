@@ -655,6 +655,29 @@ def test_measure_ceilings_caches_per_device(monkeypatch):
     assert mhz == 1980 and peak == pytest.approx(132 * 128 * 2 * 1.98)
 
 
+def test_measure_dram_bandwidth_launches_every_variant_and_keeps_the_fastest(monkeypatch):
+    """The DRAM toolkit's wiring under the simulator: each variant's views, grid and kernel really copy."""
+    import labhelpers.timing as timing
+
+    monkeypatch.setattr(roofline, "_gpu_only", lambda what: None)
+    monkeypatch.setattr(roofline, "_free_bytes", lambda: 2**30)
+    speeds = iter(range(1000, 1000 + 100 * len(roofline.COPY_VARIANTS), 100))
+    copied = []
+
+    def fake_benchmark(fn, *, nbytes, label, **kwargs):
+        fn()  # one launch of the variant, in the simulator
+        copied.append(nbytes)
+        return Timing(label=label, times_ms=(nbytes / (next(speeds) * 1e6),), nbytes=nbytes)
+
+    monkeypatch.setattr(timing, "benchmark", fake_benchmark)
+    result = roofline.measure_dram_bandwidth(nbytes=4096 + 8)
+    assert len(result.tried) == len(roofline.COPY_VARIANTS) == len(copied)
+    assert [r["gbps"] for r in result.tried] == pytest.approx([1000 + 100 * k for k in range(len(copied))])
+    assert result.value == pytest.approx(result.tried[-1]["gbps"]) and result.how == result.tried[-1]["how"]
+    assert {r["access_bytes"] for r in result.tried} == {4, 8, 16}
+    assert set(copied) == {2 * 4096}  # rounded down to whole 16-byte elements, counted read + written
+
+
 def test_fma_report_falls_back_to_the_saved_report(tmp_path, monkeypatch):
     monkeypatch.setenv("LABHELPERS_REFERENCE_DIR", str(tmp_path))
     table, label, note = profiler.fma_report_or_reference()

@@ -626,7 +626,8 @@ def copy_variants_or_reference(ceilings: Ceilings) -> tuple[pd.DataFrame, str]:
     try:
         ref = load_reference(REF_COPY_VARIANTS)
     except FileNotFoundError:
-        return pd.DataFrame(columns=COPY_VARIANT_COLUMNS), "no copy variants recorded"
+        return (pd.DataFrame(columns=COPY_VARIANT_COLUMNS),
+                f"no list of copy variants: reference data {REF_COPY_VARIANTS!r} has not been measured yet")
     return numeric_columns(ref.table), ref.label
 
 
@@ -1080,7 +1081,7 @@ def plot_timing_hygiene(ax, table: pd.DataFrame, label: str):
 def plot_copy_variants(ax, table: pd.DataFrame, label: str, datasheet_gbs: float | None = None):
     """Horizontal bars: GB/s of each streaming copy tried for the DRAM ceiling, fastest on top."""
     if not len(table):
-        ax.text(0.5, 0.5, f"no copy variants to show ({label})", transform=ax.transAxes, ha="center")
+        ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=8)
         ax.set_axis_off()
         return ax
     table = numeric_columns(table).sort_values("gbps", ascending=True, ignore_index=True)
@@ -1091,7 +1092,9 @@ def plot_copy_variants(ax, table: pd.DataFrame, label: str, datasheet_gbs: float
         grid = ("one wave, grid-stride" if row["grid"] == "one wave" else str(row["grid"]))
         return f"{row['kernel']}: {int(row['access_bytes'])} B/access, {grid}, {int(row['threads'])} thr/block"
 
-    colors = ["C0" if _finite(r.get("access_bytes")) else "0.6" for _, r in table.iterrows()]
+    ours = table["access_bytes"].map(_finite)
+    best = table["gbps"].where(ours).idxmax() if ours.any() else None
+    colors = ["C2" if i == best else ("C0" if mine else "0.6") for i, mine in zip(table.index, ours)]
     ax.barh(range(len(table)), table["gbps"].fillna(0), color=colors)
     ax.set_yticks(range(len(table)), [name(r) for _, r in table.iterrows()], fontsize=7)
     for i, v in enumerate(table["gbps"]):
@@ -1102,7 +1105,7 @@ def plot_copy_variants(ax, table: pd.DataFrame, label: str, datasheet_gbs: float
         ax.legend(fontsize=7, loc="lower right")
     ax.set_xlim(0, max(float(table["gbps"].max()), datasheet_gbs or 0) * 1.12)
     ax.set_xlabel("GB/s (bytes read + written, 1 GiB copied)")
-    ax.set_title(f"Streaming copies tried for the device-memory ceiling ({label})", fontsize=9)
+    ax.set_title(f"Copies tried for the device-memory ceiling, green: the one kept ({label})", fontsize=9)
     return ax
 
 
