@@ -888,8 +888,8 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
         if _finite(dram) and _finite(fp32) and "dram_gbs" in memory and "fp32_gflops" in compute:
             ridge = fp32 / dram
             ax.axvline(ridge, color="0.4", ls=":", lw=1)
-            ax.annotate(f" ridge: {ridge:.1f} FLOP/B", (ridge, 0.02), xycoords=("data", "axes fraction"),
-                        fontsize=8, color="0.3")
+            ax.annotate(f" ridge: {ridge:.1f} FLOP/B", (ridge, 0.98), xycoords=("data", "axes fraction"),
+                        va="top", fontsize=8, color="0.3")
     if datasheet is not None:
         sheet_top = max([v for v in (datasheet.value(k) for k in compute) if _finite(v)], default=None)
         for key in memory:
@@ -1124,6 +1124,6 @@ def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings |
         if ok.any():  # the path the shapes take as n shrinks
             right.plot(pts["intensity"][ok], g[ok], "-", color="0.75", lw=1, zorder=4)
         plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
-                      points_label=f"{label}, labelled with n", xlim=(1 / 4, 1024), legend="lower right")
-        right.set_title("the same shapes on the roofline (m x n constant, k = 1024)", fontsize=9)
+                      points_label=label, xlim=(1 / 4, 1024), legend="lower right")
+        right.set_title("the same shapes on the roofline (labels: n; m x n and k = 1024 fixed)", fontsize=9)
     return axes
