@@ -25,14 +25,13 @@ from numba import cuda, float32, int32  # module globals: the simulator swaps `c
 from labhelpers.exercises import reduction as ex
 from labhelpers.kernels import reduction as red
 from labhelpers.models import reduction_tree as tree
+from markers import SIM, gpu_only, sim_only
 
 matplotlib.use("Agg")
 
 ROOT = Path(__file__).resolve().parents[1]
-SIM = lh.is_simulator()
 FULL = os.environ.get("LABHELPERS_FULL_TESTS", "") not in ("", "0") or not SIM
 SIZES = (1, 2, 31, 32, 33, 1023, 1025)
-needs_gpu = pytest.mark.skipif(SIM, reason="needs a CUDA GPU (run with LABHELPERS_BACKEND=gpu)")
 full_only = pytest.mark.skipif(not FULL, reason="whole simulator matrix: set LABHELPERS_FULL_TESTS=1")
 
 
@@ -73,7 +72,7 @@ def test_full_matrix(key, threads):
         _exact(key, n, threads)
 
 
-@needs_gpu
+@gpu_only
 @pytest.mark.parametrize("key", [k for k in red.VARIANTS if red.VARIANTS[k].gpu_only])
 @pytest.mark.parametrize("threads", red.BLOCK_SIZES)
 def test_gpu_only_variants_on_gpu(key, threads):
@@ -81,7 +80,7 @@ def test_gpu_only_variants_on_gpu(key, threads):
         _exact(key, n, threads)
 
 
-@needs_gpu
+@gpu_only
 @pytest.mark.parametrize("unroll", (1, 2, 4, 8, 16))
 def test_best_kernel_every_unroll(unroll):
     for n in SIZES + (2**20 + 7, 2**21 - 3):  # n * 8 < 2**24: sums stay exact in float32
@@ -90,7 +89,7 @@ def test_best_kernel_every_unroll(unroll):
         assert got == red.reference_sum(x)
 
 
-@needs_gpu
+@gpu_only
 def test_unsafe_last_warp_kernel_runs_on_gpu():
     x = np.ones(4096, np.float32)
     value = red.run_last_warp_unsafe(x, 256)  # the race may or may not show: only check it runs
@@ -149,14 +148,14 @@ def test_bad_grid_is_rejected():
         red.reduce_sum(np.ones(8, np.float32), "grid_stride", threads=32, blocks=0)
 
 
-@pytest.mark.skipif(not SIM, reason="simulator behaviour")
+@sim_only
 @pytest.mark.parametrize("key", [k for k in red.VARIANTS if red.VARIANTS[k].gpu_only])
 def test_gpu_only_variants_say_so_under_the_simulator(key):
     with pytest.raises(lh.GPUOnlyError, match="simulator"):
         red.reduce_sum(np.ones(64, np.float32), key, threads=32)
 
 
-@pytest.mark.skipif(not SIM, reason="simulator behaviour")
+@sim_only
 def test_unsafe_kernel_is_not_run_under_the_simulator():
     with pytest.raises(lh.GPUOnlyError, match="simulator"):
         red.run_last_warp_unsafe(np.ones(64, np.float32))
@@ -379,7 +378,7 @@ def test_warp_shuffle_checker(capsys):
     assert ex.shuffle_calls(SKEL["reduce_warp_shuffle"]) == []  # the name in a comment does not count
 
 
-@needs_gpu
+@gpu_only
 def test_warp_shuffle_checker_rejects_a_wrong_fold_on_gpu():
     @cuda.jit
     def one_step_short(x, partial):

@@ -25,6 +25,7 @@ from labhelpers.exercises import scheduling as ex  # noqa: E402
 from labhelpers.kernels import scheduling as ks  # noqa: E402
 from labhelpers.models import occupancy as oc  # noqa: E402
 from labhelpers.models import warp_timeline as wt  # noqa: E402
+from markers import gpu_only, sim_only  # noqa: E402
 from numba import cuda  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,8 +198,22 @@ def test_shared_for_blocks_errors():
         oc.shared_for_blocks(0)
 
 
+@sim_only
+def test_device_limits_under_the_simulator_are_the_hopper_preset():
+    assert oc.device_limits() is oc.HOPPER_H100
+
+
+@gpu_only
+def test_device_limits_on_a_gpu_come_from_its_driver():
+    info = lh.device_info()
+    sm = oc.device_limits()
+    assert sm.name == info.name and sm.compute_capability == info.cc
+    assert (sm.max_threads_per_sm, sm.max_blocks_per_sm) == (info.max_threads_per_sm, info.max_blocks_per_sm)
+    assert (sm.registers_per_sm, sm.shared_per_sm) == (info.registers_per_sm, info.max_shared_per_sm)
+    assert sm.warp_size == info.warp_size == 32
+
+
 def test_device_limits():
-    assert oc.device_limits() is oc.HOPPER_H100  # the simulator's preset
     a100 = DeviceInfo(backend="gpu", name="NVIDIA A100", compute_capability=(8, 0), max_threads_per_sm=2048,
                       max_blocks_per_sm=32, registers_per_sm=65536, registers_per_block=65536,
                       max_shared_per_sm=167936, max_shared_per_block=49152, max_shared_per_block_optin=166912)
@@ -216,6 +231,7 @@ def test_presets_describe_themselves():
     assert "1536 threads" in L.describe()
 
 
+@sim_only
 def test_driver_queries_are_gpu_only():
     with pytest.raises(lh.GPUOnlyError):
         oc.kernel_resources(ks.scale, ks.SCALE_SIGNATURE)
@@ -225,6 +241,13 @@ def test_driver_queries_are_gpu_only():
         oc.compare_with_driver(ks.scale, signature=ks.SCALE_SIGNATURE)
     with pytest.raises(lh.GPUOnlyError):
         ks.compare_calculator_with_driver()
+
+
+@gpu_only
+def test_driver_queries_on_a_gpu():
+    res = oc.kernel_resources(ks.scale, ks.SCALE_SIGNATURE)
+    assert res.registers_per_thread > 0 and res.max_threads_per_block >= 256
+    assert oc.driver_blocks_per_sm(ks.scale, 256, 0, ks.SCALE_SIGNATURE) >= 1
 
 
 def test_compare_with_driver_builds_its_table(monkeypatch):
@@ -324,8 +347,12 @@ def test_warp_sums_is_gpu_only_and_checks_input_first():
         ks.warp_sums(np.ones(64))
     with pytest.raises(lh.LaunchConfigError):
         ks.warp_sums(np.ones(64, dtype=np.float32), threads=48)
-    with pytest.raises(lh.GPUOnlyError, match="syncwarp"):
-        ks.warp_sums(np.ones(64, dtype=np.float32))
+    x = np.arange(70, dtype=np.float32)
+    if lh.is_simulator():
+        with pytest.raises(lh.GPUOnlyError, match="syncwarp"):
+            ks.warp_sums(x)
+    else:  # on a GPU it runs: sums of consecutive groups of 32 (integers, so exact in float32)
+        np.testing.assert_array_equal(ks.warp_sums(x), ks.warp_sums_reference(x))
 
 
 def test_warp_sums_reference():
@@ -341,6 +368,7 @@ def test_sixteen_accumulators_match_numpy(n):
     np.testing.assert_allclose(out, ks.sixteen_accumulators_reference(x, 3), rtol=1e-12)
 
 
+@sim_only
 def test_measure_divergence_under_the_simulator():
     table = ks.measure_divergence(256, 2, threads=64, progress=False)
     assert list(table["kernel"]) == list(ks.DIVERGENCE_KERNELS)
@@ -349,6 +377,7 @@ def test_measure_divergence_under_the_simulator():
     assert list(table["expensive_threads"]) == [8, 32, 8, 256, 256]
 
 
+@sim_only
 def test_measure_throttle_under_the_simulator():
     table = ks.measure_throttle(600, blocks_per_sm=(4, 16, 32), ilps=(1, 4), progress=False)
     assert len(table) == 6 and set(table["status"]) == {"simulator"}
@@ -368,6 +397,7 @@ def test_measure_block_sizes_under_the_simulator():
     assert list(table["occupancy"]) == [0.5, 0.75]
 
 
+@sim_only
 def test_register_caps_under_the_simulator():
     assert ks.sixteen_accumulators_capped(32) is ks.sixteen_accumulators  # nothing to compile in the simulator
     with pytest.raises(lh.LaunchConfigError):

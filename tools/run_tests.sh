@@ -13,6 +13,7 @@ echo "==> 2/3 notebook regression tests (nbval, strict) over book/ and labs/"
 # Same matplotlib backend as tools/execute_notebooks.py, so figures appear as they do in the committed notebooks.
 MPLBACKEND=module://matplotlib_inline.backend_inline .venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs
-echo "==> 3/3 building the book (warnings as errors)"
+echo "==> 3/3 building the book (warnings as errors) and checking its pages"
 bash tools/build_book.sh
+.venv/bin/python tools/check_built_book.py _build/html
 echo "==> all tests passed"

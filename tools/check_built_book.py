@@ -1,0 +1,63 @@
+"""Check the built HTML book: every page of the table of contents exists and shows what it should.
+
+Usage: python tools/check_built_book.py [_build/html]
+
+For each notebook page: at least one figure, no error output except cells tagged
+``raises-exception`` (rendered, not hidden), saved widget state where the notebook has
+widgets, and math typeset by the vendored MathJax (no network needed to read the book).
+Exits 1 with a list of problems.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_pages() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        pages += [c["file"] for c in part.get("chapters", [])]
+    return pages
+
+
+def check_page(html_root: Path, page: str) -> list[str]:
+    problems = []
+    html_path = html_root / f"{page}.html"
+    if not html_path.exists():
+        return [f"{page}: no HTML page"]
+    html = html_path.read_text(encoding="utf-8")
+    if "_static/mathjax/tex-mml-chtml.js" not in html:
+        problems.append(f"{page}: math is not typeset by the vendored MathJax")
+    source = ROOT / f"{page}.ipynb"
+    if source.exists():
+        nb = json.loads(source.read_text())
+        has_images = any("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+        if has_images and not re.search(r"<img[^>]+src=\"[^\"]*\.png\"", html):
+            problems.append(f"{page}: the notebook has figures but the page shows none")
+        if nb.get("metadata", {}).get("widgets") and "application/vnd.jupyter.widget-state+json" not in html:
+            problems.append(f"{page}: the notebook's widget state is not embedded (widgets would be blank)")
+        if "Traceback" in html and not any("raises-exception" in c.get("metadata", {}).get("tags", [])
+                                           for c in nb["cells"]):
+            problems.append(f"{page}: shows a traceback but no cell is tagged raises-exception")
+    return problems
+
+
+def main() -> int:
+    html_root = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "_build" / "html"
+    problems = [p for page in toc_pages() for p in check_page(html_root, page)]
+    for p in problems:
+        print("problem:", p)
+    print(f"checked {len(toc_pages())} pages of {html_root}: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
