@@ -44,7 +44,7 @@ def check_page(html_root: Path, page: str) -> list[str]:
             problems.append(f"{page}: the notebook has figures but the page shows none")
         if nb.get("metadata", {}).get("widgets") and "application/vnd.jupyter.widget-state+json" not in html:
             problems.append(f"{page}: the notebook's widget state is not embedded (widgets would be blank)")
-        if "Traceback" in html and not any("raises-exception" in c.get("metadata", {}).get("tags", [])
+        if 'class="output traceback' in html and not any("raises-exception" in c.get("metadata", {}).get("tags", [])
                                            for c in nb["cells"]):
             problems.append(f"{page}: shows a traceback but no cell is tagged raises-exception")
     return problems
