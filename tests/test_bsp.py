@@ -15,6 +15,7 @@ import labhelpers as lh
 from labhelpers.exercises import bsp as ex
 from labhelpers.kernels import bsp
 from labhelpers.models import amdahl
+from markers import sim_only
 
 from numba import cuda  # noqa: E402  (after labhelpers: it picks the simulator)
 
@@ -161,6 +162,7 @@ def test_launch_grids():
     assert bsp.speedup_blocks(1) == [1]
 
 
+@sim_only
 def test_measurements_under_the_simulator_have_the_columns_and_no_timings():
     slack = bsp.measure_slackness(200, [(1, 32), (2, 32)], sm_count=2, progress=False)
     assert list(slack["blocks"]) == [1, 2] and list(slack["fill"]) == [32 / 4096, 64 / 4096]

@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 
 import labhelpers as lh  # noqa: E402
 from labhelpers import refdata  # noqa: E402
+from markers import sim_only  # noqa: E402
 
 META = {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "driver": "13.0", "runtime": "13.0",
         "date": "2026-11-21"}
@@ -38,6 +39,7 @@ def test_reference_without_provenance_is_rejected(tmp_path):
         refdata.load_reference("bad", tmp_path)
 
 
+@sim_only
 def test_current_meta_refuses_the_simulator():
     with pytest.raises(RuntimeError, match="real GPU"):
         refdata.current_meta()

@@ -16,6 +16,7 @@ from labhelpers.device import DeviceInfo
 from labhelpers.exercises import cuda_intro as ex
 from labhelpers.kernels import intro
 from labhelpers.models import launch_calc
+from markers import gpu_only, sim_only
 
 from numba import cuda  # noqa: E402  (after labhelpers: it chooses the simulator)
 
@@ -179,14 +180,33 @@ def test_device_properties_table_and_derived_figures():
     assert described.loc["SMs", "value"] == "132" and "TFLOP/s" in described.loc["peak FP32 (no tensor cores)", "value"]
 
 
+def _json_round_trip(table: pd.DataFrame) -> pd.DataFrame:
+    """What a JSON round trip of a properties table gives back (missing values become None)."""
+    return pd.DataFrame(table.astype(object).where(pd.notna(table), None).values.tolist(), columns=table.columns)
+
+
+@sim_only
 def test_device_properties_survive_the_simulator_and_json():
-    table = launch_calc.device_properties_table(lh.device_info())
-    restored = pd.DataFrame(table.astype(object).where(pd.notna(table), None).values.tolist(),
-                            columns=table.columns)  # what a JSON round trip gives back
+    restored = _json_round_trip(launch_calc.device_properties_table(lh.device_info()))
     assert launch_calc.ridge_point(restored) is None
     assert launch_calc.describe_device(restored).loc["SMs", "value"] == "n/a"
+
+
+def test_device_properties_survive_json():
+    table = launch_calc.device_properties_table(_h100_like())
+    restored = _json_round_trip(table)
+    assert launch_calc.ridge_point(restored) == pytest.approx(launch_calc.ridge_point(table))
+    assert launch_calc.describe_device(restored).loc["SMs", "value"] == "132"
     with pytest.raises(ValueError, match="property/value"):
         launch_calc.describe_device(pd.DataFrame({"a": [1]}))
+
+
+@gpu_only
+def test_device_properties_of_this_gpu():
+    info = lh.device_info()
+    table = _json_round_trip(launch_calc.device_properties_table(info))
+    assert launch_calc.ridge_point(table) > 0
+    assert launch_calc.describe_device(table).loc["SMs", "value"] == str(info.sm_count)
 
 
 def test_seed_core_counts_agree_with_lanes_per_sm():
@@ -205,6 +225,7 @@ def test_compare_with_seed_adds_one_column():
 
 # --- SAXPY three ways (under the simulator: correctness only) ------------------------------------
 
+@sim_only
 def test_time_saxpy_under_the_simulator():
     host = intro.time_saxpy(300, intro.HOST_NUMPY, repeat=2)
     assert host.times_ms is not None and host.clock == "host-clock"
@@ -215,6 +236,7 @@ def test_time_saxpy_under_the_simulator():
         intro.time_saxpy(10, "cpu")
 
 
+@sim_only
 def test_saxpy_three_ways_table_has_the_plotted_columns():
     table = intro.saxpy_three_ways([64, 100], progress=False)
     assert {"n", "method", "median_ms", "gbps", "status"} <= set(table.columns)
@@ -238,6 +260,7 @@ def test_saxpy_summary_and_plot():
     intro.plot_saxpy_three_ways(lh.Reference("t", empty, meta))
 
 
+@sim_only
 def test_bench_refuses_the_simulator():
     sys.path.insert(0, str(ROOT / "bench"))
     try:

@@ -22,6 +22,7 @@ from labhelpers.exercises import matmul as ex
 from labhelpers.kernels import matmul as mm
 from labhelpers.kernels import matmul_cpu as cpu
 from labhelpers.models import tiling
+from markers import sim_only
 
 matplotlib.use("Agg")
 from numba import cuda  # noqa: E402  (after labhelpers chose the backend)
@@ -195,6 +196,7 @@ def test_relative_error_sees_a_single_wrong_element():
     assert not mm.matches_reference(c, a, b)
 
 
+@sim_only
 def test_timing_functions_do_nothing_under_the_simulator():
     assert mm.time_kernel("register", 4096) is None
     assert mm.time_cublas(4096) is None

@@ -19,6 +19,7 @@ from labhelpers.exercises import memory as ex
 from labhelpers.exercises.memory import TILE, TILE_ROWS
 from labhelpers.kernels import memory
 from labhelpers.models import banks
+from markers import gpu_only, sim_only
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -281,6 +282,7 @@ def _assert_untimed(table):
     assert table["median_ms"].isna().all()
 
 
+@sim_only
 def test_coalescing_sweeps_build_the_plotted_tables():
     offsets = memory.coalescing_sweep("offset", values=[0, 1, 8], progress=False)
     _assert_untimed(offsets)
@@ -293,18 +295,21 @@ def test_coalescing_sweeps_build_the_plotted_tables():
         memory.coalescing_sweep("diagonal")
 
 
+@sim_only
 def test_bank_conflict_sweep_table():
     table = memory.bank_conflict_sweep([1, 2, 32, 33], progress=False)
     _assert_untimed(table)
     assert list(table["conflict_degree"]) == [1, 2, 32, 1]
 
 
+@sim_only
 def test_pointer_chase_sweep_table():
     table = memory.pointer_chase_sweep([1024, 4096], progress=False)
     _assert_untimed(table)
     assert set(table.columns) >= {"working_set_bytes", "ns_per_load", "stride_bytes", "steps"}
 
 
+@sim_only
 def test_constant_and_transfer_sweep_tables():
     table = memory.constant_sweep((1, 32), progress=False)
     _assert_untimed(table)
@@ -314,11 +319,20 @@ def test_constant_and_transfer_sweep_tables():
     assert sorted(transfers["transfer"]) == ["D2H pageable", "D2H pinned", "H2D pageable", "H2D pinned"]
 
 
+@sim_only
 def test_gpu_only_helpers_say_so():
     with pytest.raises(lh.GPUOnlyError, match="reference"):
         memory.resource_table()
     with pytest.raises(lh.GPUOnlyError):
         memory.device_properties()
+
+
+@gpu_only
+def test_gpu_helpers_describe_this_gpu():
+    props = memory.device_properties()
+    assert props["name"] == lh.device_info().name and props["total_constant_bytes"] > 0
+    assert props["name"] in memory.hierarchy_table(props).columns
+    assert len(memory.resource_table()) == 6
 
 
 def test_hierarchy_table():
@@ -438,6 +452,7 @@ def test_transpose_checker():
         ex.check_tiled_transpose(unguarded_tile)
 
 
+@sim_only
 def test_compare_transposes_runs_under_the_simulator(capsys):
     timings = ex.compare_transposes(sol.transpose_tiled, memory.transpose_naive, n=40)
     assert set(timings) == {"naive", "tiled"}

@@ -28,6 +28,7 @@ from labhelpers.exercises import roofline as ex  # noqa: E402
 from labhelpers.kernels import roofline as rk  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
 from labhelpers.timing import Timing  # noqa: E402
+from markers import gpu_only, sim_only  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 META = {"gpu": "Test GPU", "compute_capability": "9.0", "driver": "13.0", "runtime": "13.0", "date": "2026-01-01"}
@@ -79,6 +80,7 @@ def test_stream_copy_is_correct_for_any_grid(grid):
     np.testing.assert_array_equal(rk.run_stream_copy(x, blocks=blocks, threads=threads), x)
 
 
+@sim_only
 def test_load16_and_store16_are_plain_indexing_under_the_simulator():
     a = np.array([1 + 2j, 3 + 4j])
     assert rk.load16(a, 1) == 3 + 4j
@@ -183,12 +185,14 @@ def test_sixteen_byte_copies_refuse_misaligned_views():
     assert not rk._aligned16(View(4096 + 8))
 
 
+@sim_only
 def test_timing_functions_are_gpu_only_under_the_simulator():
     for fn in (rk.timing_hygiene, rk.timing_repeats, rk.representative_points, rk.profile_target):
         with pytest.raises(lh.GPUOnlyError, match="no GPU"):
             fn()
 
 
+@sim_only
 def test_sweeps_give_the_chapter_columns_with_nan_timings():
     table = rk.intensity_sweep(progress=False)
     assert list(table["nfma"]) == list(rk.SWEEP_NFMA)
@@ -264,7 +268,22 @@ def test_peaks_at_the_reported_clock():
     assert roofline.fp64_peak_at_clock(h100) == pytest.approx(132 * 64 * 2 * 1.98)
     unknown = DeviceInfo(backend="gpu", name="future", compute_capability=(99, 0), sm_count=1, clock_khz=1)
     assert roofline.fp32_peak_at_clock(unknown) is None
-    assert roofline.fp32_peak_at_clock() is None  # the simulator has no clock
+
+
+@sim_only
+def test_the_simulator_has_no_clock_to_peak_at():
+    assert roofline.fp32_peak_at_clock() is None and roofline.fp64_peak_at_clock() is None
+
+
+@gpu_only
+def test_peaks_at_this_gpus_reported_clock():
+    info = lh.device_info()
+    lanes = roofline.FP32_LANES_PER_SM.get(tuple(info.compute_capability))
+    peak = roofline.fp32_peak_at_clock()  # e.g. 132 SMs x 128 lanes x 2 flops x 1.98 GHz on an H100 or H200
+    if lanes is None:  # an architecture the table does not know yet
+        assert peak is None
+    else:
+        assert peak == pytest.approx(info.sm_count * lanes * 2 * info.clock_khz / 1e6)
 
 
 # --------------------------------------------------------------------------------------- datasheets
@@ -295,9 +314,21 @@ def test_datasheet_fp32_agrees_with_lanes_times_clock():
             assert entry["fp32_gflops"] == pytest.approx(computed, rel=0.03), entry["key"]
 
 
-def test_datasheet_table_and_simulator_default():
+def test_datasheet_table():
     assert len(roofline.datasheet_table()) >= 12
+
+
+@sim_only
+def test_datasheet_default_under_the_simulator():
     assert roofline.datasheet_ceilings() is None  # no GPU to look up
+
+
+@gpu_only
+def test_datasheet_default_is_this_gpu():
+    name = lh.device_info().name
+    sheet = roofline.datasheet_ceilings()
+    assert (sheet is None) == (roofline.datasheet_entry(name) is None)
+    assert sheet is None or sheet.gpu == name
 
 
 # ----------------------------------------------------------------------------------- ceilings, cache
@@ -309,6 +340,7 @@ def _ceilings(**kw):
     return roofline.Ceilings(**values)
 
 
+@sim_only
 def test_measuring_is_gpu_only():
     for fn in (roofline.measure_ceilings, roofline.measure_dram_bandwidth, roofline.measure_l2_bandwidth,
                roofline.measure_fma_peak):
@@ -362,10 +394,15 @@ def test_reference_ceilings_and_points_are_labelled_with_their_gpu(tmp_path, mon
     c = roofline.reference_ceilings()
     assert c.gpu == "Test GPU" and c.source == "reference" and "Test GPU" in c.label
     assert c.dram_gbs == 3000.0 and c.fp64_gflops == 30000.0
-    c2, note = roofline.ceilings_or_reference(progress=False)
-    assert c2 == c and "Test GPU" in note
-    table, label = roofline.points_or_reference()
+    table, label = roofline.points_or_reference()  # no point recorded here (an empty cache): the reference's
     assert table["name"].tolist() == ["saxpy"] and "Test GPU" in label
+
+
+@sim_only
+def test_ceilings_or_reference_uses_the_reference_without_a_gpu(tmp_path, monkeypatch):
+    _reference_dir(tmp_path, monkeypatch)
+    c, note = roofline.ceilings_or_reference(progress=False)
+    assert c == roofline.reference_ceilings() and "Test GPU" in note
 
 
 def test_record_point_refuses_simulator_and_host_timings():
@@ -384,18 +421,27 @@ def test_record_point_stores_and_replaces():
     assert rec["gflops"] == pytest.approx(1000.0) and rec["intensity"] == 2.0
     roofline.record_point("matmul", 4e9, 1e9, timing, chapter="05")
     roofline.record_point("matmul", 4e9, 1e9, timing, chapter="06")
-    points = roofline.load_points(SIMULATOR_NAME)
+    here = SIMULATOR_NAME if lh.is_simulator() else lh.device_info().name  # stored under this device's name
+    points = roofline.load_points(here)
     assert len(points) == 2 and points.loc[points["chapter"] == "05", "flops"].item() == 4e9
     with pytest.raises(ValueError, match="positive"):
         roofline.record_point("x", 0, 1e9, timing)
-    roofline.clear_points(SIMULATOR_NAME)
-    assert len(roofline.load_points(SIMULATOR_NAME)) == 0
+    roofline.clear_points(here)
+    assert len(roofline.load_points(here)) == 0
 
 
+@sim_only
 def test_measured_or_reference_uses_reference_without_a_gpu(tmp_path, monkeypatch):
     _reference_dir(tmp_path, monkeypatch)
     table, label = roofline.measured_or_reference(lambda: pytest.fail("must not measure"), "ch07_roofline_points")
     assert "Test GPU" in label and len(table) == 1
+
+
+@gpu_only
+def test_measured_or_reference_measures_on_a_gpu(tmp_path, monkeypatch):
+    _reference_dir(tmp_path, monkeypatch)
+    table, label = roofline.measured_or_reference(lambda: pd.DataFrame({"x": [1, 2]}), "ch07_roofline_points")
+    assert label == f"this machine: {lh.device_info().name}" and len(table) == 2
 
 
 # ---------------------------------------------------------------------------------------- plotting
@@ -476,10 +522,14 @@ def test_parse_ncu_csv_wide_layout_and_errors():
         profiler.parse_ncu_csv("==PROF== ERR_NVGPUCTRPERM\n")
 
 
+@sim_only
 def test_profiler_explains_why_it_cannot_run():
     assert "no GPU" in profiler.ncu_unavailable_reason()
     with pytest.raises(profiler.ProfilerUnavailable, match="no GPU"):
         profiler.profile_fma_per_element()
+
+
+def test_profiler_explains_its_failures():
     assert "administrators" in profiler._explain_failure("==ERROR== ERR_NVGPUCTRPERM - ...", 1)
     assert "no kernel matched" in profiler._explain_failure("==WARNING== No kernels were profiled.", 0)
 
@@ -618,6 +668,7 @@ def test_read_sum_checker_rejects_skeleton_and_typical_mistakes():
         ex.check_read_sum(_read_sum_unguarded)
 
 
+@sim_only
 def test_time_read_sum_runs_without_gpu_timing():
     t = ex.time_read_sum(_solutions().read_sum)
     assert not t.is_gpu_timing and "no GPU timing" in str(t)
@@ -678,6 +729,7 @@ def test_measure_dram_bandwidth_launches_every_variant_and_keeps_the_fastest(mon
     assert set(copied) == {2 * 4096}  # rounded down to whole 16-byte elements, counted read + written
 
 
+@sim_only
 def test_fma_report_falls_back_to_the_saved_report(tmp_path, monkeypatch):
     monkeypatch.setenv("LABHELPERS_REFERENCE_DIR", str(tmp_path))
     table, label, note = profiler.fma_report_or_reference()

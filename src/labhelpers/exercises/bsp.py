@@ -143,6 +143,8 @@ LAB_GRIDS: tuple[tuple[int, int], ...] = ((1, 32), (3, 64), (5, 96))
 LAB_A = np.float32(0.5)
 LAB_B = np.float32(0.25)
 LAB_REPS = 3
+#: What the checker puts after the array: not the fixed point of v -> a * v + b (0.5), so an update there shows.
+PADDING_VALUE = np.float32(-7.0)
 
 
 def fixed_work_spec(x: np.ndarray, a: float = LAB_A, b: float = LAB_B, reps: int = LAB_REPS) -> np.ndarray:
@@ -189,10 +191,23 @@ def check_grid_stride(kernel) -> None:
         last: dict = {}
 
         def run(x: np.ndarray) -> np.ndarray:
+            # x is the view of a buffer padded with one whole grid of PADDING_VALUE: on a GPU, which does not
+            # check bounds, a write past the end lands in the padding (the simulator raises IndexError instead).
+            n = x.size
+            last.pop("got", None)
             last["x"] = x.copy()
-            x_d = cuda.to_device(x)
-            kernel[blocks, threads](x_d, LAB_A, LAB_B, LAB_REPS)
-            last["got"] = x_d.copy_to_host()
+            buf = np.full(n + blocks * threads, PADDING_VALUE, dtype=x.dtype)
+            buf[:n] = x
+            buf_d = cuda.to_device(buf)
+            kernel[blocks, threads](buf_d[:n], LAB_A, LAB_B, LAB_REPS)
+            full = buf_d.copy_to_host()
+            stray = int(np.count_nonzero(full[n:] != PADDING_VALUE))
+            if stray:
+                raise CheckFailed(
+                    f"your kernel on a grid of {blocks} x {threads} threads wrote past the end of x for n={n}: "
+                    f"{stray} element(s) after the array changed (here the checker's padding; in a real program "
+                    "someone else's data). Every index must pass a bounds check: loop while i < x.size.")
+            last["got"] = full[:n]
             return last["got"]
 
         try:

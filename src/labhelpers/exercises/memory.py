@@ -190,20 +190,46 @@ def transpose_launch(shape: tuple[int, int]) -> tuple[tuple[int, int], tuple[int
     return (blocks_for(cols, TILE), blocks_for(rows, TILE)), (TILE, TILE_ROWS)
 
 
+class StrayWriteError(IndexError):
+    """A kernel wrote outside its output array (on a GPU: into the padding the checker keeps around it).
+
+    A subclass of IndexError, the error the simulator raises for the same mistake, so a checker
+    handles both backends with one ``except IndexError``.
+    """
+
+
+#: What the padding around ``a`` holds in :func:`run_tiled_transpose`: a value the checker's inputs
+#: (standard normal) never take, so a read past the edge shows up wherever it is written.
+A_PADDING = np.float32(-999.0)
+
+
 def run_tiled_transpose(kernel, a) -> np.ndarray:
     """Launch a tiled transpose ``kernel(a, out)`` with :func:`transpose_launch` and return ``out`` on the host.
 
-    ``out`` starts filled with NaN, so elements the kernel never writes show up.
+    ``out`` starts filled with NaN, so elements the kernel never writes show up. Both arrays are
+    views of larger buffers padded by one tile in each dimension (``a``'s padding holds
+    :data:`A_PADDING`, ``out``'s NaN): on a GPU, which does not check bounds, a missing bounds check
+    reads or writes the padding instead of someone else's memory, and any write there raises
+    :class:`StrayWriteError`. (The simulator raises IndexError for the same mistake.)
     """
     check_array(a, "a", dtype=np.float32, ndim=2)
+    a = a if isinstance(a, np.ndarray) else to_host(a)
     rows, cols = a.shape
     from numba import cuda
 
-    a_d = cuda.to_device(a) if isinstance(a, np.ndarray) else a
-    out_d = cuda.to_device(np.full((cols, rows), np.nan, dtype=np.float32))
+    a_buf = np.full((rows + TILE, cols + TILE), A_PADDING, dtype=np.float32)
+    a_buf[:rows, :cols] = a
+    a_d = cuda.to_device(a_buf)[:rows, :cols]
+    out_buf = cuda.to_device(np.full((cols + TILE, rows + TILE), np.nan, dtype=np.float32))
+    out_d = out_buf[:cols, :rows]
     grid, block = transpose_launch((rows, cols))
     kernel[grid, block](a_d, out_d)
-    return to_host(out_d)
+    full = out_buf.copy_to_host()
+    stray = int(np.count_nonzero(~np.isnan(full))) - int(np.count_nonzero(~np.isnan(full[:cols, :rows])))
+    if stray:
+        raise StrayWriteError(f"{stray} element(s) written past the last row or column of out, into the "
+                              "checker's padding; in a real program someone else's data")
+    return full[:cols, :rows]
 
 
 def transpose_shapes() -> tuple[tuple[int, int], ...]:
