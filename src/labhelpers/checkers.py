@@ -10,7 +10,7 @@ usual cause of that pattern is. On success it prints one line.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -18,6 +18,32 @@ from .errors import CheckFailed
 from .sizes import awkward_sizes
 
 _MAX_SHOWN = 5
+#: Longest compiler message a checker passes on (Numba's typing errors run to pages).
+NUMBA_TRACE_LIMIT = 1500
+
+
+def require_kernel(kernel: Any, name: str) -> None:
+    """Raise CheckFailed unless ``kernel`` is a CUDA kernel (something launched with ``kernel[grid, block]``)."""
+    if not callable(getattr(kernel, "__getitem__", None)):
+        raise CheckFailed(
+            f"{name} must be a CUDA kernel: decorate the function with @cuda.jit (got {type(kernel).__name__}).")
+
+
+def launch_student_kernel(kernel: Any, grid, block, args: Sequence[Any], name: str) -> None:
+    """Launch a student's kernel, turning compile and launch errors into CheckFailed.
+
+    IndexError (an out-of-bounds access in the simulator) is re-raised for the caller,
+    which knows which bounds check to suggest.
+    """
+    try:
+        kernel[grid, block](*args)
+    except (IndexError, CheckFailed):
+        raise
+    except Exception as exc:
+        text = str(exc)
+        if len(text) > NUMBA_TRACE_LIMIT:
+            text = text[:NUMBA_TRACE_LIMIT] + " [...]"
+        raise CheckFailed(f"{name} did not compile or run ({type(exc).__name__}): {text}") from None
 
 
 def diagnose(got: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float) -> str | None:

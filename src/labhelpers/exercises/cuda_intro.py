@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import backend
-from ..checkers import check_function
+from ..checkers import check_function, launch_student_kernel, require_kernel
 from ..errors import CheckFailed
 from ..launch import blocks_for
 from ..models.launch_calc import launch_2d, summarize_launch
@@ -36,26 +36,6 @@ SHAPES_2D_GPU: tuple[tuple[int, int], ...] = SHAPES_2D_SIM + ((1001, 1537),)
 #: Threads per block :func:`check_launch_config` asks about (100 and 1000 are no multiple of 32).
 THREADS_TRIED: tuple[int, ...] = (1, 32, 64, 100, 128, 256, 1000, 1024)
 
-_NUMBA_TRACE_LIMIT = 1500
-
-
-def _require_kernel(kernel: Any, name: str) -> None:
-    if not callable(getattr(kernel, "__getitem__", None)):
-        raise CheckFailed(
-            f"{name} must be a CUDA kernel: decorate the function with @cuda.jit (got {type(kernel).__name__}).")
-
-
-def _launch(kernel: Any, grid, block, args: Sequence[Any], name: str) -> None:
-    """Launch, turning compile and launch errors (except IndexError, which check_function explains) into CheckFailed."""
-    try:
-        kernel[grid, block](*args)
-    except (IndexError, CheckFailed):
-        raise
-    except Exception as exc:
-        text = str(exc)
-        if len(text) > _NUMBA_TRACE_LIMIT:
-            text = text[:_NUMBA_TRACE_LIMIT] + " [...]"
-        raise CheckFailed(f"{name} did not compile or run ({type(exc).__name__}): {text}") from None
 
 
 def _padded_1d(values: np.ndarray, pad: int, fill: float):
@@ -75,7 +55,7 @@ def _run_1d(kernel: Any, name: str, inputs: Sequence[np.ndarray], n: int, out_dt
     pad = threads  # more than the idle threads of the last block
     views = [_padded_1d(np.asarray(a), pad, 0)[1] for a in inputs]
     out_buf, out = _padded_1d(np.full(n, np.nan, dtype=out_dtype), pad, np.nan)
-    _launch(kernel, blocks, threads, [*views, *scalars, out], name)
+    launch_student_kernel(kernel, blocks, threads, [*views, *scalars, out], name)
     full = out_buf.copy_to_host()
     stray = int(np.count_nonzero(~np.isnan(full[n:])))
     if stray:
@@ -92,7 +72,7 @@ def check_fill_index(kernel: Any, *, threads: int = THREADS_1D) -> None:
     Raises:
         CheckFailed: with the size that failed and what to change.
     """
-    _require_kernel(kernel, "fill_index")
+    require_kernel(kernel, "fill_index")
     check_function(
         lambda n: _run_1d(kernel, "fill_index", [], n, np.float64, threads),
         lambda n: np.arange(n, dtype=np.float64),
@@ -107,7 +87,7 @@ def check_vector_add(kernel: Any, *, threads: int = THREADS_1D) -> None:
     Raises:
         CheckFailed: with the size that failed and what to change.
     """
-    _require_kernel(kernel, "vector_add")
+    require_kernel(kernel, "vector_add")
 
     def make_inputs(n: int, rng: np.random.Generator) -> tuple:
         return (rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32))
@@ -132,7 +112,7 @@ def _run_2d(kernel: Any, a: np.ndarray, alpha: np.float32, block: tuple[int, int
     a_view = cuda.to_device(a_buf)[:rows, :cols]
     out_buf = cuda.to_device(np.full((rows + by, cols + bx), np.nan, dtype=np.float32))
     out = out_buf[:rows, :cols]
-    _launch(kernel, grid, block, [a_view, alpha, out], "scale_2d")
+    launch_student_kernel(kernel, grid, block, [a_view, alpha, out], "scale_2d")
     full = out_buf.copy_to_host()
     stray = int(np.count_nonzero(~np.isnan(full))) - int(np.count_nonzero(~np.isnan(full[:rows, :cols])))
     if stray:
@@ -153,7 +133,7 @@ def check_scale_2d(kernel: Any, *, block: tuple[int, int] = BLOCK_2D,
     Raises:
         CheckFailed: with the matrix shape that failed and what to change.
     """
-    _require_kernel(kernel, "scale_2d")
+    require_kernel(kernel, "scale_2d")
     shapes = tuple(shapes) if shapes is not None else (SHAPES_2D_SIM if backend.is_simulator() else SHAPES_2D_GPU)
     alpha = np.float32(-1.5)
     for rows, cols in shapes:

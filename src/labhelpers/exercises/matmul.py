@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import backend
-from ..checkers import diagnose
+from ..checkers import diagnose, launch_student_kernel, require_kernel
 from ..errors import CheckFailed
 from ..launch import blocks_for
 from ..source import source_of
@@ -42,26 +42,6 @@ SHAPES_GPU: tuple[tuple[int, int, int], ...] = SHAPES_SIM + ((257, 1003, 129),)
 #: Tolerance of the comparison with NumPy (float32 sums of at most a thousand products of normal numbers).
 RTOL, ATOL = 1e-4, 1e-4
 
-_NUMBA_TRACE_LIMIT = 1500
-
-
-def _require_kernel(kernel: Any, name: str) -> None:
-    if not callable(getattr(kernel, "__getitem__", None)):
-        raise CheckFailed(
-            f"{name} must be a CUDA kernel: decorate the function with @cuda.jit (got {type(kernel).__name__}).")
-
-
-def _launch(kernel: Any, grid, block, args: Sequence[Any], name: str) -> None:
-    """Launch, turning compile and launch errors (except IndexError, explained by the caller) into CheckFailed."""
-    try:
-        kernel[grid, block](*args)
-    except (IndexError, CheckFailed):
-        raise
-    except Exception as exc:
-        text = str(exc)
-        if len(text) > _NUMBA_TRACE_LIMIT:
-            text = text[:_NUMBA_TRACE_LIMIT] + " [...]"
-        raise CheckFailed(f"{name} did not compile or run ({type(exc).__name__}): {text}") from None
 
 
 def _padded(values: np.ndarray, pad: int):
@@ -94,7 +74,7 @@ def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int]
     c_buf, c_v = _padded(np.full((m, n), np.nan, dtype=np.float32), pad)
     grid = (blocks_for(n, block[0]), blocks_for(m, block[1]))
     try:
-        _launch(kernel, grid, block, [a_v, b_v, c_v], name)
+        launch_student_kernel(kernel, grid, block, [a_v, b_v, c_v], name)
     except IndexError as exc:
         raise CheckFailed(
             f"{name} read or wrote outside a matrix for {_shape_text(m, k, n)} ({exc}). A thread outside C must "
@@ -240,7 +220,7 @@ def check_naive(kernel: Any, *, block: tuple[int, int] = NAIVE_BLOCK,
     Raises:
         CheckFailed: with the shapes that failed and what to change.
     """
-    _require_kernel(kernel, "matmul_naive_kernel")
+    require_kernel(kernel, "matmul_naive_kernel")
     shapes = tuple(shapes) if shapes is not None else _shapes()
     _check_shapes(kernel, "matmul_naive_kernel", shapes, block,
                   "Each thread computes C[row, col] = sum over p of A[row, p] * B[p, col], p from 0 to A.shape[1] - 1, "
@@ -266,7 +246,7 @@ def check_tiled_square(kernel: Any, tile: int) -> None:
         CheckFailed: with the size that failed and what to change.
     """
     name = "matmul_tiled_kernel"
-    _require_kernel(kernel, name)
+    require_kernel(kernel, name)
     _check_barriers_of(kernel, name)
     sizes = square_sizes(tile)
     _check_shapes(kernel, name, [(n, n, n) for n in sizes], (tile, tile),
@@ -286,7 +266,7 @@ def check_tiled_rect(kernel: Any, tile: int, *, shapes: Sequence[tuple[int, int,
         CheckFailed: with the shapes that failed and what to change.
     """
     name = "matmul_rect_kernel"
-    _require_kernel(kernel, name)
+    require_kernel(kernel, name)
     _check_barriers_of(kernel, name)
     shapes = tuple(shapes) if shapes is not None else _shapes()
     _check_shapes(kernel, name, shapes, (tile, tile),
@@ -307,7 +287,7 @@ def check_barriers(kernel: Any, tile: int) -> None:
         CheckFailed: a race is still possible, or the shape that failed.
     """
     name = "matmul_tiled_fixed"
-    _require_kernel(kernel, name)
+    require_kernel(kernel, name)
     findings = _barrier_findings(kernel)
     named = [message for kind, message in findings if kind not in ("RAW", "WAR")]
     if named:
