@@ -2,9 +2,11 @@
 
 The kernel checkers launch the kernel themselves, x along the columns of ``C`` and y along its
 rows, on awkward shapes (1 x 1, 17 x 33 times 33 x 5, sizes no tile divides). Every matrix the
-kernel sees is a view of a larger buffer filled with NaN: a thread that writes outside ``C`` is
-caught in the padding, and one that reads outside ``A`` or ``B`` gets a NaN on a GPU (an
-``IndexError`` under the simulator), so the result is wrong either way.
+kernel sees is a view of a larger buffer: ``C``'s padding holds NaN and ``A``'s and ``B``'s hold
+:data:`INPUT_PADDING`, a finite value no product of the inputs comes near. A thread that reads
+outside ``A`` or ``B`` on a GPU (an ``IndexError`` under the simulator) gets a wrong result, and
+one that writes outside ``C`` leaves a finite value in ``C``'s padding (a NaN read from ``A``'s
+padding would hide such a write), so both are caught on either backend.
 
 A missing barrier is a race, and whether a race shows in a test run depends on timing: on a GPU
 the warps of a block often stay close enough together for a racy kernel to pass; the simulator
@@ -44,12 +46,16 @@ RTOL, ATOL = 1e-4, 1e-4
 
 
 
-def _padded(values: np.ndarray, pad: int):
-    """A device buffer holding ``values`` with ``pad`` NaN rows and columns after it, and the view of ``values``."""
+#: What the padding around A and B holds: finite (so stray writes of C show up) and far from any input.
+INPUT_PADDING = 1000.0
+
+
+def _padded(values: np.ndarray, pad: int, fill: float = np.nan):
+    """A device buffer holding ``values`` with ``pad`` rows and columns of ``fill`` after it, and the view of ``values``."""
     from numba import cuda
 
     rows, cols = values.shape
-    buf = np.full((rows + pad, cols + pad), np.nan, dtype=np.float32)
+    buf = np.full((rows + pad, cols + pad), fill, dtype=np.float32)
     buf[:rows, :cols] = values
     buf_d = cuda.to_device(buf)
     return buf_d, buf_d[:rows, :cols]
@@ -61,7 +67,7 @@ def _shape_text(m: int, k: int, n: int) -> str:
 
 def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int],
                name: str = "your kernel") -> np.ndarray:
-    """Launch ``kernel(A, B, C)`` over ``C``'s shape (x along columns) on NaN-padded views; return ``C``.
+    """Launch ``kernel(A, B, C)`` over ``C``'s shape (x along columns) on padded views; return ``C``.
 
     Raises:
         CheckFailed: the kernel does not compile or run, reads outside ``A`` or ``B`` (simulator), or
@@ -69,8 +75,8 @@ def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int]
     """
     (m, k), n = a.shape, b.shape[1]
     pad = max(block)
-    _, a_v = _padded(a, pad)
-    _, b_v = _padded(b, pad)
+    _, a_v = _padded(a, pad, INPUT_PADDING)
+    _, b_v = _padded(b, pad, INPUT_PADDING)
     c_buf, c_v = _padded(np.full((m, n), np.nan, dtype=np.float32), pad)
     grid = (blocks_for(n, block[0]), blocks_for(m, block[1]))
     try:

@@ -170,7 +170,10 @@ def device_limits(info: DeviceInfo | None = None) -> SMLimits:
     unit, partitions, shared_unit, reserved, max_regs = known
     if (major, minor) == (6, 0):
         partitions = 2
-    reserved = int(info.extra.get("reserved_shared_per_block", _reserved_shared(reserved)))
+    if "reserved_shared_per_block" in info.extra:
+        reserved = int(info.extra["reserved_shared_per_block"])
+    elif info == device_info():  # ask the driver only about the GPU it is running on
+        reserved = _reserved_shared(reserved)
     base = HOPPER_H100
     return SMLimits(
         name=info.name, compute_capability=info.cc,
