@@ -18,6 +18,7 @@ def test_missing_page_and_missing_math_are_reported(tmp_path):
     assert any("MathJax" in p for p in problems)
     assert any("figures" in p for p in problems)
     assert any("widget state" in p for p in problems)
+    assert any("widget manager" in p for p in problems)
 
 
 def test_every_toc_page_is_listed():

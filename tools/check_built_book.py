@@ -3,8 +3,9 @@
 Usage: python tools/check_built_book.py [_build/html]
 
 For each notebook page: at least one figure, no error output except cells tagged
-``raises-exception`` (rendered, not hidden), saved widget state where the notebook has
-widgets, and math typeset by the vendored MathJax (no network needed to read the book).
+``raises-exception`` (rendered, not hidden), saved widget state and the vendored widget
+manager where the notebook has widgets, and math typeset by the vendored MathJax (no
+network needed to read the book).
 Exits 1 with a list of problems.
 """
 
@@ -42,8 +43,11 @@ def check_page(html_root: Path, page: str) -> list[str]:
         has_images = any("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
         if has_images and not re.search(r"<img[^>]+src=\"[^\"]*\.png\"", html):
             problems.append(f"{page}: the notebook has figures but the page shows none")
-        if nb.get("metadata", {}).get("widgets") and "application/vnd.jupyter.widget-state+json" not in html:
-            problems.append(f"{page}: the notebook's widget state is not embedded (widgets would be blank)")
+        if nb.get("metadata", {}).get("widgets"):
+            if "application/vnd.jupyter.widget-state+json" not in html:
+                problems.append(f"{page}: the notebook's widget state is not embedded (widgets would be blank)")
+            if "_static/widgets/embed-amd.js" not in html:
+                problems.append(f"{page}: widgets are not rendered by the vendored widget manager (needs a network)")
         if 'class="output traceback' in html and not any("raises-exception" in c.get("metadata", {}).get("tags", [])
                                            for c in nb["cells"]):
             problems.append(f"{page}: shows a traceback but no cell is tagged raises-exception")
