@@ -68,3 +68,21 @@ def test_plot_with_live_rows_labels_this_machine(tmp_path):
     ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref, group="v")
     labels = ax.get_legend_handles_labels()[1]
     assert len(labels) == 4 and sum("this machine" in s for s in labels) == 2
+
+
+def test_loaded_columns_are_typed(tmp_path):
+    """A column JSON stored as nulls, or as numbers and nulls, loads as float64 (NaN), not as object."""
+    table = pd.DataFrame({"threads": [32, None], "gflops": [None, None], "gbps": [1.5, 2.5], "name": ["a", None]})
+    refdata.save_reference("typed", table.astype(object), tmp_path, meta=META)
+    loaded = refdata.load_reference("typed", tmp_path).table
+    assert loaded["threads"].dtype == float and loaded["gflops"].dtype == float and loaded["gbps"].dtype == float
+    assert loaded["threads"].iloc[0] == 32 and loaded["gflops"].isna().all()
+    assert loaded["name"].dtype != float  # text stays text
+
+
+def test_shipped_references_have_no_untyped_numeric_columns():
+    for name in refdata.available_references():
+        table = refdata.load_reference(name).table
+        for column in table.columns:
+            if table[column].dtype == object:  # only mixed text and numbers may stay object
+                assert any(isinstance(v, str) for v in table[column].dropna()), (name, column)

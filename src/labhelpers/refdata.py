@@ -91,8 +91,26 @@ def load_reference(name: str, directory: str | Path | None = None) -> Reference:
     missing = [k for k in REQUIRED_META if k not in meta]
     if missing:
         raise ValueError(f"reference {name!r} lacks metadata {missing}: every reference must say where it came from")
-    table = pd.DataFrame(data["rows"], columns=data["columns"])
+    table = typed_columns(pd.DataFrame(data["rows"], columns=data["columns"]))
     return Reference(name=name, table=table, meta=meta)
+
+
+def typed_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every object column that holds only numbers and nulls made numeric (nulls become NaN).
+
+    JSON has no NaN: :func:`save_reference` writes a missing number as ``null``, and a column of
+    nulls (a quantity not measured, e.g. ``gflops`` of a copy) comes back as ``object``. Callers
+    then get ``float64`` columns either way. Columns holding text (or booleans) are left alone.
+    """
+    out = table.copy()
+    for column in out.columns:
+        values = out[column]
+        if values.dtype != object:
+            continue
+        present = values.dropna()
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            out[column] = pd.to_numeric(values)
+    return out
 
 
 def current_meta() -> dict:
