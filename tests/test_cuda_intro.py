@@ -14,6 +14,8 @@ import pytest
 import labhelpers as lh
 from labhelpers.device import DeviceInfo
 from labhelpers.exercises import cuda_intro as ex
+from labhelpers.experiments import intro as intro_exp
+from labhelpers.figures import intro as intro_fig
 from labhelpers.kernels import intro
 from labhelpers.models import launch_calc
 from markers import gpu_only, sim_only
@@ -227,37 +229,37 @@ def test_compare_with_seed_adds_one_column():
 
 @sim_only
 def test_time_saxpy_under_the_simulator():
-    host = intro.time_saxpy(300, intro.HOST_NUMPY, repeat=2)
+    host = intro_exp.time_saxpy(300, intro_exp.HOST_NUMPY, repeat=2)
     assert host.times_ms is not None and host.clock == "host-clock"
-    for method in (intro.GPU_WITH_TRANSFERS, intro.GPU_KERNEL_ONLY):
-        timing = intro.time_saxpy(300, method, repeat=2)
+    for method in (intro_exp.GPU_WITH_TRANSFERS, intro_exp.GPU_KERNEL_ONLY):
+        timing = intro_exp.time_saxpy(300, method, repeat=2)
         assert not timing.is_gpu_timing and timing.nbytes == 3600
     with pytest.raises(ValueError, match="unknown SAXPY method"):
-        intro.time_saxpy(10, "cpu")
+        intro_exp.time_saxpy(10, "cpu")
 
 
 @sim_only
 def test_saxpy_three_ways_table_has_the_plotted_columns():
-    table = intro.saxpy_three_ways([64, 100], progress=False)
+    table = intro_exp.saxpy_three_ways([64, 100], progress=False)
     assert {"n", "method", "median_ms", "gbps", "status"} <= set(table.columns)
-    assert len(table) == 2 * len(intro.SAXPY_METHODS)
-    assert set(table.loc[table["method"] != intro.HOST_NUMPY, "status"]) == {"simulator"}
+    assert len(table) == 2 * len(intro_exp.SAXPY_METHODS)
+    assert set(table.loc[table["method"] != intro_exp.HOST_NUMPY, "status"]) == {"simulator"}
 
 
 def test_saxpy_summary_and_plot():
     rows = [{"n": n, "method": m, "median_ms": t * n / 2**20, "gbps": 12 * n / (t * n / 2**20) / 1e6, "status": "ok"}
-            for n in (2**20, 2**22) for m, t in zip(intro.SAXPY_METHODS, (2.0, 1.0, 0.01))]
+            for n in (2**20, 2**22) for m, t in zip(intro_exp.SAXPY_METHODS, (2.0, 1.0, 0.01))]
     table = pd.DataFrame(rows)
-    summary = intro.saxpy_summary(table)
+    summary = intro_exp.saxpy_summary(table)
     assert summary.index.name == "SAXPY, n = 2^22"
-    assert summary.loc[intro.GPU_WITH_TRANSFERS, "x slower than kernel only"] == pytest.approx(100)
+    assert summary.loc[intro_exp.GPU_WITH_TRANSFERS, "x slower than kernel only"] == pytest.approx(100)
     meta = {"gpu": "Test GPU", "compute_capability": "9.0", "driver": "?", "runtime": "?", "date": "?"}
-    fig = intro.plot_saxpy_three_ways(lh.Reference("t", table, meta))
+    fig = intro_fig.plot_saxpy_three_ways(lh.Reference("t", table, meta))
     assert len(fig.axes) == 2 and len(fig.legends) == 1
-    fig = intro.plot_saxpy_three_ways(lh.Reference("t", table, meta), live=table)  # a GPU run: solid lines too
-    assert len(fig.legends[0].get_texts()) == 2 * len(intro.SAXPY_METHODS)
-    empty = table.assign(median_ms=None, gbps=None)  # placeholder data: no log scale, no crash
-    intro.plot_saxpy_three_ways(lh.Reference("t", empty, meta))
+    fig = intro_fig.plot_saxpy_three_ways(lh.Reference("t", table, meta), live=table)  # a GPU run: solid lines too
+    assert len(fig.legends[0].get_texts()) == 2 * len(intro_exp.SAXPY_METHODS)
+    empty = table.assign(median_ms=float("nan"), gbps=float("nan"))  # no timings: no log scale, no crash
+    intro_fig.plot_saxpy_three_ways(lh.Reference("t", empty, meta))
 
 
 @sim_only

@@ -1,0 +1,130 @@
+"""Chapter "CUDA in Python": SAXPY timed three ways, the table chapter 1 plots.
+
+:func:`time_saxpy` times one size one way (host NumPy, GPU with the host-device transfers,
+GPU kernel only) and :func:`saxpy_three_ways` sweeps sizes and ways (``bench/cuda_intro.py``
+stores the result as reference ``ch01_saxpy_three_ways``); :func:`saxpy_summary` reads it at
+one size. The kernel and its specification are in :mod:`labhelpers.kernels.intro`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from numba import cuda
+
+from ..kernels.intro import saxpy, saxpy_bytes, saxpy_flops, saxpy_numpy
+from ..launch import launch_1d
+from ..sweep import STATUS_OK, sweep
+from ..timing import Timing, benchmark, wall_time
+
+HOST_NUMPY = "host: NumPy"
+GPU_WITH_TRANSFERS = "GPU incl. transfers"
+GPU_KERNEL_ONLY = "GPU kernel only"
+#: The three ways of running SAXPY that chapter 1 compares, in the order it plots them.
+SAXPY_METHODS: tuple[str, ...] = (HOST_NUMPY, GPU_WITH_TRANSFERS, GPU_KERNEL_ONLY)
+#: Sizes of the reference sweep: 2^10 to 2^28 float32 elements (4 KiB to 1 GiB per vector).
+SAXPY_SIZES: tuple[int, ...] = tuple(2**k for k in range(10, 29))
+
+
+def _repeats(n: int) -> int:
+    """Fewer repetitions for big sizes: a 2^28 NumPy SAXPY takes about a second."""
+    if n <= 2**20:
+        return 20
+    if n <= 2**24:
+        return 10
+    return 5
+
+
+def time_saxpy(n: int, method: str, *, threads: int = 256, repeat: int | None = None, seed: int = 0) -> Timing:
+    """Time SAXPY on ``n`` float32 elements one of the three ways of :data:`SAXPY_METHODS`.
+
+    * ``host: NumPy``: ``a * x + y`` on the CPU, timed with the host clock (:func:`~labhelpers.timing.wall_time`).
+    * ``GPU incl. transfers``: the five steps each time: allocate, copy x and y to the device,
+      launch, copy the result back (pageable host memory), timed with CUDA events.
+    * ``GPU kernel only``: x, y and out already on the device; only the launch is timed.
+
+    Every way states the same useful bytes (:func:`saxpy_bytes`: read x and y, write out), so the
+    GB/s of the three are directly comparable. The result of each way is checked against NumPy
+    before timing.
+
+    Raises:
+        ValueError: an unknown ``method``.
+    """
+    if method not in SAXPY_METHODS:
+        raise ValueError(f"unknown SAXPY method {method!r}: use one of {', '.join(map(repr, SAXPY_METHODS))}")
+    rng = np.random.default_rng(seed)
+    a = np.float32(2.0)
+    x = rng.random(n, dtype=np.float32)  # uniform [0, 1): quick to generate even for 2^28 elements
+    y = rng.random(n, dtype=np.float32)
+    expected = saxpy_numpy(a, x, y)
+    out_h = np.empty_like(x)
+    repeat = repeat or _repeats(n)
+    nbytes, flops = saxpy_bytes(n), saxpy_flops(n)
+
+    if method == HOST_NUMPY:
+        return wall_time(lambda: saxpy_numpy(a, x, y, out_h), repeat=repeat, nbytes=nbytes, flops=flops,
+                         label=f"SAXPY n={n}, {method}")
+
+    blocks, threads = launch_1d(n, threads)
+    if method == GPU_WITH_TRANSFERS:
+        def five_steps() -> None:
+            x_d = cuda.to_device(x)  # steps 1 and 2: allocate on the device and copy in
+            y_d = cuda.to_device(y)
+            out_d = cuda.device_array(n, dtype=np.float32)
+            saxpy[blocks, threads](a, x_d, y_d, out_d)  # step 3: launch
+            out_d.copy_to_host(out_h)  # step 4: copy out (waits for the kernel)
+            # step 5: x_d, y_d and out_d are freed when they go out of scope
+
+        work = five_steps
+    else:
+        x_d, y_d = cuda.to_device(x), cuda.to_device(y)
+        out_d = cuda.device_array(n, dtype=np.float32)
+
+        def work() -> None:
+            saxpy[blocks, threads](a, x_d, y_d, out_d)
+
+        work()
+        out_d.copy_to_host(out_h)
+    timing = benchmark(work, repeat=repeat, nbytes=nbytes, flops=flops, label=f"SAXPY n={n}, {method}")
+    if method == GPU_KERNEL_ONLY:
+        out_d.copy_to_host(out_h)
+    if not np.allclose(out_h, expected, rtol=1e-5, atol=1e-6):
+        raise RuntimeError(f"SAXPY ({method}, n={n}) disagrees with NumPy: the timing would be meaningless")
+    return timing
+
+
+def saxpy_three_ways(sizes: Sequence[int] = SAXPY_SIZES, methods: Sequence[str] = SAXPY_METHODS, *,
+                     threads: int = 256, progress: bool = True) -> pd.DataFrame:
+    """Time SAXPY for every size and method: the table chapter 1 plots (reference ``ch01_saxpy_three_ways``).
+
+    Returns:
+        A :func:`~labhelpers.sweep.sweep` table: ``n``, ``method``, ``median_ms``, ``min_ms``,
+        ``spread``, ``gbps`` (useful bytes ``12 n`` over the median time), ``gflops``, ``status``, ``reason``.
+    """
+    return sweep(lambda n, method: time_saxpy(n, method, threads=threads),
+                 {"n": list(sizes), "method": list(methods)}, progress=progress, desc="SAXPY three ways")
+
+
+def saxpy_summary(table: pd.DataFrame, n: int | None = None) -> pd.DataFrame:
+    """One row per method at size ``n`` (default: the largest timed size): time, GB/s, and time over kernel-only.
+
+    Rows without a GPU timing (simulator runs) show NaN.
+    """
+    timed = table[table["status"] == STATUS_OK] if "status" in table else table
+    if n is None:
+        n = int(timed["n"].max()) if len(timed) else int(table["n"].max())
+    at_n = table[table["n"] == n].set_index("method")
+    methods = [m for m in SAXPY_METHODS if m in at_n.index] + [m for m in at_n.index if m not in SAXPY_METHODS]
+    at_n = at_n.loc[methods]
+    median_ms = at_n["median_ms"].astype(float)
+    gbps = at_n["gbps"].astype(float)
+    kernel_ms = median_ms.get(GPU_KERNEL_ONLY, np.nan)
+    summary = pd.DataFrame({
+        "median_ms": median_ms,
+        "GB/s (12n bytes / time)": gbps,
+        "x slower than kernel only": median_ms / kernel_ms,
+    })
+    summary.index.name = f"SAXPY, n = 2^{int(np.log2(n))}" if n & (n - 1) == 0 else f"SAXPY, n = {n}"
+    return summary.round(3)
