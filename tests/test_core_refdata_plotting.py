@@ -67,7 +67,18 @@ def test_plot_with_live_rows_labels_this_machine(tmp_path):
     live = pd.DataFrame({"x": [1, 2], "y": [5, 6], "v": ["a", "b"], "status": ["ok", "ok"]})
     ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref, group="v")
     labels = ax.get_legend_handles_labels()[1]
-    assert len(labels) == 4 and sum("this machine" in s for s in labels) == 2
+    assert len(labels) == 4 and sum(f"this GPU: {lh.device_info().name}" in s for s in labels) == 2
+
+
+def test_plot_takes_a_measured_and_draws_its_reference(tmp_path):
+    refdata.save_reference("demo", pd.DataFrame({"x": [1, 2], "y": [3, None]}), tmp_path, meta=META)
+    ref = refdata.load_reference("demo", tmp_path)
+    ax = lh.plot_comparison(x="x", y="y", live=lh.live_or_reference(None, ref))
+    assert ax.get_legend_handles_labels()[1] == [ref.label]
+    assert any("No GPU timings here" in t.get_text() for t in ax.texts)
+    live = lh.live_or_reference(pd.DataFrame({"x": [1, 2], "y": [5, 6], "status": ["ok", "ok"]}), ref)
+    ax = lh.plot_comparison(x="x", y="y", live=live)
+    assert ax.get_legend_handles_labels()[1] == [ref.label, live.label] and not ax.texts
 
 
 def test_loaded_columns_are_typed(tmp_path):

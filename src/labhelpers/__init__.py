@@ -25,6 +25,7 @@ from .errors import (  # noqa: E402
     NoGPUError,
 )
 from .launch import Launch1D, blocks_for, check_launch, launch_1d  # noqa: E402
+from .measured import Measured, live_or_reference  # noqa: E402
 from .notebook import setup  # noqa: E402
 from .plotting import plot_comparison  # noqa: E402
 from .refdata import Reference, load_reference  # noqa: E402
@@ -38,8 +39,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArrayArgumentError", "CheckFailed", "DeviceInfo", "GPUOnlyError", "LabError", "Launch1D",
-    "LaunchConfigError", "NoGPUError", "Reference", "Timing", "awkward_sizes", "banner", "benchmark",
-    "blocks_for", "check_array", "check_function", "check_launch", "device_info", "interactive_figure",
-    "is_gpu", "is_simulator", "launch_1d", "load_reference", "plot_comparison", "problem_size", "setup",
-    "show_source", "sweep", "to_device", "to_host", "wall_time",
+    "LaunchConfigError", "Measured", "NoGPUError", "Reference", "Timing", "awkward_sizes", "banner",
+    "benchmark", "blocks_for", "check_array", "check_function", "check_launch", "device_info",
+    "interactive_figure", "is_gpu", "is_simulator", "launch_1d", "live_or_reference", "load_reference",
+    "plot_comparison", "problem_size", "setup", "show_source", "sweep", "to_device", "to_host", "wall_time",
 ]

@@ -2,7 +2,8 @@
 
 :func:`plot_comparison` draws a reference GPU's curve (dashed, labelled with that GPU's
 name and date) and, when there is one, this machine's measured curve (solid, labelled
-"this machine: <GPU name>"). Without a GPU it says so on the figure itself.
+"this GPU: <GPU name>"). Without a GPU it says so on the figure itself. The labels come
+from :func:`labhelpers.measured.live_or_reference`, the one place that names data sources.
 """
 
 from __future__ import annotations
@@ -10,17 +11,17 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .device import device_info
+from .measured import Measured, live_or_reference, timed_rows, typed_table
 from .refdata import Reference
-from .sweep import STATUS_OK
 
 
-def live_rows(table: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The rows of a sweep table that hold real GPU timings, or None if there are none."""
-    if table is None or "status" not in table:
-        return None
-    ok = table[table["status"] == STATUS_OK]
-    return ok if len(ok) else None
+def _as_measured(live: pd.DataFrame | Measured | None, reference: Reference | None) -> Measured | None:
+    """What to draw as this machine's curve: a Measured (live or not), or None when there is nothing."""
+    if isinstance(live, Measured):
+        return live
+    if live is not None and "status" in live and (reference is not None or timed_rows(live) is not None):
+        return live_or_reference(live, reference)
+    return None
 
 
 def _draw(ax, table: pd.DataFrame, x: str, y: str, group: str | None, style: dict, label: str) -> None:
@@ -52,7 +53,9 @@ def plot_comparison(
 
     Args:
         x, y: column names present in both tables.
-        live: a sweep table from this machine (rows without GPU timings are ignored).
+        live: a sweep table from this machine (rows without GPU timings are ignored), or the
+            :class:`~labhelpers.measured.Measured` of :func:`~labhelpers.measured.live_or_reference`
+            (its reference is drawn too).
         reference: reference data (see :func:`labhelpers.refdata.load_reference`).
         group: optional column drawing one line per value.
         ax: matplotlib axes to draw on (a new figure otherwise).
@@ -62,13 +65,14 @@ def plot_comparison(
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
-    live = live_rows(live)
+    data = _as_measured(live, reference)
+    if reference is None and data is not None:
+        reference = data.reference
     if reference is not None:
-        _draw(ax, reference.table, x, y, group, {"linestyle": "--", "marker": "o", "markersize": 3, "alpha": 0.8},
+        _draw(ax, typed_table(reference.table), x, y, group, {"linestyle": "--", "marker": "o", "markersize": 3, "alpha": 0.8},
               reference.label)
-    if live is not None:
-        _draw(ax, live, x, y, group, {"linestyle": "-", "marker": "s", "markersize": 4},
-              f"this machine: {device_info().name}")
+    if data is not None and data.is_live:
+        _draw(ax, data.table, x, y, group, {"linestyle": "-", "marker": "s", "markersize": 4}, data.label)
     elif reference is not None:
         ax.text(0.01, 0.99, f"No GPU timings here: dashed lines are reference data from {reference.gpu}",
                 transform=ax.transAxes, va="top", fontsize=8, color="0.3")

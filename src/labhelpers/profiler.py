@@ -251,28 +251,32 @@ def profile_fma_per_element(n: int = 2**24, nfma: int = 16, *, timeout: int = 18
 def fma_report_or_reference(reference_name: str = "ch07_ncu_report") -> tuple[pd.DataFrame, str, str]:
     """Profile :func:`~labhelpers.kernels.roofline.fma_per_element` here if Nsight Compute can; else the saved report.
 
+    A thin user of :func:`labhelpers.measured.live_or_reference` (which chooses and labels the data).
+
     Returns:
         ``(report, label, note)``: the metrics table, where it was measured, and a sentence saying which it is
         (and, for the saved report, why nothing was profiled here).
     """
-    reason = ncu_unavailable_reason()
-    if reason is None:
-        try:
-            from .device import device_info
+    from .measured import live_or_reference
 
-            name = device_info().name
-            return profile_fma_per_element(), f"this machine: {name}", f"Profiled just now on {name}."
-        except ProfilerUnavailable as exc:
-            reason = str(exc)
-    from .refdata import load_reference
+    reason = ncu_unavailable_reason()
+
+    def measure() -> pd.DataFrame:
+        if reason:
+            raise ProfilerUnavailable(reason)
+        return profile_fma_per_element()
 
     try:
-        ref = load_reference(reference_name)
+        data = live_or_reference(measure, reference_name, dtypes={"value": float},
+                                 fallback_on=(ProfilerUnavailable,))
     except FileNotFoundError:
         empty = pd.DataFrame(columns=["kernel", "metric", "description", "unit", "value"])
-        return empty, "no report", f"Nsight Compute cannot run here: {reason}.\nNo saved report is available either."
-    table = ref.table.assign(value=pd.to_numeric(ref.table["value"], errors="coerce"))
-    return table, ref.label, f"Nsight Compute cannot run here: {reason}.\nShowing the report saved on {ref.gpu}."
+        why = reason or "it was not asked to profile (LABHELPERS_LIVE=0)"
+        return empty, "no report", f"Nsight Compute cannot run here: {why}.\nNo saved report is available either."
+    if data.is_live:
+        return data.table, data.label, f"Profiled just now on {data.gpu}."
+    why = reason or data.note
+    return data.table, data.label, f"Nsight Compute cannot run here: {why}.\nShowing the report saved on {data.gpu}."
 
 
 def achieved_intensity(report: pd.DataFrame) -> float:
