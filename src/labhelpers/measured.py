@@ -29,7 +29,7 @@ import pandas as pd
 
 from . import backend
 from .errors import GPUOnlyError
-from .refdata import Reference, load_reference
+from .refdata import Reference, load_reference, typed_columns
 
 #: ``LABHELPERS_LIVE=0`` shows reference data even on a GPU (e.g. to reproduce the book's figures exactly).
 LIVE_ENV_VAR = "LABHELPERS_LIVE"
@@ -101,22 +101,15 @@ def timed_rows(table: pd.DataFrame | None) -> pd.DataFrame | None:
     return table if len(table) else None
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-
-
 def typed_table(table: pd.DataFrame, dtypes: Mapping[str, object] | None = None) -> pd.DataFrame:
     """``table`` with proper column types: a copy, never the caller's table.
 
     Every object column whose values are all numbers or missing (``None``, as JSON stores a
-    missing measurement) becomes numeric (int64 when nothing is missing, else float64).
-    ``dtypes`` forces the types of the named columns (numbers that do not parse become NaN).
+    missing measurement) becomes numeric (:func:`labhelpers.refdata.typed_columns`, which
+    :func:`~labhelpers.refdata.load_reference` applies too). ``dtypes`` forces the types of
+    the named columns (numbers that do not parse become NaN).
     """
-    table = table.copy()
-    for column in table.columns:
-        values = table[column]
-        if values.dtype == object and all(v is None or _is_number(v) for v in values):
-            table[column] = pd.to_numeric(values, errors="coerce")
+    table = typed_columns(table)
     for column, dtype in (dtypes or {}).items():
         if column not in table:
             raise KeyError(f"dtypes names column {column!r}, but the table has {list(table.columns)}")
