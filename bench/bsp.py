@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Context, Row, report  # noqa: E402
 
 import labhelpers as lh  # noqa: E402
-from labhelpers.kernels import bsp  # noqa: E402
+from labhelpers.experiments import bsp  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
 
 TOPIC = "bsp"

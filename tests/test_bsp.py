@@ -13,6 +13,7 @@ import pytest
 
 import labhelpers as lh
 from labhelpers.exercises import bsp as ex
+from labhelpers.experiments import bsp as bsp_exp
 from labhelpers.kernels import bsp
 from labhelpers.models import amdahl
 from markers import sim_only
@@ -142,10 +143,10 @@ def test_serial_chain_matches_numpy_and_ignores_extra_threads():
     (lambda: bsp.normalize(np.ones(0, np.float32)), ValueError, "empty"),
     (lambda: bsp.normalize(np.ones(3, np.float64)), lh.ArrayArgumentError, "float32"),
     (lambda: bsp.serial_chain_launcher(np.ones(0, np.float32), 3), ValueError, "at least one"),
-    (lambda: bsp.measure_speedup(64, [2, 4], threads=32), ValueError, "start at 1"),
-    (lambda: bsp.measure_slackness(0, [(1, 32)], sm_count=1), ValueError, "at least 1"),
-    (lambda: bsp.slackness_grid(0), ValueError, ">= 1"),
-    (lambda: bsp.speedup_blocks(0), ValueError, "at least 1"),
+    (lambda: bsp_exp.measure_speedup(64, [2, 4], threads=32), ValueError, "start at 1"),
+    (lambda: bsp_exp.measure_slackness(0, [(1, 32)], sm_count=1), ValueError, "at least 1"),
+    (lambda: bsp_exp.slackness_grid(0), ValueError, ">= 1"),
+    (lambda: bsp_exp.speedup_blocks(0), ValueError, "at least 1"),
 ])
 def test_wrappers_reject_bad_input_with_a_fix(call, error, match):
     with pytest.raises(error, match=match):
@@ -153,51 +154,51 @@ def test_wrappers_reject_bad_input_with_a_fix(call, error, match):
 
 
 def test_launch_grids():
-    assert bsp.slackness_grid(4, threads=64, max_blocks_per_sm=2, first_threads=(32,)) == [
+    assert bsp_exp.slackness_grid(4, threads=64, max_blocks_per_sm=2, first_threads=(32,)) == [
         (1, 32), (1, 64), (2, 64), (4, 64), (8, 64)]
-    grid = bsp.slackness_grid(132)
+    grid = bsp_exp.slackness_grid(132)
     assert grid[0] == (1, 32) and grid[-1] == (132 * 32, 256)
     assert all(b * t <= 132 * 32 * 256 for b, t in grid)
-    assert bsp.speedup_blocks(132) == [1, 2, 4, 8, 16, 32, 64, 128, 132]
-    assert bsp.speedup_blocks(1) == [1]
+    assert bsp_exp.speedup_blocks(132) == [1, 2, 4, 8, 16, 32, 64, 128, 132]
+    assert bsp_exp.speedup_blocks(1) == [1]
 
 
 @sim_only
 def test_measurements_under_the_simulator_have_the_columns_and_no_timings():
-    slack = bsp.measure_slackness(200, [(1, 32), (2, 32)], sm_count=2, progress=False)
+    slack = bsp_exp.measure_slackness(200, [(1, 32), (2, 32)], sm_count=2, progress=False)
     assert list(slack["blocks"]) == [1, 2] and list(slack["fill"]) == [32 / 4096, 64 / 4096]
     assert {"gbps", "gelems", "status", "total_threads"} <= set(slack.columns)
     assert slack["gbps"].isna().all() and (slack["status"] == "simulator").all()
-    speed = bsp.measure_speedup(100, [1, 2], threads=32, reps=2, serial_steps=3, progress=False)
+    speed = bsp_exp.measure_speedup(100, [1, 2], threads=32, reps=2, serial_steps=3, progress=False)
     assert list(speed.columns) == ["blocks", "threads", "program_ms", "parallel_ms", "serial_ms", "empty_ms",
                                    "speedup", "n", "reps", "serial_steps", "status"]
     assert speed["speedup"].isna().all()
-    assert math.isnan(bsp.speedup_summary(speed)["s_fit"]) and bsp.speedup_summary(speed)["table"].empty
-    assert math.isnan(bsp.slackness_summary(slack)["best_gbps"])
+    assert math.isnan(bsp_exp.speedup_summary(speed)["s_fit"]) and bsp_exp.speedup_summary(speed)["table"].empty
+    assert math.isnan(bsp_exp.slackness_summary(slack)["best_gbps"])
 
 
 def _speedup_table(s: float) -> pd.DataFrame:
-    blocks = np.array(bsp.speedup_blocks(132))
+    blocks = np.array(bsp_exp.speedup_blocks(132))
     program = s + (1 - s) / blocks  # ms, with T(1) = 1 ms
     return pd.DataFrame({"blocks": blocks, "threads": 1024, "program_ms": program, "parallel_ms": program - s,
                          "serial_ms": 0.8 * s, "empty_ms": 0.001, "speedup": program[0] / program, "status": "ok"})
 
 
 def test_speedup_summary_on_amdahl_data():
-    fit = bsp.speedup_summary(_speedup_table(0.01))
+    fit = bsp_exp.speedup_summary(_speedup_table(0.01))
     assert fit["s_fit"] == pytest.approx(0.01)
     assert fit["max_speedup"] == pytest.approx(100)
     assert fit["s_measured"] == pytest.approx(0.008)
     assert fit["launch_share"] == pytest.approx(0.001)
     np.testing.assert_allclose(fit["table"]["karp_flatt"], 0.01)
-    assert list(fit["table"]["blocks"]) == bsp.speedup_blocks(132)[1:]
+    assert list(fit["table"]["blocks"]) == bsp_exp.speedup_blocks(132)[1:]
 
 
 def test_slackness_summary_reads_the_knee_and_littles_law():
     threads = np.array([32, 64, 128, 256, 512, 1024, 2048, 4096])
     gbps = np.minimum(threads * 8 / 500.0, 10.0)  # 500 ns round trips, saturating at 10 GB/s
     table = pd.DataFrame({"total_threads": threads, "fill": threads / 4096, "gbps": gbps, "status": "ok"})
-    s = bsp.slackness_summary(table)
+    s = bsp_exp.slackness_summary(table)
     assert s["best_gbps"] == 10 and s["one_warp_gbps"] == pytest.approx(0.512)
     assert s["iteration_ns"] == pytest.approx(500)
     assert s["little_threads"] == pytest.approx(625)
@@ -209,11 +210,11 @@ def test_trip_times_follow_littles_law_and_skip_waves_and_missing_timings():
     threads = np.array([32, 1024, 4096, 8192])
     table = pd.DataFrame({"blocks": threads // 32, "threads": 32, "total_threads": threads, "fill": threads / 4096,
                           "gbps": [0.512, 8.192, 16.384, 20.0], "status": ["ok", "ok", "ok", "ok"]})
-    trips = bsp.trip_times(table)
+    trips = bsp_exp.trip_times(table)
     assert list(trips["total_threads"]) == [32, 1024, 4096]  # fill 2 runs in waves: left out
     np.testing.assert_allclose(trips["trip_ns"], [500, 1000, 2000])
     table.loc[1, "status"] = "simulator"
-    assert list(bsp.trip_times(table)["total_threads"]) == [32, 4096]
+    assert list(bsp_exp.trip_times(table)["total_threads"]) == [32, 4096]
 
 
 # --------------------------------------------------------------------------- lab checkers
