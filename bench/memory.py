@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from common import Context, Row, lh  # noqa: F401  (common puts src/ on the path and asks for a GPU)
 
+from labhelpers.experiments import memory as mem_exp
 from labhelpers.kernels import memory as mem
 from labhelpers.launch import launch_1d
 from labhelpers.refdata import current_meta, save_reference
@@ -29,7 +30,7 @@ TRANSFER_BYTES = 256 * 2**20
 
 def _meta() -> dict:
     meta = current_meta()
-    meta["device"] = mem.device_properties()
+    meta["device"] = mem_exp.device_properties()
     return meta
 
 
@@ -37,13 +38,13 @@ def collect(out_dir: str) -> None:
     """Measure and save the chapter's reference tables into ``out_dir``."""
     meta = _meta()
     tables = {
-        "ch03_coalescing_offset": lambda: mem.coalescing_sweep("offset", progress=False),
-        "ch03_coalescing_stride": lambda: mem.coalescing_sweep("stride", progress=False),
-        "ch03_bank_conflicts": lambda: mem.bank_conflict_sweep(progress=False),
-        "ch03_pointer_chase": lambda: mem.pointer_chase_sweep(progress=False),
-        "ch03_constant_memory": lambda: mem.constant_sweep(progress=False),
-        "ch03_transfers": lambda: mem.transfer_sweep(progress=False),
-        "ch03_resource_usage": mem.resource_table,
+        "ch03_coalescing_offset": lambda: mem_exp.coalescing_sweep("offset", progress=False),
+        "ch03_coalescing_stride": lambda: mem_exp.coalescing_sweep("stride", progress=False),
+        "ch03_bank_conflicts": lambda: mem_exp.bank_conflict_sweep(progress=False),
+        "ch03_pointer_chase": lambda: mem_exp.pointer_chase_sweep(progress=False),
+        "ch03_constant_memory": lambda: mem_exp.constant_sweep(progress=False),
+        "ch03_transfers": lambda: mem_exp.transfer_sweep(progress=False),
+        "ch03_resource_usage": mem_exp.resource_table,
     }
     for name, measure in tables.items():
         save_reference(name, measure(), out_dir, meta=meta)
@@ -73,7 +74,7 @@ def bench(ctx: Context) -> list[Row]:
                         "CuPy device copy", ceiling))
     del src_d, dst_d
 
-    transfers = mem.transfer_sweep([TRANSFER_BYTES], progress=False)
+    transfers = mem_exp.transfer_sweep([TRANSFER_BYTES], progress=False)
     best = float(transfers["gbps"].max())
     for _, t in transfers.sort_values(["host_memory", "direction"], ascending=[False, False]).iterrows():
         rows.append(Row(TOPIC, f"{t['transfer']} transfer", "256 MiB", float(t["gbps"]), "GB/s",

@@ -17,6 +17,7 @@ from numba import cuda, float32
 
 from labhelpers.exercises import memory as ex
 from labhelpers.exercises.memory import TILE, TILE_ROWS
+from labhelpers.experiments import memory as memory_exp
 from labhelpers.kernels import memory
 from labhelpers.models import banks
 from markers import gpu_only, sim_only
@@ -268,7 +269,7 @@ def test_latency_summary():
     table = pd.DataFrame({"working_set_bytes": [2**k for k in range(12, 31)]})
     table["ns_per_load"] = np.where(table["working_set_bytes"] <= 2**17, 20.0,
                                     np.where(table["working_set_bytes"] <= 2**25, 200.0, 600.0))
-    summary = memory.latency_summary(table, l1_bytes=256 * 1024, l2_bytes=50e6).set_index("level")
+    summary = memory_exp.latency_summary(table, l1_bytes=256 * 1024, l2_bytes=50e6).set_index("level")
     assert summary.loc["L1", "ns per load"] == 20.0
     assert summary.loc["L2", "ns per load"] == 200.0
     assert summary.loc["device memory", "ns per load"] == 600.0
@@ -284,37 +285,37 @@ def _assert_untimed(table):
 
 @sim_only
 def test_coalescing_sweeps_build_the_plotted_tables():
-    offsets = memory.coalescing_sweep("offset", values=[0, 1, 8], progress=False)
+    offsets = memory_exp.coalescing_sweep("offset", values=[0, 1, 8], progress=False)
     _assert_untimed(offsets)
     assert list(offsets["stride"]) == [1, 1, 1] and list(offsets["sectors"]) == [4, 5, 4]
-    strides = memory.coalescing_sweep("stride", values=[1, 2, 16], progress=False)
+    strides = memory_exp.coalescing_sweep("stride", values=[1, 2, 16], progress=False)
     assert list(strides["offset"]) == [0, 0, 0]
     assert list(strides["sector_efficiency"]) == [1.0, 0.5, 0.125]
     assert strides["relative"].isna().all()
     with pytest.raises(ValueError):
-        memory.coalescing_sweep("diagonal")
+        memory_exp.coalescing_sweep("diagonal")
 
 
 @sim_only
 def test_bank_conflict_sweep_table():
-    table = memory.bank_conflict_sweep([1, 2, 32, 33], progress=False)
+    table = memory_exp.bank_conflict_sweep([1, 2, 32, 33], progress=False)
     _assert_untimed(table)
     assert list(table["conflict_degree"]) == [1, 2, 32, 1]
 
 
 @sim_only
 def test_pointer_chase_sweep_table():
-    table = memory.pointer_chase_sweep([1024, 4096], progress=False)
+    table = memory_exp.pointer_chase_sweep([1024, 4096], progress=False)
     _assert_untimed(table)
     assert set(table.columns) >= {"working_set_bytes", "ns_per_load", "stride_bytes", "steps"}
 
 
 @sim_only
 def test_constant_and_transfer_sweep_tables():
-    table = memory.constant_sweep((1, 32), progress=False)
+    table = memory_exp.constant_sweep((1, 32), progress=False)
     _assert_untimed(table)
     assert list(table["memory"]) == ["constant", "constant", "global", "global"]
-    transfers = memory.transfer_sweep([4096], progress=False)
+    transfers = memory_exp.transfer_sweep([4096], progress=False)
     _assert_untimed(transfers)
     assert sorted(transfers["transfer"]) == ["D2H pageable", "D2H pinned", "H2D pageable", "H2D pinned"]
 
@@ -322,30 +323,30 @@ def test_constant_and_transfer_sweep_tables():
 @sim_only
 def test_gpu_only_helpers_say_so():
     with pytest.raises(lh.GPUOnlyError, match="reference"):
-        memory.resource_table()
+        memory_exp.resource_table()
     with pytest.raises(lh.GPUOnlyError):
-        memory.device_properties()
+        memory_exp.device_properties()
 
 
 @gpu_only
 def test_gpu_helpers_describe_this_gpu():
-    props = memory.device_properties()
+    props = memory_exp.device_properties()
     assert props["name"] == lh.device_info().name and props["total_constant_bytes"] > 0
-    assert props["name"] in memory.hierarchy_table(props).columns
-    assert len(memory.resource_table()) == 6
+    assert props["name"] in memory_exp.hierarchy_table(props).columns
+    assert len(memory_exp.resource_table()) == 6
 
 
 def test_hierarchy_table():
     props = {"name": "Some GPU", "compute_capability": "9.0", "sm_count": 132, "registers_per_sm": 65536,
              "max_shared_per_sm": 233472, "l2_bytes": 52428800, "total_memory_bytes": 85 * 2**30,
              "peak_memory_bandwidth_gbs": 3352.3, "total_constant_bytes": 65536}
-    table = memory.hierarchy_table(props)
+    table = memory_exp.hierarchy_table(props)
     assert list(table.columns) == ["visible to", "Some GPU", "H100 SXM5 (published)"]
     assert table.loc["registers", "Some GPU"].startswith("65536 x 4 B = 256 KiB")
     assert table.loc["L1 cache", "Some GPU"].startswith("256 KiB")
     assert table.loc["L2 cache", "Some GPU"].startswith("50 MiB")
     assert "3.35 TB/s" in table.loc["device memory", "Some GPU"]
-    unknown = memory.hierarchy_table({"name": None})  # missing properties print as "?", never crash
+    unknown = memory_exp.hierarchy_table({"name": None})  # missing properties print as "?", never crash
     assert "?" in unknown.loc["L2 cache", "this GPU"]
 
 
@@ -465,7 +466,7 @@ def test_measured_prefers_live_gpu_rows():
     ref = lh.Reference(name="r", table=pd.DataFrame({"x": [1], "status": ["ok"]}),
                        meta={"gpu": "g", "compute_capability": "9.0", "driver": "?", "runtime": "?", "date": "?"})
     untimed = pd.DataFrame({"x": [2], "status": ["simulator"]})
-    assert memory.measured(untimed, ref)["x"].tolist() == [1]
-    assert memory.measured(None, ref)["x"].tolist() == [1]
+    assert memory_exp.measured(untimed, ref)["x"].tolist() == [1]
+    assert memory_exp.measured(None, ref)["x"].tolist() == [1]
     live = pd.DataFrame({"x": [3, 4], "status": ["invalid", "ok"]})
-    assert memory.measured(live, ref)["x"].tolist() == [4]
+    assert memory_exp.measured(live, ref)["x"].tolist() == [4]
