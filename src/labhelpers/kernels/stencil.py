@@ -1,0 +1,1113 @@
+"""Chapter "Stencils, halos and connected components": the kernels, their host wrappers, NumPy references.
+
+A stencil computes every output point from a fixed neighbourhood of input points. The chapter's
+kernels, in order:
+
+=================================  =========================================================================
+ kernel                             lesson
+=================================  =========================================================================
+ ``stencil1d_global``               1D, radius R: one thread per output, 2R+1 reads from device memory
+ ``stencil1d_shared``               a shared tile of ``blockDim + 2R`` values: the halo loaded by R threads
+ ``stencil1d_shared_any_radius``    the tile loaded by a block-stride loop: any radius, any block size
+ ``stencil1d_no_barrier``           PITFALL: the tile read before the other threads wrote it (a race)
+ ``stencil1d_local_halo``           PITFALL: the halo loaded from the *local* index (block 0's data)
+ ``stencil1d_global_index``         PITFALL: the tile indexed with the *global* index (out of bounds)
+ ``jacobi_naive``                   2D 5-point Jacobi step, one thread per point, 5 reads per point
+ ``jacobi_shared``                  the same with a shared tile and its halo
+ ``jacobi_marching``                register blocking along y: a thread keeps a column strip in registers
+ ``filter3x3`` / ``sobel_magnitude``  image filters with clamped borders (``scipy.ndimage``'s "nearest")
+ ``ccl_init`` / ``ccl_propagate``   connected components: every pixel takes its neighbours' minimum label
+ ``uf_init`` / ``uf_merge`` / ``uf_compress``  connected components by union-find with atomic minimum
+=================================  =========================================================================
+
+Conventions: images and grids are C-contiguous 2-D arrays indexed ``[row, column]`` = ``[i, j]``; a 2-D
+launch puts ``x`` along columns (coalesced) and ``y`` along rows. Outside an array a 1D stencil reads 0;
+the Jacobi step keeps the border points fixed (Dirichlet boundary: every step copies them); the 3x3 image
+filters clamp indices to the image, which for a radius of 1 is what ``scipy.ndimage`` calls both
+``mode="nearest"`` and its default ``mode="reflect"``. Connected components use 4-connectivity (left, right,
+up, down) and label every component with 1 + the flat index ``i * nx + j`` of its first pixel in raster
+order (background 0), so both algorithms give identical arrays, and :func:`relabel_sequential` turns them
+into ``scipy.ndimage.label``'s numbering.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numba import cuda, float32, int32
+
+from .. import backend, validate
+from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
+
+# ---------------------------------------------------------------------------------------------
+# Sizes that shared arrays and register strips are built with (compile-time constants)
+# ---------------------------------------------------------------------------------------------
+
+#: Largest radius of the 1D shared-memory stencils (the tile has room for ``blockDim + 2 * MAX_RADIUS``).
+MAX_RADIUS = 16
+#: Largest 1D block.
+MAX_THREADS = 1024
+#: Words in the 1D tile: a block of 1024 threads with a halo of 16 on each side.
+TILE_1D = MAX_THREADS + 2 * MAX_RADIUS
+#: Largest block of :func:`jacobi_shared` (x, y): the tile is ``(SH_Y + 2) x (SH_X + 2)`` floats.
+SH_X, SH_Y = 32, 8
+#: Rows each thread of :func:`jacobi_marching` computes (its strip is kept in registers).
+ROWS = 8
+#: Default 2D block for one-thread-per-point kernels: 32 columns (a warp along a row) by 8 rows.
+BLOCK_2D = (32, 8)
+#: Default block of :func:`jacobi_marching`: 128 columns, one strip of ``ROWS`` rows per thread.
+MARCH_BLOCK = (128, 1)
+#: The Jacobi weight, a float32 constant (a Python 0.25 would make the arithmetic float64).
+QUARTER = np.float32(0.25)
+TWO = np.float32(2.0)
+#: The seed's 1D stencil: radius 3, blocks of 16 threads (the pitfall kernels' fixed sizes).
+SEED_RADIUS = 3
+SEED_BLOCK = 16
+SEED_TILE = SEED_BLOCK + 2 * SEED_RADIUS
+
+#: 3x3 weights of the box blur (all ninths) and of the lecture's binomial blur (1/16, 1/8, 1/4).
+BOX_WEIGHTS = np.full((3, 3), 1.0 / 9.0, dtype=np.float32)
+BINOMIAL_WEIGHTS = (np.outer([1.0, 2.0, 1.0], [1.0, 2.0, 1.0]) / 16.0).astype(np.float32)
+#: Sobel's derivative along x (columns, axis 1), as a correlation (the lecture's G_x flipped: same magnitude).
+SOBEL_X = np.array([[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]], dtype=np.float32)
+SOBEL_Y = SOBEL_X.T.copy()
+
+
+# ---------------------------------------------------------------------------------------------
+# 1D stencil of radius R: out[i] = x[i-R] + ... + x[i+R], zero outside the array
+# ---------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def stencil1d_global(x, out, radius):
+    """One thread per output: the 2R+1 inputs come straight from device memory.
+
+    Neighbouring threads read overlapping windows, so every input is read 2R+1 times (the
+    caches catch most of that, but not all of it, and not for free).
+    """
+    i = cuda.grid(1)
+    if i < x.size:
+        acc = float32(0)
+        for k in range(i - radius, i + radius + 1):
+            if k >= 0 and k < x.size:  # zero outside the array: no padded input needed
+                acc += x[k]
+        out[i] = acc
+
+
+@cuda.jit
+def stencil1d_shared(x, out, radius):
+    """A shared tile of ``blockDim + 2R`` values, each read once from device memory (needs R <= blockDim).
+
+    Every thread loads its own element into ``s[tid + R]``; the first R threads also load the
+    left halo ``s[0:R]`` and the right halo ``s[R + blockDim:]``. Loads outside the array store 0,
+    and so does a thread past the end (the last block may be partly empty): every thread still
+    reaches the barrier.
+    """
+    s = cuda.shared.array(TILE_1D, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    start = cuda.blockIdx.x * cuda.blockDim.x  # global index of the block's first element
+    s[tid + radius] = x[i] if i < x.size else float32(0)
+    if tid < radius:
+        left = start - radius + tid  # the halo comes from the GLOBAL index
+        s[tid] = x[left] if left >= 0 else float32(0)
+        right = start + cuda.blockDim.x + tid
+        s[tid + radius + cuda.blockDim.x] = x[right] if right < x.size else float32(0)
+    cuda.syncthreads()  # RAW: the halo (written by other threads) is in the tile before anyone reads it
+    if i < x.size:
+        acc = float32(0)
+        for k in range(2 * radius + 1):
+            acc += s[tid + k]
+        out[i] = acc
+
+
+@cuda.jit
+def stencil1d_shared_any_radius(x, out, radius):
+    """The tile loaded by a block-stride loop: correct for any radius <= MAX_RADIUS and any block size.
+
+    Thread ``tid`` loads tile words ``tid, tid + blockDim, ...``: consecutive threads load
+    consecutive words (coalesced), each word is loaded by exactly one thread, and a radius
+    larger than the block (where ``if tid < R`` would run out of threads) needs no special case.
+    """
+    s = cuda.shared.array(TILE_1D, float32)
+    tid = cuda.threadIdx.x
+    width = cuda.blockDim.x + 2 * radius
+    first = cuda.blockIdx.x * cuda.blockDim.x - radius  # global index of tile word 0
+    w = tid
+    while w < width:
+        g = first + w
+        s[w] = x[g] if g >= 0 and g < x.size else float32(0)
+        w += cuda.blockDim.x
+    cuda.syncthreads()  # RAW: the whole tile is loaded before anyone reads a neighbour's word
+    i = cuda.grid(1)
+    if i < x.size:
+        acc = float32(0)
+        for k in range(2 * radius + 1):
+            acc += s[tid + k]
+        out[i] = acc
+
+
+@cuda.jit
+def stencil1d_no_barrier(x, out, radius):
+    """PITFALL (do not use): :func:`stencil1d_shared` without the barrier: a read-after-write race.
+
+    Thread ``tid`` reads ``s[tid .. tid + 2R]``, words that threads ``tid - R .. tid + R`` (and
+    the halo loaders 0..R-1) write. Nothing makes it wait for them: it may read a word before
+    its writer has run, and get whatever the shared memory held before.
+    """
+    s = cuda.shared.array(TILE_1D, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    start = cuda.blockIdx.x * cuda.blockDim.x
+    s[tid + radius] = x[i] if i < x.size else float32(0)
+    if tid < radius:
+        left = start - radius + tid
+        s[tid] = x[left] if left >= 0 else float32(0)
+        right = start + cuda.blockDim.x + tid
+        s[tid + radius + cuda.blockDim.x] = x[right] if right < x.size else float32(0)
+    # (no cuda.syncthreads() here: that is the bug)
+    if i < x.size:
+        acc = float32(0)
+        for k in range(2 * radius + 1):
+            acc += s[tid + k]
+        out[i] = acc
+
+
+@cuda.jit
+def stencil1d_local_halo(x, out, radius):
+    """PITFALL (do not use): the halo loaded from the LOCAL index, as one version of the lecture does.
+
+    ``x[tid - R]`` and ``x[tid + blockDim]`` are the same addresses in every block: each block's
+    halo is block 0's, so the first and last R outputs of every later block are wrong.
+    """
+    s = cuda.shared.array(TILE_1D, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[tid + radius] = x[i] if i < x.size else float32(0)
+    if tid < radius:
+        left = tid - radius  # WRONG: a local index used as a global one
+        s[tid] = x[left] if left >= 0 else float32(0)
+        right = cuda.blockDim.x + tid  # WRONG: the same for every block
+        s[tid + radius + cuda.blockDim.x] = x[right] if right < x.size else float32(0)
+    cuda.syncthreads()  # RAW: the halo is in the tile before anyone reads it
+    if i < x.size:
+        acc = float32(0)
+        for k in range(2 * radius + 1):
+            acc += s[tid + k]
+        out[i] = acc
+
+
+@cuda.jit
+def stencil1d_global_index(x, out):
+    """PITFALL (do not use): the tile indexed with the GLOBAL index, radius 3, blocks of 16 (the lecture's sizes).
+
+    The tile has ``16 + 2*3 = 22`` words, but thread ``tid`` of block ``b`` writes word
+    ``16 b + tid``: from block 1 on that is past the end of the tile. The simulator stops at
+    the first such store (IndexError); a GPU writes somewhere in shared memory, or faults.
+    """
+    s = cuda.shared.array(SEED_TILE, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[i] = x[i] if i < x.size else float32(0)  # WRONG: global index into a block-sized tile
+    cuda.syncthreads()  # RAW: the tile is complete before anyone reads it
+    if i < x.size:
+        acc = float32(0)
+        for k in range(2 * SEED_RADIUS + 1):
+            acc += s[tid + k]
+        out[i] = acc
+
+
+STENCIL1D = {
+    "global": stencil1d_global,
+    "shared": stencil1d_shared,
+    "any_radius": stencil1d_shared_any_radius,
+    "no_barrier": stencil1d_no_barrier,
+    "local_halo": stencil1d_local_halo,
+}
+
+
+def stencil1d_reference(x, radius: int) -> np.ndarray:
+    """NumPy specification: ``out[i] = sum(x[i-R : i+R+1])`` with zeros outside, accumulated in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    radius = validate.integer(radius, "radius", minimum=0)
+    padded = np.concatenate([np.zeros(radius), x, np.zeros(radius)])
+    c = np.concatenate([[0.0], np.cumsum(padded)])
+    return c[2 * radius + 1:] - c[:x.size]
+
+
+def integer_valued(n: int, rng: np.random.Generator | None = None, low: int = -8, high: int = 8) -> np.ndarray:
+    """``n`` float32 small integers: sums of a few dozen of them are exact in any order (tests use them)."""
+    n = validate.integer(n, "n", minimum=0)
+    rng = rng or np.random.default_rng(0)
+    return rng.integers(low, high + 1, size=n).astype(np.float32)
+
+
+def _check_1d(x, radius, threads, variant):
+    validate.array(x, "x", dtype=np.float32, ndim=1)
+    if x.shape[0] == 0:
+        raise ArrayArgumentError("x is empty: a stencil needs at least one element.")
+    radius = validate.integer(radius, "radius", minimum=0, maximum=MAX_RADIUS)
+    threads = validate.threads_per_block(threads)
+    validate.choice(variant, "variant", list(STENCIL1D))
+    if variant in ("shared", "no_barrier", "local_halo") and radius > threads:
+        raise LaunchConfigError(
+            f"radius={radius} is larger than the block ({threads} threads): the first R threads load the halo, "
+            f"so this kernel needs radius <= threads. Use more threads, or variant='any_radius'.")
+    return radius, threads
+
+
+def run_stencil1d(x, radius: int = 3, variant: str = "shared", threads: int = 128) -> np.ndarray:
+    """Run a 1D stencil of ``radius`` on float32 ``x`` and return the output (NumPy).
+
+    Args:
+        x: 1-D C-contiguous float32 array with at least one element (NumPy, CuPy or Numba device array).
+        radius: 0..MAX_RADIUS (and at most ``threads`` for the ``shared`` kernel).
+        variant: ``global``, ``shared``, ``any_radius`` (or the pitfalls ``no_barrier``, ``local_halo``).
+        threads: threads per block, 1..1024.
+
+    Raises:
+        ArgumentError: a wrong dtype, shape, size, radius, block size or variant (the message says what to change).
+    """
+    radius, threads = _check_1d(x, radius, threads, variant)
+    n = int(x.shape[0])
+    x_d = _as_device(x)
+    out = cuda.device_array(n, dtype=np.float32)
+    blocks = -(-n // threads)  # ceiling division: the last block may be partly empty
+    STENCIL1D[variant][blocks, threads](x_d, out, np.int64(radius))
+    return out.copy_to_host()
+
+
+def seed_tile_indices(n: int, block: int = SEED_BLOCK, radius: int = SEED_RADIUS):
+    """For the global-index pitfall: per block, the largest tile word written and the tile's size.
+
+    Returns a list of ``(block, first word, last word, tile words)``; every block after the first
+    writes past the end of its ``block + 2 * radius``-word tile.
+    """
+    n = validate.integer(n, "n", minimum=1)
+    tile = block + 2 * radius
+    rows = []
+    for b in range(-(-n // block)):
+        rows.append((b, b * block, b * block + block - 1, tile))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# 2D heat diffusion: one Jacobi step of the 5-point stencil, border points fixed
+# ---------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def jacobi_naive(u, v):
+    """One Jacobi step: ``v`` = average of the four neighbours in ``u``; border points copied.
+
+    One thread per point, five reads from device memory per point (four of them also read by
+    neighbouring threads: the L1 and L2 caches serve most of those).
+    """
+    j, i = cuda.grid(2)  # x runs along a row (j, coalesced), y down the columns (i)
+    ny, nx = u.shape
+    if i < ny and j < nx:
+        if i == 0 or j == 0 or i == ny - 1 or j == nx - 1:
+            v[i, j] = u[i, j]  # Dirichlet boundary: fixed temperature
+        else:
+            v[i, j] = QUARTER * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))
+
+
+@cuda.jit
+def jacobi_shared(u, v):
+    """The Jacobi step from a shared tile of ``(blockDim.y + 2) x (blockDim.x + 2)`` values (halo of 1).
+
+    The block loads its tile with a block-stride loop over the tile's words, so every value is
+    read from device memory once per block. The tile's left and right columns are the "vertical
+    halo": one float per row, each a separate memory transaction.
+    """
+    tile = cuda.shared.array((SH_Y + 2, SH_X + 2), float32)
+    bx = cuda.blockDim.x
+    by = cuda.blockDim.y
+    ny, nx = u.shape
+    i0 = cuda.blockIdx.y * by - 1  # global row of tile row 0 (the halo row above)
+    j0 = cuda.blockIdx.x * bx - 1  # global column of tile column 0
+    width = bx + 2
+    words = (by + 2) * width
+    w = cuda.threadIdx.y * bx + cuda.threadIdx.x
+    while w < words:
+        r = w // width
+        c = w - r * width
+        gi = i0 + r
+        gj = j0 + c
+        if gi >= 0 and gi < ny and gj >= 0 and gj < nx:
+            tile[r, c] = u[gi, gj]
+        else:
+            tile[r, c] = float32(0)  # outside the grid: never used (border points copy themselves)
+        w += bx * by
+    cuda.syncthreads()  # RAW: the halo, loaded by other threads, is in the tile before anyone reads it
+    r = cuda.threadIdx.y + 1
+    c = cuda.threadIdx.x + 1
+    i = i0 + r
+    j = j0 + c
+    if i < ny and j < nx:
+        if i == 0 or j == 0 or i == ny - 1 or j == nx - 1:
+            v[i, j] = tile[r, c]
+        else:
+            v[i, j] = QUARTER * ((tile[r - 1, c] + tile[r + 1, c]) + (tile[r, c - 1] + tile[r, c + 1]))
+
+
+@cuda.jit
+def jacobi_marching(u, v):
+    """Register blocking along y: each thread computes ``ROWS`` consecutive points of one column.
+
+    The thread first loads its column strip (``ROWS + 2`` values: each is the "down", "centre"
+    and "up" neighbour of three outputs, read once) and the left and right neighbours into
+    registers (small local arrays that the compiler keeps in registers once the constant-trip
+    loops are unrolled), then computes and stores. Loading everything before the first store
+    matters: the compiler cannot know that ``v`` does not overlap ``u``, so a load written after
+    a store may not be issued before it, and fewer loads would be in flight.
+    """
+    col = cuda.local.array(ROWS + 2, float32)
+    left = cuda.local.array(ROWS, float32)
+    right = cuda.local.array(ROWS, float32)
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    i0 = (cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * ROWS
+    ny, nx = u.shape
+    if j < nx and i0 < ny:  # (no barrier in this kernel, so threads past the end may simply do nothing)
+        for r in range(ROWS + 2):
+            gi = i0 - 1 + r
+            col[r] = u[gi, j] if gi >= 0 and gi < ny else float32(0)
+        for r in range(ROWS):
+            gi = i0 + r
+            inside = gi >= 1 and gi < ny - 1 and j >= 1 and j < nx - 1
+            left[r] = u[gi, j - 1] if inside else float32(0)
+            right[r] = u[gi, j + 1] if inside else float32(0)
+        for r in range(ROWS):
+            i = i0 + r
+            if i < ny:
+                if i == 0 or j == 0 or i == ny - 1 or j == nx - 1:
+                    v[i, j] = col[r + 1]
+                else:
+                    v[i, j] = QUARTER * ((col[r] + col[r + 2]) + (left[r] + right[r]))
+
+
+JACOBI = {"naive": jacobi_naive, "shared": jacobi_shared, "marching": jacobi_marching}
+#: Bytes one Jacobi step must move per point: read the point once, write it once (float32).
+JACOBI_BYTES_PER_POINT = 8
+#: Floating-point operations per interior point: three additions and one multiplication.
+JACOBI_FLOPS_PER_POINT = 4
+
+
+def jacobi_reference(u, steps: int = 1) -> np.ndarray:
+    """NumPy specification of ``steps`` Jacobi steps, in float32 with the kernels' order of additions.
+
+    ``(up + down) + (left + right)``, then times 0.25: the kernels round exactly the same way, so
+    they must agree bit for bit.
+    """
+    u = np.array(u, dtype=np.float32)
+    steps = validate.integer(steps, "steps", minimum=0)
+    for _ in range(steps):
+        v = u.copy()
+        if u.shape[0] > 2 and u.shape[1] > 2:
+            v[1:-1, 1:-1] = QUARTER * ((u[:-2, 1:-1] + u[2:, 1:-1]) + (u[1:-1, :-2] + u[1:-1, 2:]))
+        u = v
+    return u
+
+
+def jacobi_counts(ny: int, nx: int) -> dict:
+    """Ideal bytes and flops of one Jacobi step on an ``ny x nx`` grid (float32).
+
+    Bytes: every point read once and written once (8 B/point), the least any kernel can move
+    (what a perfect cache or tile achieves). Flops: 4 per interior point (three additions, one
+    multiplication).
+    """
+    ny = validate.integer(ny, "ny", minimum=1)
+    nx = validate.integer(nx, "nx", minimum=1)
+    interior = max(ny - 2, 0) * max(nx - 2, 0)
+    return {"points": ny * nx, "nbytes": JACOBI_BYTES_PER_POINT * ny * nx, "flops": JACOBI_FLOPS_PER_POINT * interior}
+
+
+def jacobi_grid(variant: str, shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
+    """Blocks (x, y) that cover an ``ny x nx`` grid with ``block`` threads (ceiling divisions)."""
+    ny, nx = shape
+    bx, by = block
+    rows_per_thread = ROWS if variant == "marching" else 1
+    return (-(-nx // bx), -(-ny // (by * rows_per_thread)))
+
+
+def _check_block_2d(block, variant: str) -> tuple[int, int]:
+    block = validate.block_shape(block)
+    if len(block) != 2:
+        raise LaunchConfigError(f"block must have two dimensions (x, y), got {block}: e.g. block=(32, 8).")
+    bx, by = block
+    if variant == "shared" and (bx > SH_X or by > SH_Y):
+        raise LaunchConfigError(
+            f"block={block} does not fit the shared tile of jacobi_shared, which has room for blocks up to "
+            f"({SH_X}, {SH_Y}): use block=({min(bx, SH_X)}, {min(by, SH_Y)}).")
+    return bx, by
+
+
+@dataclass
+class Jacobi:
+    """Ping-pong Jacobi iteration on the device: two buffers, each step reads one and writes the other.
+
+    All buffers are allocated when it is built, so :meth:`step` only launches a kernel (what a
+    benchmark should time). :meth:`result` copies the current field to the host.
+
+    Args:
+        u: the initial field, a 2-D C-contiguous float32 array without NaN or infinity (NumPy: copied to
+            the device once; CuPy or a Numba device array: copied on the device, the input is left alone).
+        variant: ``naive``, ``shared`` or ``marching``.
+        block: threads per block (x, y); default (32, 8), or (128, 1) for ``marching``.
+    """
+
+    u: Any
+    variant: str = "naive"
+    block: tuple[int, int] | None = None
+    steps_done: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        validate.choice(self.variant, "variant", list(JACOBI))
+        validate.array(self.u, "u", dtype=np.float32, ndim=2, finite=isinstance(self.u, np.ndarray))
+        if 0 in self.u.shape:
+            raise ArrayArgumentError(f"u has shape {tuple(self.u.shape)}: a grid needs at least one point.")
+        default = MARCH_BLOCK if self.variant == "marching" else BLOCK_2D
+        self.block = _check_block_2d(default if self.block is None else self.block, self.variant)
+        self.shape = (int(self.u.shape[0]), int(self.u.shape[1]))
+        self.grid = jacobi_grid(self.variant, self.shape, self.block)
+        self._kernel = JACOBI[self.variant]
+        if isinstance(self.u, np.ndarray):
+            self._a = cuda.to_device(self.u)
+        else:
+            self._a = cuda.device_array(self.shape, dtype=np.float32)
+            self._a.copy_to_device(_as_device(self.u))
+        self._b = cuda.device_array(self.shape, dtype=np.float32)
+        self._configured = None
+
+    @property
+    def nbytes(self) -> int:
+        """Ideal bytes of one step (each point read once and written once)."""
+        return JACOBI_BYTES_PER_POINT * self.shape[0] * self.shape[1]
+
+    def step(self, count: int = 1) -> None:
+        """Launch ``count`` steps (asynchronous on a GPU), swapping the buffers after each."""
+        for _ in range(count):
+            if backend.is_simulator():
+                self._kernel[self.grid, self.block](self._a, self._b)
+            else:
+                if self._configured is None:
+                    self._configured = self._kernel[self.grid, self.block]
+                self._configured(self._a, self._b)
+            self._a, self._b = self._b, self._a
+            self.steps_done += 1
+
+    @property
+    def current(self):
+        """The device array holding the field after the last step."""
+        return self._a
+
+    def result(self) -> np.ndarray:
+        """The field after the last step, copied to the host."""
+        return self._a.copy_to_host()
+
+
+def run_jacobi(u, steps: int = 1, variant: str = "naive", block: tuple[int, int] | None = None) -> np.ndarray:
+    """Run ``steps`` Jacobi steps of ``variant`` on the float32 field ``u`` and return the result (NumPy).
+
+    Raises:
+        ArgumentError: wrong dtype or shape, an empty grid, NaN or infinity in ``u``, a bad block or variant.
+    """
+    steps = validate.integer(steps, "steps", minimum=0)
+    solver = Jacobi(u, variant, block)
+    solver.step(steps)
+    return solver.result()
+
+
+def hot_plate(ny: int, nx: int, top: float = 100.0, bottom: float = 0.0, left: float = 0.0,
+              right: float = 0.0, inside: float = 0.0) -> np.ndarray:
+    """A float32 temperature field: fixed border temperatures (the boundary condition), ``inside`` elsewhere."""
+    ny = validate.integer(ny, "ny", minimum=1)
+    nx = validate.integer(nx, "nx", minimum=1)
+    u = np.full((ny, nx), inside, dtype=np.float32)
+    u[:, 0] = left
+    u[:, -1] = right
+    u[-1, :] = bottom
+    u[0, :] = top
+    return u
+
+
+def jacobi_snapshots(u, steps_list) -> dict[int, np.ndarray]:
+    """The NumPy reference field after each number of steps in ``steps_list`` (for the widget)."""
+    out = {}
+    current = np.array(u, dtype=np.float32)
+    done = 0
+    for k in sorted(set(int(s) for s in steps_list)):
+        current = jacobi_reference(current, k - done)
+        done = k
+        out[k] = current
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Image filters: 3x3 weights with clamped borders, and the Sobel edge magnitude
+# ---------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def filter3x3(img, weights, out):
+    """``out[i, j] = sum of weights[a, b] * img[i + a - 1, j + b - 1]``, indices clamped to the image.
+
+    A correlation (the weights are not flipped); for symmetric weights such as a blur the same
+    as a convolution. Clamping repeats the edge pixels, so the output has the input's shape.
+    """
+    j, i = cuda.grid(2)
+    ny, nx = img.shape
+    if i < ny and j < nx:
+        acc = float32(0)
+        for a in range(3):
+            ii = min(max(i + a - 1, 0), ny - 1)
+            for b in range(3):
+                jj = min(max(j + b - 1, 0), nx - 1)
+                acc += weights[a, b] * img[ii, jj]
+        out[i, j] = acc
+
+
+@cuda.jit
+def sobel_magnitude(img, out):
+    """Edge strength ``sqrt(gx^2 + gy^2)`` with Sobel's 3x3 derivatives, indices clamped to the image.
+
+    ``gx`` differentiates along a row (x, columns) and smooths along y; ``gy`` the other way
+    round. Eight neighbours are read (the centre has weight 0 in both).
+    """
+    j, i = cuda.grid(2)
+    ny, nx = img.shape
+    if i < ny and j < nx:
+        up = max(i - 1, 0)
+        down = min(i + 1, ny - 1)
+        lf = max(j - 1, 0)
+        rt = min(j + 1, nx - 1)
+        a = img[up, lf]
+        b = img[up, j]
+        c = img[up, rt]
+        d = img[i, lf]
+        f = img[i, rt]
+        g = img[down, lf]
+        h = img[down, j]
+        k = img[down, rt]
+        gx = (c + TWO * f + k) - (a + TWO * d + g)
+        gy = (g + TWO * h + k) - (a + TWO * b + c)
+        out[i, j] = math.sqrt(gx * gx + gy * gy)
+
+
+def _check_image(img, name: str = "img") -> tuple[int, int]:
+    validate.array(img, name, dtype=np.float32, ndim=2, finite=isinstance(img, np.ndarray))
+    if 0 in img.shape:
+        raise ArrayArgumentError(f"{name} has shape {tuple(img.shape)}: an image needs at least one pixel.")
+    return int(img.shape[0]), int(img.shape[1])
+
+
+def _grid_2d(shape, block) -> tuple[int, int]:
+    return (-(-shape[1] // block[0]), -(-shape[0] // block[1]))
+
+
+def run_filter3x3(img, weights, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
+    """Apply 3x3 ``weights`` (correlation, clamped borders) to the float32 image ``img``; returns NumPy.
+
+    Raises:
+        ArgumentError: not a 2-D float32 image, empty, NaN or infinity in it or in the weights, weights not 3x3.
+    """
+    shape = _check_image(img)
+    w = np.asarray(weights)
+    validate.array(w, "weights", ndim=2, shape=(3, 3), contiguous=False, finite=True)
+    block = _check_block_2d(block, "filter")
+    out = cuda.device_array(shape, dtype=np.float32)
+    filter3x3[_grid_2d(shape, block), block](_as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
+                                             out)
+    return out.copy_to_host()
+
+
+def run_box_blur(img, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
+    """3x3 box blur (every pixel the mean of its 3x3 neighbourhood, borders clamped)."""
+    return run_filter3x3(img, BOX_WEIGHTS, block)
+
+
+def run_sobel(img, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
+    """Sobel edge magnitude of the float32 image ``img`` (borders clamped); returns NumPy."""
+    shape = _check_image(img)
+    block = _check_block_2d(block, "filter")
+    out = cuda.device_array(shape, dtype=np.float32)
+    sobel_magnitude[_grid_2d(shape, block), block](_as_device(img), out)
+    return out.copy_to_host()
+
+
+def correlate3x3_reference(img, weights) -> np.ndarray:
+    """NumPy specification of :func:`filter3x3` in float64 (edge pixels repeated)."""
+    img = np.asarray(img, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    p = np.pad(img, 1, mode="edge")
+    ny, nx = img.shape
+    out = np.zeros_like(img)
+    for a in range(3):
+        for b in range(3):
+            out += w[a, b] * p[a:a + ny, b:b + nx]
+    return out
+
+
+def sobel_reference(img) -> np.ndarray:
+    """NumPy specification of :func:`sobel_magnitude` in float64."""
+    gx = correlate3x3_reference(img, SOBEL_X)
+    gy = correlate3x3_reference(img, SOBEL_Y)
+    return np.hypot(gx, gy)
+
+
+def grayscale(rgb) -> np.ndarray:
+    """Luminance of an RGB(A) image (ITU-R BT.601 weights) as float32 in [0, 1]."""
+    a = np.asarray(rgb)
+    if a.ndim == 2:
+        g = a.astype(np.float64)
+    elif a.ndim == 3 and a.shape[2] in (3, 4):
+        g = a[..., :3].astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    else:
+        raise ArrayArgumentError(f"expected an image of shape (h, w), (h, w, 3) or (h, w, 4), got {a.shape}.")
+    if np.issubdtype(a.dtype, np.integer):
+        g = g / np.iinfo(a.dtype).max
+    return np.ascontiguousarray(g, dtype=np.float32)
+
+
+def sample_photo() -> np.ndarray:
+    """The grayscale portrait of Grace Hopper that Matplotlib ships (600 x 512, float32 in [0, 1]; no download)."""
+    import matplotlib.cbook as cbook
+    import matplotlib.image as mimage
+
+    path = cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
+    return grayscale(mimage.imread(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# Connected-component labelling (4-connectivity)
+# ---------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def ccl_init(mask, labels):
+    """Every foreground pixel starts with its own label, 1 + its flat index; background gets 0."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx:
+        labels[i, j] = i * nx + j + 1 if mask[i, j] != 0 else 0
+
+
+@cuda.jit
+def ccl_propagate(labels_in, labels_out, changed):
+    """One propagation step: every foreground pixel takes the smallest label among itself and its 4 neighbours.
+
+    Reads ``labels_in``, writes ``labels_out`` (ping-pong, like Jacobi): the result does not
+    depend on the order in which threads run. A pixel whose label drops sets ``changed[0] = 1``
+    (many threads may write the same 1: harmless). The labels stop changing when every
+    component holds its smallest initial label, which takes as many steps as the longest
+    distance, along the component, from that pixel.
+    """
+    j, i = cuda.grid(2)
+    ny, nx = labels_in.shape
+    if i < ny and j < nx:
+        old = labels_in[i, j]
+        best = old
+        if old != 0:  # background stays 0 and is never a neighbour's candidate
+            if i > 0:
+                n = labels_in[i - 1, j]
+                if n != 0 and n < best:
+                    best = n
+            if i < ny - 1:
+                n = labels_in[i + 1, j]
+                if n != 0 and n < best:
+                    best = n
+            if j > 0:
+                n = labels_in[i, j - 1]
+                if n != 0 and n < best:
+                    best = n
+            if j < nx - 1:
+                n = labels_in[i, j + 1]
+                if n != 0 and n < best:
+                    best = n
+            if best < old:
+                changed[0] = 1
+        labels_out[i, j] = best
+
+
+@cuda.jit(device=True)
+def find_root(parent, a):
+    """Follow parent pointers from ``a`` to its root (a pixel that is its own parent)."""
+    p = parent[a]
+    while p != a:
+        a = p
+        p = parent[a]
+    return a
+
+
+@cuda.jit(device=True)
+def union(parent, a, b):
+    """Merge the trees of pixels ``a`` and ``b``: the larger root gets the smaller as parent (atomic minimum).
+
+    Another thread may have changed the larger root's parent since it was found: then the
+    atomic returns that parent (not the root itself) and the loop tries again from there.
+    Parents only ever decrease, so every pointer chain ends and the loop terminates.
+    """
+    done = False
+    while not done:
+        a = find_root(parent, a)
+        b = find_root(parent, b)
+        if a < b:
+            old = cuda.atomic.min(parent, b, a)
+            done = old == b
+            b = old
+        elif b < a:
+            old = cuda.atomic.min(parent, a, b)
+            done = old == a
+            a = old
+        else:
+            done = True
+
+
+@cuda.jit
+def uf_init(mask, parent):
+    """Every foreground pixel is its own tree (``parent = flat index``); background gets -1."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx:
+        me = i * nx + j
+        parent[me] = me if mask[i, j] != 0 else -1
+
+
+@cuda.jit
+def uf_merge(mask, parent):
+    """Each foreground pixel merges its tree with its left and upper neighbours' (when those are foreground)."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx and mask[i, j] != 0:
+        me = i * nx + j
+        if j > 0 and mask[i, j - 1] != 0:
+            union(parent, me, me - 1)
+        if i > 0 and mask[i - 1, j] != 0:
+            union(parent, me, me - nx)
+
+
+@cuda.jit
+def uf_compress(mask, parent, labels):
+    """Every foreground pixel's label is 1 + its root (the component's smallest flat index); background 0."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx:
+        me = i * nx + j
+        labels[i, j] = find_root(parent, me) + 1 if mask[i, j] != 0 else 0
+
+
+def _check_mask(mask) -> tuple[int, int]:
+    validate.array(mask, "mask", ndim=2)
+    if np.dtype(mask.dtype) not in (np.dtype(np.bool_), np.dtype(np.uint8)):
+        raise ArrayArgumentError(
+            f"mask has dtype {np.dtype(mask.dtype)}: pass a boolean or uint8 image, e.g. "
+            f"(image > threshold) or mask.astype(np.uint8).")
+    if 0 in mask.shape:
+        raise ArrayArgumentError(f"mask has shape {tuple(mask.shape)}: an image needs at least one pixel.")
+    if mask.shape[0] * mask.shape[1] >= 2**31 - 1:
+        raise ArrayArgumentError(f"mask has {mask.shape[0] * mask.shape[1]} pixels: int32 labels allow fewer "
+                                 "than 2**31 - 1; label it in tiles.")
+    return int(mask.shape[0]), int(mask.shape[1])
+
+
+def _mask_device(mask):
+    if isinstance(mask, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(mask, dtype=np.uint8))
+    if np.dtype(mask.dtype) == np.dtype(np.bool_) and hasattr(mask, "astype"):
+        mask = mask.astype(np.uint8)  # CuPy
+    return _as_device(mask)
+
+
+@dataclass
+class LabelPropagation:
+    """Label propagation on the device: init, then propagation steps until no label changes.
+
+    The host checks the ``changed`` flags once every ``check_every`` steps (one small copy and
+    a wait each time); the flags of the steps in between are kept, so the count of steps is exact
+    whatever ``check_every`` is. Steps after the fixed point change nothing, so they are harmless.
+
+    Args:
+        mask: 2-D boolean or uint8 image (NumPy, CuPy or Numba device array), nonzero = foreground.
+        block: threads per block (x, y).
+        check_every: steps between two looks at the flags (1 under the simulator; 32 on a GPU).
+        max_steps: give up after this many steps (default: pixels + 1, more than any image needs).
+    """
+
+    mask: Any
+    block: tuple[int, int] = (32, 8)
+    check_every: int | None = None
+    max_steps: int | None = None
+    steps: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.shape = _check_mask(self.mask)
+        self.block = _check_block_2d(self.block, "ccl")
+        if self.check_every is None:
+            self.check_every = 1 if backend.is_simulator() else 32
+        self.check_every = validate.integer(self.check_every, "check_every", minimum=1)
+        pixels = self.shape[0] * self.shape[1]
+        self.max_steps = validate.integer(pixels + 1 if self.max_steps is None else self.max_steps, "max_steps",
+                                          minimum=1)
+        self._mask = _mask_device(self.mask)
+        self._a = cuda.device_array(self.shape, dtype=np.int32)
+        self._b = cuda.device_array(self.shape, dtype=np.int32)
+        self._flags = cuda.device_array(self.check_every, dtype=np.int32)
+        self._slots = [self._flags[k:k + 1] for k in range(self.check_every)]
+        self._zeros = np.zeros(self.check_every, dtype=np.int32)
+        self.grid = _grid_2d(self.shape, self.block)
+
+    def run(self) -> int:
+        """Label from scratch; return the number of propagation steps (the last one changed nothing)."""
+        grid, block = self.grid, self.block
+        ccl_init[grid, block](self._mask, self._a)
+        steps = 0
+        while steps < self.max_steps:
+            self._flags.copy_to_device(self._zeros)
+            batch = min(self.check_every, self.max_steps - steps)
+            for k in range(batch):
+                ccl_propagate[grid, block](self._a, self._b, self._slots[k])
+                self._a, self._b = self._b, self._a
+            flags = self._flags.copy_to_host()[:batch]
+            quiet = np.flatnonzero(flags == 0)
+            if quiet.size:
+                self.steps = steps + int(quiet[0]) + 1
+                return self.steps
+            steps += batch
+        raise RuntimeError(f"label propagation did not converge in {self.max_steps} steps")
+
+    @property
+    def labels(self):
+        """The device array of labels after :meth:`run`."""
+        return self._a
+
+
+@dataclass
+class UnionFind:
+    """Union-find labelling on the device: three launches whatever the image (init, merge, compress)."""
+
+    mask: Any
+    block: tuple[int, int] = (32, 8)
+
+    def __post_init__(self) -> None:
+        self.shape = _check_mask(self.mask)
+        self.block = _check_block_2d(self.block, "ccl")
+        self._mask = _mask_device(self.mask)
+        self._parent = cuda.device_array(self.shape[0] * self.shape[1], dtype=np.int32)
+        self._labels = cuda.device_array(self.shape, dtype=np.int32)
+        self.grid = _grid_2d(self.shape, self.block)
+
+    def run(self) -> None:
+        """Label from scratch (asynchronous on a GPU)."""
+        grid, block = self.grid, self.block
+        uf_init[grid, block](self._mask, self._parent)
+        uf_merge[grid, block](self._mask, self._parent)
+        uf_compress[grid, block](self._mask, self._parent, self._labels)
+
+    @property
+    def labels(self):
+        """The device array of labels after :meth:`run`."""
+        return self._labels
+
+
+def label_propagation(mask, block: tuple[int, int] = (32, 8), check_every: int | None = None) -> tuple[np.ndarray, int]:
+    """Label the 4-connected components of ``mask`` by propagation; returns ``(labels, steps)`` (NumPy labels)."""
+    lp = LabelPropagation(mask, block, check_every)
+    steps = lp.run()
+    return lp.labels.copy_to_host(), steps
+
+
+def label_union_find(mask, block: tuple[int, int] = (32, 8)) -> np.ndarray:
+    """Label the 4-connected components of ``mask`` by union-find; returns the labels (NumPy int32)."""
+    uf = UnionFind(mask, block)
+    uf.run()
+    return uf.labels.copy_to_host()
+
+
+def propagate_reference(labels) -> tuple[np.ndarray, bool]:
+    """NumPy specification of one :func:`ccl_propagate` step: ``(new labels, whether any label changed)``."""
+    lab = np.asarray(labels)
+    big = np.iinfo(np.int64).max
+    work = np.where(lab == 0, big, lab.astype(np.int64))
+    best = work.copy()
+    best[1:, :] = np.minimum(best[1:, :], work[:-1, :])
+    best[:-1, :] = np.minimum(best[:-1, :], work[1:, :])
+    best[:, 1:] = np.minimum(best[:, 1:], work[:, :-1])
+    best[:, :-1] = np.minimum(best[:, :-1], work[:, 1:])
+    new = np.where(lab == 0, 0, best).astype(lab.dtype)
+    return new, bool((new != lab).any())
+
+
+def initial_labels(mask) -> np.ndarray:
+    """NumPy specification of :func:`ccl_init`: 1 + flat index on the foreground, 0 on the background."""
+    m = np.asarray(mask) != 0
+    return np.where(m, np.arange(m.size, dtype=np.int64).reshape(m.shape) + 1, 0).astype(np.int32)
+
+
+def propagation_steps_reference(mask, max_steps: int | None = None) -> tuple[np.ndarray, int]:
+    """Label propagation in NumPy, counting steps exactly as :class:`LabelPropagation` does."""
+    lab = initial_labels(mask)
+    max_steps = lab.size + 1 if max_steps is None else max_steps
+    for step in range(1, max_steps + 1):
+        lab, changed = propagate_reference(lab)
+        if not changed:
+            return lab, step
+    raise RuntimeError(f"no fixed point after {max_steps} steps")
+
+
+def label_reference(mask) -> np.ndarray:
+    """``scipy.ndimage.label`` (4-connectivity) renumbered to this module's convention (1 + first flat index)."""
+    from scipy import ndimage
+
+    seq, _count = ndimage.label(np.asarray(mask) != 0)
+    return min_index_labels(seq)
+
+
+def min_index_labels(labels) -> np.ndarray:
+    """Renumber any labelling so that each component is 1 + the flat index of its first pixel (0 stays 0)."""
+    lab = np.asarray(labels)
+    flat = lab.ravel()
+    uniq, first = np.unique(flat, return_index=True)
+    mapping = dict(zip(uniq.tolist(), (first + 1).tolist()))
+    mapping[0] = 0
+    lookup = np.vectorize(mapping.get, otypes=[np.int64])
+    return lookup(lab).astype(np.int32) if lab.size else lab.astype(np.int32)
+
+
+def relabel_sequential(labels) -> np.ndarray:
+    """Renumber labels 1, 2, 3... in the order of their values, background 0 (``scipy.ndimage.label``'s numbering
+    when the labels are this module's: a component's label grows with the raster position of its first pixel)."""
+    lab = np.asarray(labels)
+    uniq, inverse = np.unique(lab, return_inverse=True)
+    if uniq.size and uniq[0] != 0:
+        inverse = inverse + 1  # no background at all: numbering still starts at 1
+    return inverse.reshape(lab.shape).astype(np.int32)
+
+
+def same_partition(a, b) -> bool:
+    """True when two labellings split the pixels into the same components (names may differ; 0 = background)."""
+    a = np.asarray(a).ravel().astype(np.int64)
+    b = np.asarray(b).ravel().astype(np.int64)
+    if a.shape != b.shape or not np.array_equal(a == 0, b == 0):
+        return False
+    fa, fb = a[a != 0], b[b != 0]
+    if fa.size == 0:
+        return True
+    pairs = np.unique(np.stack([fa, fb], axis=1), axis=0)
+    return len(pairs) == len(np.unique(fa)) == len(np.unique(fb))
+
+
+def snake_mask(ny: int, nx: int) -> np.ndarray:
+    """A one-pixel-wide serpentine: every other row full, joined alternately at the right and the left end.
+
+    One component whose path is about ``ny * nx / 2`` pixels long: label propagation needs that
+    many steps (the worst case for it), union-find still three launches.
+    """
+    ny = validate.integer(ny, "ny", minimum=1)
+    nx = validate.integer(nx, "nx", minimum=1)
+    m = np.zeros((ny, nx), dtype=np.uint8)
+    m[0::2, :] = 1
+    for k, i in enumerate(range(1, ny, 2)):
+        m[i, nx - 1 if k % 2 == 0 else 0] = 1
+    return m
+
+
+def spiral_mask(n: int) -> np.ndarray:
+    """A one-pixel-wide square spiral from the top-left corner inwards, with one-pixel gaps: one long path.
+
+    Its first pixel (the component's smallest label) is the outer end, so propagation has to
+    walk the whole path, about ``n * n / 2`` pixels.
+    """
+    n = validate.integer(n, "n", minimum=1)
+    m = np.zeros((n, n), dtype=np.uint8)
+    r, c, dr, dc = 0, 0, 0, 1
+    m[0, 0] = 1
+
+    def free(rr: int, cc: int) -> bool:
+        return 0 <= rr < n and 0 <= cc < n and not m[rr, cc]
+
+    def can_move(dr_: int, dc_: int) -> bool:
+        nr, nc = r + dr_, c + dc_
+        if not free(nr, nc):
+            return False
+        # keep a one-pixel gap to earlier parts of the path: the cell beyond must not be on the path,
+        # and no other path pixel may touch the new one
+        beyond = (r + 2 * dr_, c + 2 * dc_)
+        if 0 <= beyond[0] < n and 0 <= beyond[1] < n and m[beyond]:
+            return False
+        for sr, sc in ((nr + dc_, nc + dr_), (nr - dc_, nc - dr_)):
+            if 0 <= sr < n and 0 <= sc < n and m[sr, sc]:
+                return False
+        return True
+
+    while True:
+        if can_move(dr, dc):
+            r, c = r + dr, c + dc
+            m[r, c] = 1
+            continue
+        dr, dc = dc, -dr  # turn right (clockwise)
+        if can_move(dr, dc):
+            r, c = r + dr, c + dc
+            m[r, c] = 1
+            continue
+        return m
+
+
+def random_mask(ny: int, nx: int, density: float, seed: int = 0) -> np.ndarray:
+    """A random uint8 image with each pixel foreground with probability ``density``."""
+    ny = validate.integer(ny, "ny", minimum=1)
+    nx = validate.integer(nx, "nx", minimum=1)
+    density = validate.number(density, "density", minimum=0.0, maximum=1.0)
+    return (np.random.default_rng(seed).random((ny, nx)) < density).astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_device(x):
+    """A device array for ``x``: copies a NumPy array; wraps CuPy & co. zero-copy as Numba arrays."""
+    if isinstance(x, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(x))
+    if backend.is_gpu() and not hasattr(x, "copy_to_host"):
+        return cuda.as_cuda_array(x)
+    return x
+
+
+def require_cupy(what: str):
+    """Return CuPy, or raise GPUOnlyError saying that ``what`` needs a GPU with CuPy."""
+    from ..xp import HAS_CUPY, xp
+
+    if not HAS_CUPY:
+        raise GPUOnlyError(f"{what} needs a CUDA GPU with CuPy (this is the simulator or CuPy is missing): "
+                           "the chapter shows reference data measured on a GPU instead.")
+    return xp
+
+
+def cupy_jacobi_step(u, v) -> None:
+    """One Jacobi step with CuPy slicing (the borders of ``v`` must already hold the boundary values). GPU only.
+
+    Four slice additions and a multiplication: each makes a temporary array, so the step reads
+    and writes the grid several times, where a kernel reads it once and writes it once.
+    """
+    require_cupy("cupy_jacobi_step")
+    v[1:-1, 1:-1] = QUARTER * ((u[:-2, 1:-1] + u[2:, 1:-1]) + (u[1:-1, :-2] + u[1:-1, 2:]))
+
+
+__all__ = [
+    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BOX_WEIGHTS", "JACOBI", "JACOBI_BYTES_PER_POINT", "Jacobi", "LabelPropagation",
+    "MARCH_BLOCK", "MAX_RADIUS", "MAX_THREADS", "QUARTER", "ROWS", "SEED_BLOCK", "SEED_RADIUS", "SH_X", "SH_Y",
+    "SOBEL_X", "SOBEL_Y", "STENCIL1D", "TILE_1D", "UnionFind", "ccl_init", "ccl_propagate",
+    "correlate3x3_reference", "cupy_jacobi_step", "filter3x3", "find_root", "grayscale", "hot_plate",
+    "initial_labels", "integer_valued", "jacobi_counts", "jacobi_grid", "jacobi_marching", "jacobi_naive",
+    "jacobi_reference", "jacobi_shared", "jacobi_snapshots", "label_propagation", "label_reference",
+    "label_union_find", "min_index_labels", "propagate_reference", "propagation_steps_reference",
+    "random_mask", "relabel_sequential", "require_cupy", "run_box_blur", "run_filter3x3", "run_jacobi",
+    "run_sobel", "run_stencil1d", "same_partition", "sample_photo", "seed_tile_indices", "snake_mask",
+    "sobel_magnitude", "sobel_reference", "spiral_mask", "stencil1d_global", "stencil1d_global_index",
+    "stencil1d_local_halo", "stencil1d_no_barrier", "stencil1d_reference", "stencil1d_shared",
+    "stencil1d_shared_any_radius", "uf_compress", "uf_init", "uf_merge", "union",
+]
