@@ -21,7 +21,7 @@ from __future__ import annotations
 import common  # noqa: F401  (puts src/ on the path and asks for the GPU backend)
 from common import Context, Row
 
-from labhelpers.kernels import scheduling
+from labhelpers.experiments import scheduling
 from labhelpers.refdata import save_reference
 
 TOPIC = "scheduling"

@@ -22,6 +22,7 @@ import pytest  # noqa: E402
 import labhelpers as lh  # noqa: E402
 from labhelpers.device import DeviceInfo  # noqa: E402
 from labhelpers.exercises import scheduling as ex  # noqa: E402
+from labhelpers.experiments import scheduling as ks_exp  # noqa: E402
 from labhelpers.kernels import scheduling as ks  # noqa: E402
 from labhelpers.models import occupancy as oc  # noqa: E402
 from labhelpers.models import warp_timeline as wt  # noqa: E402
@@ -240,7 +241,7 @@ def test_driver_queries_are_gpu_only():
     with pytest.raises(lh.GPUOnlyError):
         oc.compare_with_driver(ks.scale, signature=ks.SCALE_SIGNATURE)
     with pytest.raises(lh.GPUOnlyError):
-        ks.compare_calculator_with_driver()
+        ks_exp.compare_calculator_with_driver()
 
 
 @gpu_only
@@ -370,7 +371,7 @@ def test_sixteen_accumulators_match_numpy(n):
 
 @sim_only
 def test_measure_divergence_under_the_simulator():
-    table = ks.measure_divergence(256, 2, threads=64, progress=False)
+    table = ks_exp.measure_divergence(256, 2, threads=64, progress=False)
     assert list(table["kernel"]) == list(ks.DIVERGENCE_KERNELS)
     assert set(table["status"]) == {"simulator"} and table["median_ms"].isna().all()
     assert list(table["serialized_bodies"]) == [8, 1, 1, 256, 8]
@@ -379,20 +380,20 @@ def test_measure_divergence_under_the_simulator():
 
 @sim_only
 def test_measure_throttle_under_the_simulator():
-    table = ks.measure_throttle(600, blocks_per_sm=(4, 16, 32), ilps=(1, 4), progress=False)
+    table = ks_exp.measure_throttle(600, blocks_per_sm=(4, 16, 32), ilps=(1, 4), progress=False)
     assert len(table) == 6 and set(table["status"]) == {"simulator"}
     assert list(table["calc_blocks_per_sm"]) == [4, 16, 32] * 2
     assert list(table["occupancy"]) == [0.125, 0.5, 1.0] * 2
     assert table["driver_blocks_per_sm"].isna().all()
     assert list(table["shared_bytes"][:3]) == [oc.shared_for_blocks(k) for k in (4, 16, 32)]
-    custom = ks.measure_throttle(100, blocks_per_sm=(8,), ilps=(1,), progress=False, shared_for=lambda k: 1000)
+    custom = ks_exp.measure_throttle(100, blocks_per_sm=(8,), ilps=(1,), progress=False, shared_for=lambda k: 1000)
     assert custom["shared_bytes"].iloc[0] == 1000
     with pytest.raises(lh.LaunchConfigError):
-        ks.measure_throttle(100, blocks_per_sm=(8,), ilps=(1,), progress=False, shared_for=lambda k: 10**6)
+        ks_exp.measure_throttle(100, blocks_per_sm=(8,), ilps=(1,), progress=False, shared_for=lambda k: 10**6)
 
 
 def test_measure_block_sizes_under_the_simulator():
-    table = ks.measure_block_sizes(300, threads=(32, 768), ilps=(1,), progress=False)
+    table = ks_exp.measure_block_sizes(300, threads=(32, 768), ilps=(1,), progress=False)
     assert list(table["threads"]) == [32, 768]
     assert list(table["occupancy"]) == [0.5, 0.75]
 
@@ -402,7 +403,7 @@ def test_register_caps_under_the_simulator():
     assert ks.sixteen_accumulators_capped(32) is ks.sixteen_accumulators  # nothing to compile in the simulator
     with pytest.raises(lh.LaunchConfigError):
         ks.sixteen_accumulators_capped(8)
-    table = ks.measure_register_caps(100, 2, threads=64, caps=(255, 32), progress=False)
+    table = ks_exp.measure_register_caps(100, 2, threads=64, caps=(255, 32), progress=False)
     assert list(table["max_registers"]) == [255, 32] and set(table["status"]) == {"simulator"}
     assert table["registers"].isna().all() and ks.sixteen_accumulators_flops(10, 3) == 960
 
