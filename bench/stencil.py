@@ -1,0 +1,116 @@
+"""Chapter 9 (stencils, halos, connected components) on the GPU: reference tables and the bench rows.
+
+``collect(out_dir)`` writes
+
+* ``ch09_jacobi``: one Jacobi step of every kernel and block shape on an 8192^2 float32 grid, with a
+  CuPy slicing step and a device-to-device copy of the same grid measured in the same run;
+* ``ch09_filters``: 3x3 box blur and Sobel magnitude, ours and ``cupyx.scipy.ndimage``'s, on 8192^2;
+* ``ch09_ccl``: label propagation, union-find, ``cupyx.scipy.ndimage.label`` and ``scipy.ndimage.label``
+  on random 4096^2 images at several densities;
+* ``ch09_ccl_steps``: propagation steps against the image side (spiral, snake, random);
+* ``ch09_racecheck``: the output of ``compute-sanitizer --tool racecheck`` on the 1D stencil without its
+  barrier and with it.
+
+``bench(ctx)`` returns the best Jacobi kernel against the copy ceiling ``ctx.copy_bandwidth_gbs()``
+(target 80%) and against the CuPy slicing step; every Jacobi kernel against the copy; Sobel and the box
+blur against ``cupyx.scipy.ndimage``; union-find and propagation against ``cupyx.scipy.ndimage.label``
+and ``scipy.ndimage.label`` at each density (ratios are time ratios: library time / our time).
+
+Run: ``python bench/run_all.py --only stencil [--collect src/labhelpers/data/reference]``.
+"""
+
+from __future__ import annotations
+
+from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
+
+from labhelpers.experiments import stencil as ex
+from labhelpers.refdata import save_reference
+
+TOPIC = "stencil"
+JACOBI_N = 8192
+FILTER_N = 8192
+CCL_N = 4096
+_CACHE: dict = {}
+
+
+def _jacobi():
+    if "jacobi" not in _CACHE:
+        _CACHE["jacobi"] = ex.jacobi_table(JACOBI_N)
+    return _CACHE["jacobi"]
+
+
+def _filters():
+    if "filters" not in _CACHE:
+        _CACHE["filters"] = ex.filters_table(FILTER_N)
+    return _CACHE["filters"]
+
+
+def _ccl():
+    if "ccl" not in _CACHE:
+        _CACHE["ccl"] = ex.ccl_table(CCL_N)
+    return _CACHE["ccl"]
+
+
+def collect(out_dir) -> None:
+    """Measure and save the chapter's reference tables (names prefixed ch09_)."""
+    save_reference("ch09_jacobi", _jacobi(), out_dir,
+                   notes="one Jacobi step, 8192^2 float32; gbps = 8 bytes per point (read once, written once) / "
+                         "median time, credited alike to the CuPy slicing step; copy = CuPy device-to-device copy "
+                         "of one grid, bytes read + written; 10 steps per timing")
+    save_reference("ch09_filters", _filters(), out_dir,
+                   notes="8192^2 float32 image; gbps = 8 bytes per pixel / median time; library = cupyx.scipy.ndimage "
+                         "(uniform_filter size 3, hypot of two sobel calls), mode nearest")
+    save_reference("ch09_ccl", _ccl(), out_dir,
+                   notes="random 4096^2 images; GPU times = CUDA events around the whole call (propagation includes "
+                         "its host checks every 32 steps); scipy = host clock, image in host memory")
+    save_reference("ch09_ccl_steps", ex.ccl_steps_table(), out_dir,
+                   notes="label-propagation steps until no label changes (the last step changes nothing); "
+                         "deterministic")
+    save_reference("ch09_racecheck", ex.racecheck_table(), out_dir,
+                   notes="compute-sanitizer --tool racecheck --racecheck-report analysis, one launch of 2 blocks of "
+                         "128 threads, radius 3, kernels compiled with lineinfo=True")
+
+
+def bench(ctx) -> list[Row]:
+    """Jacobi against the copy ceiling and CuPy; filters against cupyx; CCL against cupyx and SciPy."""
+    rows: list[Row] = []
+    copy = ctx.copy_bandwidth_gbs()
+    jac = _jacobi()
+    size = f"{JACOBI_N}^2 f32"
+    best = ex.best_jacobi(jac)
+    cupy_step = float(jac.loc[jac["variant"] == "cupy slicing", "gbps"].iloc[0])
+    same_run_copy = float(jac.loc[jac["variant"] == "copy", "gbps"].iloc[0])
+    rows.append(Row(TOPIC, f"jacobi best ({best['kernel']})", size, float(best["gbps"]), "GB/s",
+                    "D2D copy (read+write), 1 GiB", copy, target=0.80))
+    rows.append(Row(TOPIC, f"jacobi best ({best['kernel']})", size, float(best["gbps"]), "GB/s",
+                    "copy of the same grid", same_run_copy))
+    rows.append(Row(TOPIC, f"jacobi best ({best['kernel']})", size, float(best["gbps"]), "GB/s",
+                    "CuPy slicing step (8 B/pt)", cupy_step))
+    for _, r in jac.iterrows():
+        if r["variant"] in ("copy",):
+            continue
+        rows.append(Row(TOPIC, f"jacobi {r['kernel']}", size, float(r["gbps"]), "GB/s",
+                        "D2D copy (read+write), 1 GiB", copy))
+    filt = _filters()
+    for name in filt["filter"].unique():
+        part = filt[filt["filter"] == name]
+        ours = part[part["implementation"] == "ours"].iloc[0]
+        lib = part[part["implementation"] != "ours"].iloc[0]
+        # ratio = our bandwidth / the library's = the library's time / ours
+        rows.append(Row(TOPIC, f"{name} (ours)", f"{FILTER_N}^2 f32", float(ours["gbps"]), "GB/s",
+                        "cupyx.scipy.ndimage", float(lib["gbps"])))
+        rows.append(Row(TOPIC, f"{name} (ours)", f"{FILTER_N}^2 f32", float(ours["gbps"]), "GB/s",
+                        "D2D copy (read+write), 1 GiB", copy))
+    ccl = _ccl()
+    for density in ccl["density"].unique():
+        part = ccl[ccl["density"] == density].set_index("method")
+        ms = part["median_ms"].astype(float)
+        size = f"{CCL_N}^2 p={density:g}"
+        for ours in ("union-find", "label propagation"):
+            # value: our speed in labellings per second; ceilings: the libraries' (ratio > 1: we are faster)
+            speed = 1e3 / ms[ours]
+            rows.append(Row(TOPIC, f"ccl {ours}", size, speed, "labels/s", "cupyx.scipy.ndimage.label",
+                            1e3 / ms["cupyx.scipy.ndimage.label"]))
+            rows.append(Row(TOPIC, f"ccl {ours}", size, speed, "labels/s", "scipy.ndimage.label (CPU)",
+                            1e3 / ms["scipy.ndimage.label (CPU)"]))
+    return rows

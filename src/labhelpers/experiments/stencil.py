@@ -1,0 +1,300 @@
+"""Chapter "Stencils, halos and connected components": the measurements the chapter plots.
+
+* :func:`jacobi_table`: every Jacobi kernel (several block shapes) on an ``n x n`` float32 grid, its
+  effective bandwidth (8 bytes per point: read once, written once) beside a CuPy slicing step and a
+  device-to-device copy of the same grid, all in one run;
+* :func:`filters_table`: the 3x3 box blur and the Sobel magnitude against ``cupyx.scipy.ndimage``;
+* :func:`ccl_table`: label propagation (steps and time), union-find, ``cupyx.scipy.ndimage.label`` on the
+  GPU and ``scipy.ndimage.label`` on the CPU, on random images of several densities;
+* :func:`ccl_steps_table`: propagation steps against the image side for snakes, spirals and random
+  images (deterministic: the same on every GPU);
+* :func:`racecheck_table`: what ``compute-sanitizer --tool racecheck`` says about the stencil without
+  its barrier, and about the fixed one.
+
+All of them need a GPU (CuPy for the library baselines) and raise
+:class:`~labhelpers.errors.GPUOnlyError` under the simulator; ``bench/stencil.py`` stores their tables
+as reference data ``ch09_*``. Every kernel's result is checked before it is timed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import backend
+from ..errors import GPUOnlyError
+from ..kernels import stencil as st
+from ..timing import benchmark, wall_time
+
+#: Jacobi configurations timed: (variant, block x, block y).
+JACOBI_CONFIGS: tuple[tuple[str, int, int], ...] = (
+    ("naive", 32, 8), ("naive", 32, 4), ("naive", 64, 4), ("naive", 128, 2), ("naive", 32, 16),
+    ("shared", 32, 8), ("shared", 32, 4),
+    ("marching", 128, 1), ("marching", 64, 2), ("marching", 32, 4), ("marching", 256, 1),
+)
+#: Densities of the random images of the CCL comparison (the percolation threshold of the square lattice,
+#: 4-connectivity, is about 0.593: just above it one component spans the image along a winding path).
+DENSITIES: tuple[float, ...] = (0.3, 0.5, 0.6, 0.7, 0.9)
+#: Image sides of the propagation-steps table.
+STEP_SIDES: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+
+def _require_gpu(what: str):
+    if backend.is_simulator():
+        raise GPUOnlyError(f"{what} times kernels on a GPU; under the simulator the chapter shows reference data.")
+    return st.require_cupy(what)
+
+
+def _local_loads(kernel) -> float:
+    """How many ``ld.local`` instructions the compiled kernel has (0: its local arrays live in registers)."""
+    try:
+        ptx = kernel.inspect_asm()
+    except Exception:  # not compiled for exactly one signature, or no PTX access
+        return float("nan")
+    text = "\n".join(ptx.values()) if isinstance(ptx, dict) else str(ptx)
+    return float(len(re.findall(r"\bld\.local\b", text)))
+
+
+def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI_CONFIGS, *,
+                 repeat: int = 20, number: int = 10, check_n: tuple[int, int] = (1023, 1029)) -> pd.DataFrame:
+    """Time one Jacobi step of every configuration on an ``n x n`` float32 grid. GPU only.
+
+    Each kernel is first checked bit for bit against :func:`~labhelpers.kernels.stencil.jacobi_reference`
+    on an awkward ``check_n`` grid (3 steps), and on the big grid against the CuPy step. Rows: ``kernel``
+    (``variant`` + block), ``median_ms``, ``gbps`` (8 n^2 bytes / time), ``gpoints_s``, ``local_loads``;
+    then ``cupy slicing`` (same 8 n^2 bytes credited, whatever it really moves) and ``copy`` (a CuPy
+    device-to-device copy of one grid, bytes read + written = 8 n^2 as well).
+    """
+    cp = _require_gpu("jacobi_table")
+    rng = np.random.default_rng(0)
+    small = (rng.random(check_n, dtype=np.float32) * 100).astype(np.float32)
+    expected = st.jacobi_reference(small, 3)
+    u0 = cp.random.default_rng(0).random((n, n), dtype=cp.float32) * cp.float32(100)
+    want = u0.copy()
+    st.cupy_jacobi_step(u0, want)
+    nbytes = st.JACOBI_BYTES_PER_POINT * n * n
+    rows = []
+    for variant, bx, by in configs:
+        got = st.run_jacobi(small, 3, variant, (bx, by))
+        if not np.array_equal(got, expected):
+            raise AssertionError(f"jacobi {variant} {bx}x{by} disagrees with NumPy on a {check_n} grid")
+        solver = st.Jacobi(u0, variant, (bx, by))
+        solver.step()
+        if not bool(cp.array_equal(cp.asarray(solver.current), want)):
+            raise AssertionError(f"jacobi {variant} {bx}x{by} disagrees with the CuPy step on {n}x{n}")
+        t = benchmark(solver.step, nbytes=nbytes, repeat=repeat, number=number, label=f"{variant} {bx}x{by}")
+        row = {"kernel": f"{variant} {bx}x{by}", "variant": variant, "block_x": bx, "block_y": by,
+               "rows_per_thread": st.ROWS if variant == "marching" else 1, "n": n}
+        row.update(t.as_row())
+        row["gpoints_s"] = n * n / (t.median_ms * 1e-3) / 1e9
+        row["local_loads"] = _local_loads(st.JACOBI[variant])
+        rows.append(row)
+        del solver
+    v = u0.copy()
+    t = benchmark(lambda: st.cupy_jacobi_step(u0, v), nbytes=nbytes, repeat=repeat, number=number,
+                  label="cupy slicing")
+    rows.append(_extra("cupy slicing", t, n))
+    dst = cp.empty_like(u0)
+    t = benchmark(lambda: dst.__setitem__(slice(None), u0), nbytes=2 * u0.nbytes, repeat=repeat, number=number,
+                  label="copy")
+    rows.append(_extra("copy", t, n))
+    return pd.DataFrame(rows)
+
+
+def _extra(name: str, timing, n: int) -> dict:
+    row = {"kernel": name, "variant": name, "block_x": float("nan"), "block_y": float("nan"),
+           "rows_per_thread": float("nan"), "n": n}
+    row.update(timing.as_row())
+    row["gpoints_s"] = n * n / (timing.median_ms * 1e-3) / 1e9
+    row["local_loads"] = float("nan")
+    return row
+
+
+def best_jacobi(table: pd.DataFrame) -> pd.Series:
+    """The fastest kernel row of a :func:`jacobi_table` (library rows excluded)."""
+    kernels = table[table["variant"].isin(list(st.JACOBI))].dropna(subset=["gbps"])
+    return kernels.loc[kernels["gbps"].idxmax()]
+
+
+def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.DataFrame:
+    """The 3x3 box blur and the Sobel magnitude on an ``n x n`` float32 image, ours and ``cupyx.scipy.ndimage``'s.
+
+    Effective bandwidth counts 8 bytes per pixel (read once, written once) for every row. Each result is
+    compared with CuPy's: ``max_abs_diff``.
+    """
+    cp = _require_gpu("filters_table")
+    from cupyx.scipy import ndimage as cnd
+
+    img = cp.random.default_rng(1).random((n, n), dtype=cp.float32)
+    img_nb = st._as_device(img)
+    nbytes = 8 * n * n
+    grid = st._grid_2d((n, n), st.BLOCK_2D)
+    out = cp.empty_like(img)
+    out_nb = st._as_device(out)
+    weights = cp.asarray(st.BOX_WEIGHTS)
+    weights_nb = st._as_device(weights)
+    rows = []
+
+    def ours_blur():
+        st.filter3x3[grid, st.BLOCK_2D](img_nb, weights_nb, out_nb)
+
+    def ours_sobel():
+        st.sobel_magnitude[grid, st.BLOCK_2D](img_nb, out_nb)
+
+    def lib_blur():
+        return cnd.uniform_filter(img, size=3, mode="nearest")
+
+    def lib_sobel():
+        return cp.hypot(cnd.sobel(img, axis=0, mode="nearest"), cnd.sobel(img, axis=1, mode="nearest"))
+
+    for name, ours, lib in (("box blur 3x3", ours_blur, lib_blur), ("sobel magnitude", ours_sobel, lib_sobel)):
+        ours()
+        want = lib()
+        diff = float(cp.abs(out - want).max())
+        if not diff < 1e-4:
+            raise AssertionError(f"{name}: our kernel differs from cupyx.scipy.ndimage by {diff}")
+        for who, fn in (("ours", ours), ("cupyx.scipy.ndimage", lib)):
+            t = benchmark(fn, nbytes=nbytes, repeat=repeat, number=number, label=f"{name}, {who}")
+            row = {"filter": name, "implementation": who, "n": n, "max_abs_diff": diff}
+            row.update(t.as_row())
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _partition_equal_gpu(a, b) -> bool:
+    """:func:`~labhelpers.kernels.stencil.same_partition` on the GPU (CuPy arrays)."""
+    import cupy as cp
+
+    a = a.ravel().astype(cp.int64)
+    b = b.ravel().astype(cp.int64)
+    if not bool(cp.array_equal(a == 0, b == 0)):
+        return False
+    fa, fb = a[a != 0], b[b != 0]
+    if fa.size == 0:
+        return True
+    pairs = cp.unique(fa * (int(fb.max()) + 1) + fb)
+    return int(pairs.size) == int(cp.unique(fa).size) == int(cp.unique(fb).size)
+
+
+def ccl_table(n: int = 4096, densities: Sequence[float] = DENSITIES, *, repeat: int = 3,
+              scipy_repeat: int = 2) -> pd.DataFrame:
+    """Connected components of random ``n x n`` images: our two GPU algorithms, CuPy's and SciPy's.
+
+    For each density: ``components``, propagation ``steps``, and the time of ``propagation`` (init +
+    steps until no label changes, the host looking at the flags every 32 steps), ``union-find`` (3
+    launches), ``cupyx.scipy.ndimage.label`` (GPU) and ``scipy.ndimage.label`` (CPU, host clock, the
+    image already in host memory). GPU times are CUDA-event times of the whole call. Every GPU result
+    is checked against CuPy's up to renaming, and ours against SciPy's exactly after renumbering.
+    """
+    cp = _require_gpu("ccl_table")
+    from cupyx.scipy import ndimage as cnd
+    from scipy import ndimage as snd
+
+    rows = []
+    for density in densities:
+        mask_h = st.random_mask(n, n, density, seed=int(density * 1000))
+        mask = cp.asarray(mask_h)
+        lp = st.LabelPropagation(mask)
+        uf = st.UnionFind(mask)
+        steps = lp.run()
+        uf.run()
+        lib_labels, count = cnd.label(mask)
+        prop = cp.asarray(lp.labels)
+        unif = cp.asarray(uf.labels)
+        if not (bool(cp.array_equal(prop, unif)) and _partition_equal_gpu(prop, lib_labels)):
+            raise AssertionError(f"CCL at density {density}: our labels disagree with cupyx.scipy.ndimage.label")
+        cpu_labels, cpu_count = snd.label(mask_h)
+        if not np.array_equal(st.relabel_sequential(cp.asnumpy(unif)), cpu_labels):
+            raise AssertionError(f"CCL at density {density}: our labels disagree with scipy.ndimage.label")
+        common = {"n": n, "density": density, "components": int(cpu_count), "steps": steps}
+        timings = (
+            ("label propagation", benchmark(lp.run, repeat=repeat, warmup=1, label="propagation")),
+            ("union-find", benchmark(uf.run, repeat=10, number=3, label="union-find")),
+            ("cupyx.scipy.ndimage.label", benchmark(lambda: cnd.label(mask), repeat=10, number=1,
+                                                    label="cupyx label")),
+            ("scipy.ndimage.label (CPU)", wall_time(lambda: snd.label(mask_h), repeat=scipy_repeat,
+                                                    label="scipy label")),
+        )
+        for method, t in timings:
+            row = dict(common, method=method, clock=t.clock)
+            row.update(t.as_row())
+            rows.append(row)
+        del lp, uf, mask
+    return pd.DataFrame(rows)
+
+
+def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float] = (0.3, 0.6, 0.9)) -> pd.DataFrame:
+    """Label-propagation steps against the image side, for a spiral, a snake and random images. GPU only.
+
+    The counts are exact and deterministic (ping-pong steps do not depend on thread timing).
+    ``path_pixels`` is the number of foreground pixels of the spiral or snake (one path).
+    Union-find always needs 3 launches.
+    """
+    _require_gpu("ccl_steps_table")
+    rows = []
+    for side in sides:
+        shapes = [("spiral", st.spiral_mask(side)), ("snake", st.snake_mask(side, side))]
+        shapes += [(f"random {d:.1f}", st.random_mask(side, side, d, seed=side)) for d in densities]
+        for name, mask in shapes:
+            labels, steps = st.label_propagation(mask, check_every=64)
+            if not np.array_equal(labels, st.label_reference(mask)):
+                raise AssertionError(f"propagation labels wrong for {name} {side}x{side}")
+            rows.append({"shape": name, "side": side, "pixels": side * side,
+                         "foreground": int(np.count_nonzero(mask)), "steps": steps, "union_find_launches": 3})
+    return pd.DataFrame(rows)
+
+
+#: The program compute-sanitizer runs: the stencil without its barrier, then with it, one launch each.
+RACECHECK_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    import labhelpers  # chooses the GPU before numba.cuda is imported
+    from numba import cuda
+    from labhelpers.kernels import stencil as st
+
+    which = {which!r}
+    kernel = cuda.jit(lineinfo=True)(getattr(st, which).py_func)  # line numbers in the report
+    x = cuda.to_device(np.arange(256, dtype=np.float32))
+    out = cuda.device_array(256, dtype=np.float32)
+    kernel[2, 128](x, out, 3)
+    cuda.synchronize()
+    print(which, "ran")
+""")
+
+
+def racecheck_table(kernels: Sequence[str] = ("stencil1d_no_barrier", "stencil1d_shared"),
+                    timeout: int = 240) -> pd.DataFrame:
+    """Run ``compute-sanitizer --tool racecheck`` on one launch of each kernel; one row per output line.
+
+    Columns ``kernel``, ``line_no``, ``line``. The sanitizer ships with the CUDA toolkit
+    (``/usr/local/cuda/bin``); GPU only.
+    """
+    _require_gpu("racecheck_table")
+    exe = None
+    for candidate in ("compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"):
+        if subprocess.run(["which", candidate], capture_output=True).returncode == 0 or os.path.exists(candidate):
+            exe = candidate
+            break
+    if exe is None:
+        raise GPUOnlyError("compute-sanitizer was not found (it comes with the CUDA toolkit, in /usr/local/cuda/bin)")
+    rows = []
+    for which in kernels:
+        proc = subprocess.run(
+            [exe, "--tool", "racecheck", "--racecheck-report", "analysis", "--print-limit", "6",
+             sys.executable, "-c", RACECHECK_SCRIPT.format(which=which)],
+            capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+        text = (proc.stdout + proc.stderr).splitlines()
+        keep = [line.rstrip() for line in text if line.strip() and "NumbaPerformanceWarning" not in line]
+        for k, line in enumerate(keep[:60]):
+            rows.append({"kernel": which, "line_no": k, "line": line, "returncode": proc.returncode})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "best_jacobi", "ccl_steps_table",
+           "ccl_table", "filters_table", "jacobi_table", "racecheck_table"]
