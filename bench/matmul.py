@@ -4,7 +4,7 @@
 
 * ``ch05_matmul_sweep``: GFLOP/s of every kernel (naive, tiled 8/16/32, coarsened, register, double
   buffered) and of cuBLAS FP32 and FP64 for ``n x n`` products, n = 256 ... 4096
-  (:func:`labhelpers.kernels.matmul.measure_sweep`);
+  (:func:`labhelpers.experiments.matmul.measure_sweep`);
 * ``ch05_ceilings``: the roofline of this GPU, measured in the same run: device-to-device copy bandwidth
   and cuBLAS FP32 / FP64 at n = 4096 and 8192;
 * ``ch05_register_configs``: the register-tiled and double-buffered kernels for several tile shapes at
@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from common import Context, Row, lh  # noqa: E402
 
+from labhelpers.experiments import matmul as mm_exp  # noqa: E402
 from labhelpers.kernels import matmul as mm  # noqa: E402
 from labhelpers.kernels import matmul_cpu as cpu  # noqa: E402
 from labhelpers.refdata import current_meta, save_reference  # noqa: E402
@@ -141,7 +142,7 @@ def measure_configs(n: int = N) -> pd.DataFrame:
 
     sim = lh.is_simulator()
     if not sim:
-        a_d, b_d, _keep = mm.random_square(n)
+        a_d, b_d, _keep = mm_exp.random_square(n)
         c_d = cuda.device_array((n, n), dtype=np.float32)
     rows = []
     for tiling in CONFIGS:
@@ -169,7 +170,7 @@ def measure_ceilings(ctx: Context) -> pd.DataFrame:
     rows = [dict(quantity="copy_bandwidth", n=0, value=nan if sim else ctx.copy_bandwidth_gbs(), unit="GB/s")]
     for n in (4096, 8192):
         for name, dtype in (("cublas_fp32", np.float32), ("cublas_fp64", np.float64)):
-            t = mm.time_cublas(n, dtype)
+            t = mm_exp.time_cublas(n, dtype)
             rows.append(dict(quantity=name, n=n, value=nan if t is None else t.gflops, unit="GFLOP/s"))
     return pd.DataFrame(rows)
 
@@ -202,7 +203,7 @@ def collect(out_dir) -> None:
     errors = verify()
     meta["relative_errors_n4096"] = {k: float(f"{v:.3g}") for k, v in errors.items()}
     t0 = time.time()
-    sweep = mm.measure_sweep(progress=False)
+    sweep = mm_exp.measure_sweep(progress=False)
     save_reference("ch05_matmul_sweep", sweep, out_dir, meta=meta,
                    notes="n x n float32 products (cuBLAS FP64: float64), CUDA events, compilation excluded")
     save_reference("ch05_ceilings", measure_ceilings(Context()), out_dir, meta=meta,
@@ -232,8 +233,8 @@ def bench(ctx: Context) -> list[Row]:
     fp32 = ensure_plain_fp32()
     print(f"-- {TOPIC}: CuPy's float32 compute type: {fp32}", flush=True)
     verify()
-    cublas32 = mm.time_cublas(N, np.float32).gflops
-    cublas64 = mm.time_cublas(N, np.float64).gflops
+    cublas32 = mm_exp.time_cublas(N, np.float32).gflops
+    cublas64 = mm_exp.time_cublas(N, np.float64).gflops
     size = f"n={N}"
     rows = [
         Row(TOPIC, "cuBLAS FP32 (no TF32, checked)", size, cublas32, "GFLOP/s"),
@@ -241,7 +242,7 @@ def bench(ctx: Context) -> list[Row]:
     ]
     rates = {}
     for variant in mm.VARIANTS:
-        rates[variant] = mm.time_kernel(variant, N).gflops
+        rates[variant] = mm_exp.time_kernel(variant, N).gflops
     configs = measure_configs(N)
     for _, r in configs.iterrows():
         rates[f"{r['kernel']} {r['bm']}x{r['bn']}x{r['bk']}, {r['tm']}x{r['tn']}/thread"] = r["gflops"]

@@ -19,6 +19,7 @@ import pytest
 
 import labhelpers as lh
 from labhelpers.exercises import matmul as ex
+from labhelpers.experiments import matmul as mm_exp
 from labhelpers.kernels import matmul as mm
 from labhelpers.kernels import matmul_cpu as cpu
 from labhelpers.models import tiling
@@ -198,11 +199,11 @@ def test_relative_error_sees_a_single_wrong_element():
 
 @sim_only
 def test_timing_functions_do_nothing_under_the_simulator():
-    assert mm.time_kernel("register", 4096) is None
-    assert mm.time_cublas(4096) is None
-    table = mm.measure_sweep(sizes=[256, 4096], progress=False)
+    assert mm_exp.time_kernel("register", 4096) is None
+    assert mm_exp.time_cublas(4096) is None
+    table = mm_exp.measure_sweep(sizes=[256, 4096], progress=False)
     assert list(table.columns[:4]) == ["kernel", "variant", "tile", "n"]
-    assert len(table) == 2 * (len(mm.SWEEP_KERNELS) + len(mm.SWEEP_CUBLAS))
+    assert len(table) == 2 * (len(mm_exp.SWEEP_KERNELS) + len(mm_exp.SWEEP_CUBLAS))
     assert (table["status"] == "simulator").all() and table["gflops"].isna().all()
 
 
