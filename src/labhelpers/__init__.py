@@ -28,6 +28,7 @@ from .launch import Launch1D, blocks_for, check_launch, launch_1d  # noqa: E402
 from .measured import Measured, live_or_reference  # noqa: E402
 from .notebook import setup  # noqa: E402
 from .plotting import plot_comparison  # noqa: E402
+from .racecheck import BarrierProblem, Race, RaceReport, check_races  # noqa: E402
 from .refdata import Reference, load_reference  # noqa: E402
 from .sizes import awkward_sizes, problem_size  # noqa: E402
 from .source import show_source  # noqa: E402
@@ -44,3 +45,4 @@ __all__ = [
     "interactive_figure", "is_gpu", "is_simulator", "launch_1d", "live_or_reference", "load_reference",
     "plot_comparison", "problem_size", "setup", "show_source", "sweep", "to_device", "to_host", "wall_time",
 ]
+__all__ += ["BarrierProblem", "Race", "RaceReport", "check_races"]

@@ -1,0 +1,1086 @@
+"""Find shared-memory races and misplaced barriers by running a kernel under Numba's CUDA simulator.
+
+``check_races(kernel, griddim, blockdim, *args)`` launches ``kernel[griddim, blockdim](*args)`` under the
+simulator with every shared array replaced by a recording one, and returns a :class:`RaceReport`:
+
+* **races** (:class:`Race`): two different threads of one block touch the same element of a shared array,
+  at least one of them writes, and no ``cuda.syncthreads()`` separates the two accesses. The kind says
+  which order the program meant: ``RAW`` (read after write: a thread reads an element another thread
+  writes earlier in the same phase, and may get the old value), ``WAR`` (write after read: a thread
+  overwrites an element another thread still has to read) or ``WAW`` (two threads write one element).
+  Atomic operations (``cuda.atomic.*``) on shared memory do not race with each other.
+* **barrier problems** (:class:`BarrierProblem`): a ``cuda.syncthreads()`` that only part of a block
+  reaches (the others returned early or skipped it in a branch), or threads of one block waiting at
+  different barriers at once (a barrier in a loop whose trip count differs between threads, or one
+  barrier in each arm of an ``if``). On a GPU that hangs the block or gives undefined results.
+
+Each finding names the array (its variable name in the kernel's source, else ``shared array #k``),
+the element, the block, the threads as ``(x, y, z)`` thread indices, and the source lines. The report
+prints short (the first findings, counts by kind); ``report.ok`` is True when nothing was found, and
+``report.raise_for_problems(what)`` raises :class:`~labhelpers.errors.CheckFailed` with the findings.
+
+How it works. In one phase (between two barriers) the simulator runs the threads of a block in an
+order that depends on Python's thread switching, so *which* order two conflicting accesses happen in
+is not reproducible. The detector therefore does not use that order. It records, per thread, every
+shared access with the thread's barrier count (its phase) and its position in the phase (how many
+shared accesses the thread made since its last barrier), then pairs up the accesses of different
+threads to the same element in the same phase. A write at an earlier (or the same) position than a
+read is a RAW hazard, a read at an earlier position than the write a WAR hazard, as if the threads
+ran in lockstep. The report is the same on every run. Barrier problems come from comparing, per block,
+the sequence of barriers each thread reached (which ``syncthreads`` line, which time).
+
+What it is for, and its limits. It checks the launch it is given, so use small launches (a few blocks;
+at most :data:`MAX_THREADS_CHECKED` threads in all) that still exercise the edges: a partial last block,
+more than one phase of a loop. It sees shared memory only (global-memory races between blocks are not
+checked) and only the accesses of this run (a race on a path no thread took is not found). Warp-level
+code (``syncwarp``, shuffles) does not run in the simulator at all (:class:`~labhelpers.errors.GPUOnlyError`).
+While it runs, the simulator's ``cuda.shared.array`` and barrier are replaced by recording versions; both
+are restored afterwards, also when the kernel raises. The kernel really runs: arrays you pass are written
+as by a normal launch.
+
+On a GPU (``numba.cuda`` is the real CUDA target, so the simulator is not loaded in this process) the
+same analysis runs in a child Python process with ``NUMBA_ENABLE_CUDASIM=1``: the kernel is rebuilt
+there from its Python source (``inspect.getsource`` of ``kernel.py_func``, plus the module-level
+constants, modules and device functions it uses, or by importing it when it is defined at the top of an
+importable module), and array arguments are sent as NumPy copies (your device arrays are not changed).
+The report, its text and its errors are the same as under the simulator. A kernel that cannot be rebuilt
+(its source is not available, or it uses a global that cannot be sent to another process) raises
+:class:`~labhelpers.errors.GPUOnlyError` saying how to check it instead: run the notebook with
+``LABHELPERS_BACKEND=sim``, or use NVIDIA's race checker on the GPU,
+``compute-sanitizer --tool racecheck python your_script.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import dis
+import importlib
+import inspect
+import linecache
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import backend
+from . import errors as _errors
+from .errors import CheckFailed, GPUOnlyError, LaunchConfigError
+from .launch import check_launch
+
+__all__ = ["BarrierProblem", "Race", "RaceReport", "SharedArray", "SourceLine", "check_races",
+           "MAX_THREADS_CHECKED", "KINDS"]
+
+#: The three kinds of race, in the order reports list them.
+KINDS = ("RAW", "WAR", "WAW")
+#: Largest launch (threads in all blocks together) the detector accepts: it runs every thread in Python.
+MAX_THREADS_CHECKED = 16384
+#: Findings kept in a report by default (each kind of finding; the counts cover all of them).
+MAX_REPORTED = 20
+#: Findings spelled out by ``str(report)``.
+SHOWN_IN_TEXT = 3
+#: Shared accesses recorded at most per launch (beyond this the report says it is incomplete).
+MAX_ACCESSES = 4_000_000
+#: Pairs of accesses to one element compared at most (an element every thread writes has n^2 pairs).
+MAX_PAIRS_PER_ELEMENT = 20_000
+#: Threads named at most in one barrier problem.
+THREADS_NAMED = 4
+
+_WHY_SIM = ("Check it under the simulator instead (restart the notebook or script with LABHELPERS_BACKEND=sim), "
+            "or on the GPU with NVIDIA's race checker: compute-sanitizer --tool racecheck python your_script.py")
+
+
+# ------------------------------------------------------------------------------------------------- results
+
+
+def _short_file(path: str) -> str:
+    """How a file is named in messages: ``cell`` for a notebook cell, else the file's base name."""
+    if re.search(r"ipykernel_\d+|<ipython-input-|/tmp/xpython_", path):
+        return "cell"
+    return os.path.basename(path) or path
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """A line of the kernel's source: ``file`` (full path), ``line`` (1-based) and its ``text`` (stripped)."""
+
+    file: str
+    line: int
+    text: str
+
+    @property
+    def where(self) -> str:
+        """``matmul.py:120`` (``cell:12`` for a line of a notebook cell)."""
+        return f"{_short_file(self.file)}:{self.line}"
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.text}" if self.text else self.where
+
+
+@dataclass(frozen=True)
+class SharedArray:
+    """A shared array the kernel allocated: its name, shape, dtype, allocating line and recorded accesses."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    line: SourceLine
+    reads: int
+    writes: int
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.dtype}{list(self.shape)}, {self.reads} reads, {self.writes} writes)"
+
+
+def _t(thread: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(v) for v in thread) + ")"
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two threads of one block touch one shared element, at least one writes, no barrier between.
+
+    Attributes:
+        kind: ``"RAW"``, ``"WAR"`` or ``"WAW"``.
+        array: the shared array's name in the kernel (``"As"``), or ``"shared array #k"``.
+        index: the element, e.g. ``(3, 4)`` for ``As[3, 4]``.
+        block: the block, ``(x, y, z)``.
+        threads: the two threads, ``(x, y, z)`` each, in the hazard's order: (writer, reader) for RAW,
+            (reader, writer) for WAR, (first writer, second writer) for WAW.
+        lines: the source lines of the two accesses, in the same order.
+        count: how many (block, element) places show this race between these two lines.
+    """
+
+    kind: str
+    array: str
+    index: tuple[int, ...]
+    block: tuple[int, int, int]
+    threads: tuple[tuple[int, int, int], tuple[int, int, int]]
+    lines: tuple[SourceLine, SourceLine]
+    count: int = 1
+
+    @property
+    def element(self) -> str:
+        """``As[3, 4]``."""
+        return f"{self.array}[{', '.join(str(i) for i in self.index)}]"
+
+    @property
+    def accesses(self) -> tuple[str, str]:
+        """What the two threads do, in order: ``("write", "read")`` for RAW, and so on."""
+        return {"RAW": ("write", "read"), "WAR": ("read", "write"), "WAW": ("write", "write")}[self.kind]
+
+    def describe(self, show_kind: bool = True) -> str:
+        """Several lines: the race, then the two source lines (``show_kind=False`` leaves out RAW/WAR/WAW)."""
+        (a, b), (la, lb) = self.threads, self.lines
+        where = f"{self.element} in block {_t(self.block)}"
+        if not show_kind:
+            read_first = self.kind == "WAR"
+            text = (f"a race on {where}: thread {_t(a)} {'reads' if read_first else 'writes'} it and thread {_t(b)} "
+                    f"{'writes' if self.kind != 'RAW' else 'reads'} it, with no cuda.syncthreads() in between")
+        elif self.kind == "RAW":
+            text = (f"RAW race on {where}: thread {_t(a)} writes it and thread {_t(b)} reads it with no "
+                    "cuda.syncthreads() in between (the read may get the old value)")
+        elif self.kind == "WAR":
+            text = (f"WAR race on {where}: thread {_t(a)} reads it and thread {_t(b)} overwrites it with no "
+                    "cuda.syncthreads() in between (the read may get the new value)")
+        else:
+            text = (f"WAW race on {where}: threads {_t(a)} and {_t(b)} both write it with no "
+                    "cuda.syncthreads() in between (which value stays is undefined)")
+        acts = self.accesses
+        width = max(len(acts[0]), len(acts[1]))
+        text += f"\n    {acts[0]:<{width}}  {la}\n    {acts[1]:<{width}}  {lb}"
+        if self.count > 1:
+            text += f"\n    (the same race between these two lines at {self.count} places)"
+        return text
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class BarrierProblem:
+    """A barrier that only part of a block reached, or threads of a block at different barriers at once.
+
+    Attributes:
+        kind: ``"partial"`` (some threads of the block ended without reaching it) or ``"divergent"``
+            (threads waited at different ``syncthreads`` calls, or the same one a different number of times).
+        block: the block, ``(x, y, z)``.
+        lines: where the threads waited (one line for ``"partial"``, one per group for ``"divergent"``).
+        reached: threads waiting at ``lines[0]``.
+        total: threads in the block.
+        waiting: some of the threads at ``lines[0]``.
+        others: some of the threads not there (ended, or waiting elsewhere).
+        context: the enclosing ``if`` / loop of the barrier when the source shows one, e.g.
+            ``inside an `if` (line 12: if tid < 16:)``, else ``""``.
+        count: in how many blocks the same problem happened.
+    """
+
+    kind: str
+    block: tuple[int, int, int]
+    lines: tuple[SourceLine, ...]
+    reached: int
+    total: int
+    waiting: tuple[tuple[int, int, int], ...]
+    others: tuple[tuple[int, int, int], ...]
+    context: str = ""
+    count: int = 1
+
+    def __str__(self) -> str:
+        where = self.lines[0]
+        ctx = f" ({self.context})" if self.context else ""
+        others = self.total - self.reached
+        named = ", ".join(_t(t) for t in self.others) + (", ..." if others > len(self.others) else "")
+        if self.kind == "partial":
+            text = (f"barrier reached by only {self.reached} of the {self.total} threads of block {_t(self.block)}: "
+                    f"cuda.syncthreads() at {where.where}{ctx}; {others} thread(s) ({named}) ended without reaching "
+                    "it (they returned early or skipped it in a branch)")
+        else:
+            text = (f"threads of block {_t(self.block)} wait at different barriers at once: {self.reached} of "
+                    f"{self.total} at {where.where}{ctx}, {others} ({named}) at "
+                    + ", ".join(line.where for line in self.lines[1:]))
+        text += "".join(f"\n    {line}" for line in dict.fromkeys(self.lines))
+        if self.count > 1:
+            text += f"\n    (the same in {self.count} blocks)"
+        return text
+
+
+@dataclass(frozen=True, repr=False)
+class RaceReport:
+    """What :func:`check_races` found. ``str(report)`` is a short readable summary.
+
+    Attributes:
+        kernel: the kernel's name.
+        griddim, blockdim: the launch checked, as 3-tuples.
+        races: the races found, one per (kind, array, pair of lines), at most ``max_reported``.
+        barrier_problems: the barrier problems found, at most ``max_reported``.
+        race_counts: places (block, element) with a race, by kind, all of them counted.
+        arrays: the shared arrays the kernel allocated.
+        accesses: shared-memory accesses recorded.
+        complete: False when the recording stopped early (more than :data:`MAX_ACCESSES` accesses).
+    """
+
+    kernel: str
+    griddim: tuple[int, int, int]
+    blockdim: tuple[int, int, int]
+    races: tuple[Race, ...] = ()
+    barrier_problems: tuple[BarrierProblem, ...] = ()
+    race_counts: dict = field(default_factory=dict)
+    arrays: tuple[SharedArray, ...] = ()
+    accesses: int = 0
+    complete: bool = True
+    n_races: int = 0
+    n_barrier_problems: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when no race and no barrier problem was found."""
+        return not self.races and not self.barrier_problems
+
+    @property
+    def launch(self) -> str:
+        """``kernel[(2, 1, 1), (32, 1, 1)]``."""
+        return f"{self.kernel}[{self.griddim}, {self.blockdim}]"
+
+    def summary(self) -> str:
+        """One line: what was checked and what was found."""
+        threads = int(np.prod(self.blockdim))
+        blocks = int(np.prod(self.griddim))
+        if self.ok:
+            names = ", ".join(a.name for a in self.arrays) or "none"
+            text = (f"No races and no barrier problems in {self.launch}: {self.accesses} shared-memory accesses "
+                    f"by {blocks * threads} threads in {blocks} block(s) checked (shared arrays: {names}).")
+        else:
+            parts = []
+            total = sum(self.race_counts.values())
+            if total:
+                kinds = ", ".join(f"{k} at {self.race_counts[k]} place(s)" for k in KINDS if self.race_counts.get(k))
+                parts.append(f"races ({kinds})")
+            if self.barrier_problems:
+                parts.append(f"{self.n_barrier_problems} barrier problem(s)")
+            text = f"{self.launch}: " + " and ".join(parts) + "."
+        if not self.complete:
+            text += f" (Recording stopped after {MAX_ACCESSES} accesses: use a smaller launch.)"
+        return text
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        for problem in self.barrier_problems[:SHOWN_IN_TEXT]:
+            lines.append(str(problem))
+        for race in self.races[:SHOWN_IN_TEXT]:
+            lines.append(str(race))
+        hidden = max(0, len(self.barrier_problems) - SHOWN_IN_TEXT) + max(0, len(self.races) - SHOWN_IN_TEXT)
+        hidden += (self.n_races - len(self.races)) + (self.n_barrier_problems - len(self.barrier_problems))
+        if hidden:
+            lines.append(f"... and {hidden} more (report.races, report.barrier_problems).")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"RaceReport({self.launch}, ok={self.ok}, races={dict(self.race_counts)}, "
+                f"barrier_problems={self.n_barrier_problems})")
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython shows the readable text
+        printer.text(str(self))
+
+    def raise_for_problems(self, what: str = "your kernel") -> None:
+        """Raise :class:`~labhelpers.errors.CheckFailed` describing the findings, unless the report is ok."""
+        if self.ok:
+            return
+        parts = [f"{what} is not safe: {self.summary()}"]
+        parts += [str(p) for p in self.barrier_problems[:SHOWN_IN_TEXT]]
+        parts += [str(r) for r in self.races[:SHOWN_IN_TEXT]]
+        parts.append(advice(self))
+        raise CheckFailed("\n".join(parts))
+
+
+def advice(report: RaceReport) -> str:
+    """What to change, in one or two sentences, for the kinds of finding in ``report``."""
+    tips = []
+    if report.barrier_problems:
+        tips.append("Every thread of a block must reach every cuda.syncthreads(), the same number of times: guard "
+                    "the loads and stores with the `if`, never the barrier, and do not return before a barrier.")
+    kinds = {r.kind for r in report.races}
+    if "RAW" in kinds:
+        tips.append("RAW: put a cuda.syncthreads() after the writes and before the reads of other threads' elements.")
+    if "WAR" in kinds:
+        tips.append("WAR: put a cuda.syncthreads() after the last read and before the element is written again "
+                    "(in a loop: at the end of the loop body).")
+    if "WAW" in kinds:
+        tips.append("WAW: let one thread write each element per phase, or accumulate with cuda.atomic.add.")
+    return " ".join(tips)
+
+
+# -------------------------------------------------------------------------------------- argument checking
+
+
+def _validate():
+    """:mod:`labhelpers.validate` (the shared argument checks), or None in a checkout that predates it."""
+    try:
+        from . import validate
+    except ImportError:  # pragma: no cover  (only before validate.py landed)
+        return None
+    return validate
+
+
+def _error(message: str, kind: str = "argument") -> Exception:
+    """The contract's error for bad input: ``lh.ArgumentError``, or ``lh.LaunchConfigError`` for launch sizes."""
+    if kind == "launch":
+        return LaunchConfigError(message)
+    cls = getattr(_errors, "ArgumentError", None) or LaunchConfigError
+    return cls(message)
+
+
+def _dispatcher(kernel: Any) -> Any:
+    """The kernel behind ``kernel`` (also accepts ``kernel[grid, block]``); raise a clear error if it is none."""
+    target = getattr(kernel, "dispatcher", kernel)  # a configured launch on a GPU
+    validate = _validate()
+    if validate is not None:
+        validate.kernel(target, "kernel (the first argument of check_races)")
+        return target
+    py_func = getattr(target, "py_func", None)
+    if py_func is None or not callable(getattr(target, "__getitem__", None)):
+        raise _error(f"check_races needs a CUDA kernel (a function decorated with @cuda.jit), got "
+                     f"{type(kernel).__name__}: decorate the function with @cuda.jit and pass it without "
+                     "launching it, e.g. lh.check_races(my_kernel, blocks, threads, x, out).")
+    device = getattr(target, "_device", None)
+    if device is None:
+        device = bool(getattr(target, "targetoptions", {}).get("device", False))
+    if device:
+        raise _error(f"{py_func.__name__} is a device function (@cuda.jit(device=True)): it cannot be launched on "
+                     "its own. Check the kernel that calls it.")
+    return target
+
+
+def _dims(value: Any, name: str) -> tuple[int, int, int]:
+    """``value`` (an int or 1-3 ints) as an (x, y, z) tuple of positive ints, else LaunchConfigError."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(items) <= 3:
+        raise _error(f"{name}={value!r} must have 1 to 3 dimensions (x, y, z), e.g. 4 or (4, 2)", "launch")
+    out = []
+    for v in items:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise _error(f"{name}={value!r}: each dimension must be a whole number, got {v!r} "
+                         f"({type(v).__name__}); e.g. {name}=(4, 2)", "launch")
+        if int(v) < 1:
+            raise _error(f"{name}={value!r}: each dimension must be at least 1, got {int(v)}", "launch")
+        out.append(int(v))
+    return tuple(out)  # type: ignore[return-value]
+
+
+def _xyz(dims: tuple[int, ...]) -> tuple[int, int, int]:
+    return tuple(int(v) for v in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+def _check_launch(griddim: Any, blockdim: Any,
+                  shared_bytes: Any) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    validate = _validate()
+    if validate is not None:
+        grid_dims, block_dims = validate.launch(griddim, blockdim, shared_bytes)
+        shared = int(shared_bytes)
+    else:
+        grid_dims, block_dims = _dims(griddim, "griddim"), _dims(blockdim, "blockdim")
+        reason = check_launch(int(np.prod(block_dims)))
+        if reason:
+            raise _error(f"blockdim={blockdim!r}: {reason}; choose at most 1024 threads per block, e.g. (32, 8).",
+                         "launch")
+        if isinstance(shared_bytes, bool) or not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
+            raise _error(f"shared_bytes={shared_bytes!r} must be a whole number of bytes, 0 or more", "launch")
+        shared = int(shared_bytes)
+    grid, block = _xyz(grid_dims), _xyz(block_dims)
+    total = int(np.prod(grid)) * int(np.prod(block))
+    if total > MAX_THREADS_CHECKED:
+        raise _error(f"check_races runs every thread in Python and accepts at most {MAX_THREADS_CHECKED} threads "
+                     f"in all; griddim={griddim!r} with blockdim={blockdim!r} is {total}. A race shows in one or two "
+                     "blocks: launch a few blocks on a small input that still has a partial last block.", "launch")
+    return grid, block, shared
+
+
+# ----------------------------------------------------------------------------------- recording (simulator)
+
+
+class _ThreadState:
+    __slots__ = ("block", "thread", "tlin", "epoch", "seq", "log", "barriers", "site_counts")
+
+    def __init__(self, block, thread, tlin):
+        self.block, self.thread, self.tlin = block, thread, tlin
+        self.epoch = 0
+        self.seq = 0
+        self.log: list = []  # (epoch, seq, view id, key, is_write, is_atomic, site)
+        self.barriers: list = []  # (site, n-th time this thread reached that site)
+        self.site_counts: dict = defaultdict(int)
+
+
+class _View:
+    """What the recorder knows about one allocation (a root for the element keys)."""
+
+    __slots__ = ("name", "shape", "dtype", "site", "root", "itemsize", "dynamic", "reads", "writes")
+
+    def __init__(self, name, shape, dtype, site, root, itemsize, dynamic):
+        self.name, self.shape, self.dtype, self.site = name, shape, dtype, site
+        self.root, self.itemsize, self.dynamic = root, itemsize, dynamic
+        self.reads = self.writes = 0
+
+
+class _Recorder:
+    """Collects the shared accesses and barrier arrivals of one launch, thread by thread."""
+
+    def __init__(self, blockdim, skip_files, atomic_file):
+        self.blockdim = blockdim
+        self.lock = threading.Lock()
+        self.states: dict = {}
+        self.views: list[_View] = []
+        self.allocations: dict = {}
+        self.skip = skip_files
+        self.atomic_file = atomic_file
+        self.count = 0
+        self.complete = True
+        self.thread_class = None
+
+    def state(self, thread) -> _ThreadState | None:
+        st = self.states.get(thread)
+        if st is None:
+            idx = getattr(thread, "threadIdx", None)
+            if idx is None:  # not a simulated CUDA thread (the host touching a shared array)
+                return None
+            bx, by, _ = self.blockdim
+            t = (int(idx.x), int(idx.y), int(idx.z))
+            b = tuple(int(v) for v in thread.blockIdx)
+            st = _ThreadState(b, t, t[0] + bx * (t[1] + by * t[2]))
+            with self.lock:
+                self.states[thread] = st
+        return st
+
+    def site(self, frame) -> tuple[tuple[str, int], bool]:
+        """The kernel line behind ``frame`` (skipping the simulator's own frames) and whether an atomic made it."""
+        atomic = False
+        skip = self.skip
+        while frame is not None and frame.f_code.co_filename in skip:
+            if frame.f_code.co_filename == self.atomic_file:
+                atomic = True
+            frame = frame.f_back
+        if frame is None:
+            return ("<unknown>", 0), atomic
+        return (frame.f_code.co_filename, frame.f_lineno), atomic
+
+    def record(self, keys, write: bool, vid: int, frame) -> None:
+        st = self.state(threading.current_thread())
+        if st is None:
+            return
+        site, atomic = self.site(frame)
+        view = self.views[vid]
+        if isinstance(keys, np.ndarray):
+            keys = [int(k) for k in keys.ravel()]
+        else:
+            keys = [int(keys)]
+        if self.count + len(keys) > MAX_ACCESSES:
+            self.complete = False
+            return
+        self.count += len(keys)
+        if write:
+            view.writes += len(keys)
+        else:
+            view.reads += len(keys)
+        log = st.log
+        for key in keys:
+            log.append((st.epoch, st.seq, vid, key, write, atomic, site))
+        st.seq += 1
+
+
+class _RecordingArray:
+    """A shared array (or a view of one) that records every element access before passing it on.
+
+    Kernels index it as usual (``s[i]``, ``s[i, j] = v``, ``s[i] += v``, ``len(s)``, ``s.shape``);
+    a sub-array (``s[i]`` of a 2D array) is again a recording view.
+    """
+
+    __slots__ = ("_data", "_keys", "_vid", "_rec")
+
+    def __init__(self, data, keys, vid, rec):
+        self._data, self._keys, self._vid, self._rec = data, keys, vid, rec
+
+    def __getitem__(self, index):
+        if isinstance(index, _RecordingArray):
+            index = index._data
+        value = self._data[index]
+        keys = self._keys[index]
+        if isinstance(value, np.ndarray) and value.ndim > 0 and not isinstance(index, (list, np.ndarray)):
+            return _RecordingArray(value, keys, self._vid, self._rec)  # a view: accesses are recorded through it
+        self._rec.record(keys, False, self._vid, sys._getframe(1))
+        return value
+
+    def __setitem__(self, index, value):
+        if isinstance(value, _RecordingArray):
+            value = value._data
+        self._data[index] = value
+        self._rec.record(self._keys[index], True, self._vid, sys._getframe(1))
+
+    def __len__(self):
+        return len(self._data)
+
+    def __iter__(self) -> Iterator:
+        for i in range(len(self._data)):
+            yield self[i]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._data, dtype=dtype)
+
+    def __getattr__(self, name):
+        return getattr(self._data, name)
+
+    def __repr__(self):
+        return f"shared({self._data!r})"
+
+
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*[\w.]*shared\s*\.\s*array\s*\(")
+
+
+def _array_name(site: tuple[str, int], number: int) -> str:
+    text = linecache.getline(site[0], site[1])
+    match = _ASSIGN.match(text)
+    return match.group(1) if match else f"shared array #{number}"
+
+
+def _make_shared_array(recorder: _Recorder, original):
+    """A replacement for the simulator's ``FakeCUDAShared.array`` that hands out recording arrays."""
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+
+    def array(fake_shared, shape, dtype, alignment=None):  # alignment only matters on a GPU
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        dtype = np.dtype(dtype)
+        frame = sys._getframe(1)
+        site, _ = recorder.site(frame)
+        dynamic = shape == 0 or shape == (0,)
+        key = (id(fake_shared), site, frame.f_lasti) if not dynamic else (id(fake_shared), "dynamic", site,
+                                                                        frame.f_lasti)
+        with recorder.lock:
+            found = recorder.allocations.get(key)
+            if found is None:
+                number = len(recorder.views) + 1
+                if dynamic:
+                    data = original(fake_shared, 0, dtype)
+                    keys = np.arange(data.size, dtype=np.int64) * dtype.itemsize  # byte offsets: views alias
+                    root = ("dynamic", id(fake_shared))
+                else:
+                    data = np.empty(shape, dtype)
+                    keys = np.arange(data.size, dtype=np.int64).reshape(data.shape)
+                    root = ("static", number)
+                view = _View(_array_name(site, number), tuple(data.shape), str(dtype), site, root,
+                             dtype.itemsize, dynamic)
+                recorder.views.append(view)
+                found = _RecordingArray(data, keys, number - 1, recorder)
+                recorder.allocations[key] = found
+        return found
+
+    return array
+
+
+def _make_syncthreads(recorder: _Recorder, original):
+    def syncthreads(thread):
+        st = recorder.state(thread)
+        if st is None:
+            return original(thread)
+        site, _ = recorder.site(sys._getframe(1))
+        st.site_counts[site] += 1
+        st.barriers.append((site, st.site_counts[site]))
+        original(thread)
+        st.epoch += 1
+        st.seq = 0
+
+    return syncthreads
+
+
+_PATCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _instrumented(blockdim) -> Iterator[_Recorder]:
+    """Swap in the recording shared arrays and barrier for the duration of one launch; always restore."""
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator import kernelapi
+
+    if not _PATCH_LOCK.acquire(blocking=False):
+        raise RuntimeError("check_races is already running (it cannot be nested or run from two threads at once)")
+    try:
+        skip = {os.path.abspath(sim_kernel.__file__), os.path.abspath(kernelapi.__file__), sim_kernel.__file__,
+                kernelapi.__file__, __file__, os.path.abspath(__file__)}
+        recorder = _Recorder(blockdim, skip, kernelapi.__file__)
+        original_array = kernelapi.FakeCUDAShared.array
+        original_sync = sim_kernel.BlockThread.syncthreads
+        kernelapi.FakeCUDAShared.array = _make_shared_array(recorder, original_array)
+        sim_kernel.BlockThread.syncthreads = _make_syncthreads(recorder, original_sync)
+        try:
+            yield recorder
+        finally:
+            kernelapi.FakeCUDAShared.array = original_array
+            sim_kernel.BlockThread.syncthreads = original_sync
+    finally:
+        _PATCH_LOCK.release()
+
+
+# ------------------------------------------------------------------------------------------------ analysis
+
+
+def _source_line(site: tuple[str, int]) -> SourceLine:
+    return SourceLine(site[0], site[1], linecache.getline(site[0], site[1]).strip())
+
+
+def _index(view: _View, key: int) -> tuple[int, ...]:
+    if view.dynamic:
+        return (key // view.itemsize,)
+    return tuple(int(i) for i in np.unravel_index(key, view.shape)) if view.shape else (key,)
+
+
+def _pairs(accesses: list) -> dict:
+    """The races among the accesses to one element in one phase: {(kind, site a, site b): (access a, access b)}.
+
+    ``accesses`` are (thread linear id, seq, is_write, is_atomic, site, view id, thread, ...) sorted by
+    (thread, seq), so the first pair found for a key is the one with the lowest thread numbers.
+    """
+    found: dict = {}
+    writes = [a for a in accesses if a[2]]
+    budget = MAX_PAIRS_PER_ELEMENT
+    for w in writes:
+        for a in accesses:
+            budget -= 1
+            if budget < 0:
+                return found
+            if a[0] == w[0] or (a[3] and w[3]):
+                continue
+            if a[2]:
+                if (a[1], a[0]) < (w[1], w[0]):
+                    continue  # each pair of writes once, the earlier one first
+                kind, first, second = "WAW", w, a
+            elif w[1] <= a[1]:
+                kind, first, second = "RAW", w, a
+            else:
+                kind, first, second = "WAR", a, w
+            found.setdefault((kind, first[4], second[4]), (first, second))
+    return found
+
+
+_CONTEXT_CACHE: dict = {}
+
+
+def _context(site: tuple[str, int], partial: bool = False) -> str:
+    """Where a barrier sits, from the source: ``inside an `if`, line 12: if tid < 16:``; else "".
+
+    For a barrier only part of the block reached (``partial``), also a ``return`` above it in the function.
+    """
+    path, line = site
+    lines = linecache.getlines(path)
+    key = (path, hash("".join(lines)))
+    if key not in _CONTEXT_CACHE:
+        try:
+            _CONTEXT_CACHE[key] = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            _CONTEXT_CACHE[key] = None
+    tree = _CONTEXT_CACHE[key]
+    if tree is None:
+        return ""
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and n.lineno <= line <= (n.end_lineno or 0)]
+    if not funcs:
+        return ""
+    func = max(funcs, key=lambda n: n.lineno)
+    parts = []
+    blocks = [n for n in ast.walk(func) if isinstance(n, (ast.If, ast.For, ast.While))
+              and n.lineno < line <= (n.end_lineno or 0)]
+    if blocks:
+        node = max(blocks, key=lambda n: n.lineno)
+        in_else = bool(node.orelse) and line >= node.orelse[0].lineno
+        header = linecache.getline(path, node.lineno).strip()
+        if isinstance(node, ast.If):
+            what = "the `else` of an `if`" if in_else else "an `if`"
+        else:
+            what = f"a `{type(node).__name__.lower()}` loop"
+        parts.append(f"inside {what}, line {node.lineno}: {header}")
+    if partial:
+        returns = sorted(n.lineno for n in ast.walk(func) if isinstance(n, ast.Return) and n.lineno < line)
+        if returns:
+            parts.append(f"after the `return` at line {returns[0]}")
+    return "; ".join(parts)
+
+
+def _barrier_problems(recorder: _Recorder, blocks: list, block_threads: int) -> list[BarrierProblem]:
+    by_block: dict = defaultdict(list)
+    for st in recorder.states.values():
+        by_block[st.block].append(st)
+    grouped: dict = {}
+    order: list = []
+    for block in blocks:
+        states = sorted(by_block.get(block, []), key=lambda s: s.tlin)
+        arrived = {s.tlin: s for s in states}
+        longest = max((len(s.barriers) for s in states), default=0)
+        for g in range(longest):
+            at: dict = defaultdict(list)
+            for s in states:
+                if len(s.barriers) > g:
+                    at[s.barriers[g]].append(s.thread)
+            reached = sum(len(v) for v in at.values())
+            if reached == block_threads and len(at) == 1:
+                continue
+            # the biggest group first (ties: the earliest line), then the others
+            groups = sorted(at.items(), key=lambda kv: (-len(kv[1]), kv[0][0][1], kv[0][1]))
+            (site, _n), waiting = groups[0]
+            if len(groups) == 1:
+                kind = "partial"
+                missing_ids = [t for t in range(block_threads) if t not in arrived or len(arrived[t].barriers) <= g]
+                others = [_thread_of(t, recorder.blockdim) for t in missing_ids]
+                lines = (_source_line(site),)
+            else:
+                kind = "divergent"
+                others = [t for _, ts in groups[1:] for t in ts]
+                lines = tuple(_source_line(s) for (s, _), _ in groups)
+            problem = BarrierProblem(kind, block, lines, len(waiting), block_threads,
+                                     tuple(waiting[:THREADS_NAMED]), tuple(sorted(others)[:THREADS_NAMED]),
+                                     _context(site, partial=kind == "partial"))
+            key = (kind, tuple((s, n) for (s, n), _ in groups), len(waiting))
+            if key in grouped:
+                grouped[key][1] += 1
+            else:
+                grouped[key] = [problem, 1]
+                order.append(key)
+            break  # later barriers of this block only repeat the consequence
+    out = []
+    for key in order:
+        problem, count = grouped[key]
+        out.append(BarrierProblem(**{**problem.__dict__, "count": count}))
+    return out
+
+
+def _thread_of(tlin: int, blockdim) -> tuple[int, int, int]:
+    bx, by, _ = blockdim
+    return (tlin % bx, (tlin // bx) % by, tlin // (bx * by))
+
+
+def _races(recorder: _Recorder, blocks: list) -> tuple[list[tuple[Race, tuple]], dict]:
+    views = recorder.views
+    block_rank = {b: i for i, b in enumerate(blocks)}
+    writes: dict = defaultdict(list)
+    for st in recorder.states.values():
+        for epoch, seq, vid, key, is_write, atomic, site in st.log:
+            if is_write:
+                writes[(st.block, epoch, views[vid].root, key)].append(None)
+    touched: dict = defaultdict(list)
+    for st in recorder.states.values():
+        for epoch, seq, vid, key, is_write, atomic, site in st.log:
+            k = (st.block, epoch, views[vid].root, key)
+            if k in writes:
+                touched[k].append((st.tlin, seq, is_write, atomic, site, vid, st.thread))
+    groups: dict = {}
+    counts: dict = defaultdict(int)
+    for k, accesses in touched.items():
+        block, _epoch, root, key = k
+        accesses.sort(key=lambda a: (a[0], a[1]))
+        for (kind, site_a, site_b), (a, b) in _pairs(accesses).items():
+            counts[kind] += 1
+            gk = (kind, root, site_a, site_b)
+            rank = (block_rank[block], key, a[0], b[0])
+            entry = groups.get(gk)
+            if entry is None:
+                groups[gk] = [rank, (block, key, a, b), 1]
+            else:
+                entry[2] += 1
+                if rank < entry[0]:
+                    entry[0], entry[1] = rank, (block, key, a, b)
+    races = []
+    for (kind, _root, site_a, site_b), (rank, (block, key, a, b), count) in groups.items():
+        view = views[a[5]]
+        race = Race(kind, view.name, _index(view, key), block, (a[6], b[6]),
+                    (_source_line(site_a), _source_line(site_b)), count)
+        races.append((race, (site_a[1], site_b[1], KINDS.index(kind), view.name, rank)))
+    races.sort(key=lambda item: item[1])
+    return [r for r, _ in races], dict(counts)
+
+
+def _run_simulated(target, grid, block, args, shared_bytes: int, max_reported: int) -> RaceReport:
+    name = getattr(target.py_func, "__name__", "kernel")
+    with _instrumented(block) as recorder:
+        launch = target[grid, block] if not shared_bytes else target[grid, block, 0, shared_bytes]
+        launch(*args)
+    blocks = sorted(np.ndindex(*grid), key=lambda b: (b[2], b[1], b[0]))
+    blocks = [tuple(int(v) for v in b) for b in blocks]
+    block_threads = block[0] * block[1] * block[2]
+    problems = _barrier_problems(recorder, blocks, block_threads)
+    races, counts = _races(recorder, blocks)
+    arrays = tuple(SharedArray(v.name, v.shape, v.dtype, _source_line(v.site), v.reads, v.writes)
+                   for v in recorder.views)
+    return RaceReport(name, grid, block, tuple(races[:max_reported]), tuple(problems[:max_reported]),
+                      {k: counts[k] for k in KINDS if counts.get(k)}, arrays, recorder.count, recorder.complete,
+                      len(races), len(problems))
+
+
+# -------------------------------------------------------------------------------------------- public entry
+
+
+def check_races(kernel: Any, griddim: Any, blockdim: Any, *args: Any, shared_bytes: int = 0,
+                max_reported: int = MAX_REPORTED) -> RaceReport:
+    """Run ``kernel[griddim, blockdim](*args)`` under the simulator and report shared-memory races and barrier problems.
+
+    Args:
+        kernel: a ``@cuda.jit`` kernel (not a device function), not yet configured with ``[grid, block]``.
+        griddim, blockdim: the launch, as for ``kernel[griddim, blockdim]`` (an int or 1-3 ints each);
+            keep it small (at most :data:`MAX_THREADS_CHECKED` threads in all).
+        *args: the kernel's arguments (NumPy arrays, device arrays, scalars).
+        shared_bytes: dynamic shared memory per block (the 4th launch parameter), 0 for none.
+        max_reported: races (and barrier problems) kept in the report; the counts cover all.
+
+    Returns:
+        A :class:`RaceReport`: ``.ok``, ``.races``, ``.barrier_problems``, ``str(report)``,
+        ``.raise_for_problems(what)``.
+
+    Raises:
+        ArgumentError / LaunchConfigError: ``kernel`` is not a kernel, or the launch is invalid or too big.
+        GPUOnlyError: on a GPU, when the kernel cannot be rebuilt for the simulator (the message says
+            what to do instead); or the kernel uses warp intrinsics the simulator lacks.
+        Whatever the kernel raises when it runs (e.g. IndexError for an access out of bounds).
+    """
+    target = _dispatcher(kernel)
+    grid, block, shared_bytes = _check_launch(griddim, blockdim, shared_bytes)
+    if isinstance(max_reported, bool) or not isinstance(max_reported, (int, np.integer)) or max_reported < 1:
+        raise _error(f"max_reported={max_reported!r} must be a whole number, at least 1")
+    if backend.is_simulator():
+        return _run_simulated(target, grid, block, args, int(shared_bytes), int(max_reported))
+    return _run_in_subprocess(target, grid, block, args, int(shared_bytes), int(max_reported))
+
+
+# ------------------------------------------------------------------------- on a GPU: a simulator subprocess
+
+
+class _CannotRebuild(Exception):
+    """The kernel cannot be rebuilt in a simulator process; the message says why."""
+
+
+def _global_names(code) -> set[str]:
+    names = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            names.add(ins.argval)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _global_names(const)
+    return names
+
+
+def _is_kernel_object(value: Any) -> bool:
+    return getattr(value, "py_func", None) is not None and callable(getattr(value, "__getitem__", None))
+
+
+def _encode(name: str, value: Any, seen: dict) -> tuple:
+    if inspect.ismodule(value):
+        return ("module", value.__name__)
+    if _is_kernel_object(value):
+        return ("kernel", _kernel_spec(value, seen))
+    try:
+        return ("value", pickle.dumps(value))
+    except Exception as exc:  # noqa: BLE001  (any pickling failure means the same thing)
+        raise _CannotRebuild(f"it uses the global {name!r}, a {type(value).__name__} that cannot be sent to "
+                             f"another process ({type(exc).__name__})") from None
+
+
+def _importable(py_func) -> bool:
+    module = sys.modules.get(getattr(py_func, "__module__", None) or "")
+    if module is None or module.__name__ == "__main__" or "<locals>" in py_func.__qualname__:
+        return False
+    if not getattr(module, "__file__", None):
+        return False
+    obj: Any = module
+    for part in py_func.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return getattr(obj, "py_func", None) is py_func
+
+
+def _kernel_spec(kernel: Any, seen: dict) -> dict:
+    py_func = kernel.py_func
+    if id(py_func) in seen:
+        return seen[id(py_func)]
+    device = getattr(kernel, "_device", None)
+    if device is None:
+        device = bool(getattr(kernel, "targetoptions", {}).get("device", False))
+    if _importable(py_func):
+        spec = {"how": "import", "module": py_func.__module__, "qualname": py_func.__qualname__}
+        seen[id(py_func)] = spec
+        return spec
+    try:
+        lines, first = inspect.getsourcelines(py_func)
+    except (OSError, TypeError) as exc:
+        raise _CannotRebuild(f"its Python source is not available ({exc})") from None
+    filename = py_func.__code__.co_filename
+    spec = {"how": "source", "name": py_func.__name__, "source": textwrap.dedent("".join(lines)), "first": first,
+            "filename": filename, "file_lines": linecache.getlines(filename), "device": bool(device), "values": {}}
+    seen[id(py_func)] = spec
+    values = {}
+    glob = py_func.__globals__
+    for name in sorted(_global_names(py_func.__code__)):
+        if name in glob:
+            values[name] = _encode(name, glob[name], seen)
+    for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__ or ()):
+        try:
+            values[name] = _encode(name, cell.cell_contents, seen)
+        except ValueError:  # an empty cell
+            raise _CannotRebuild(f"its closure variable {name!r} is not set") from None
+    spec["values"] = values
+    return spec
+
+
+def _host_copy(value: Any) -> Any:
+    if isinstance(value, np.ndarray) or np.isscalar(value) or value is None:
+        return value
+    if hasattr(value, "copy_to_host"):
+        return value.copy_to_host()
+    if hasattr(value, "__cuda_array_interface__"):
+        if hasattr(value, "get"):
+            return value.get()
+        from numba import cuda
+
+        return cuda.as_cuda_array(value).copy_to_host()
+    return value
+
+
+def _rebuild(spec: dict, built: dict | None = None) -> Any:
+    """In the simulator process: the kernel (or device function) a spec describes."""
+    from numba import cuda
+
+    built = {} if built is None else built
+    key = id(spec)
+    if key in built:
+        return built[key]
+    if spec["how"] == "import":
+        obj: Any = importlib.import_module(spec["module"])
+        for part in spec["qualname"].split("."):
+            obj = getattr(obj, part)
+        built[key] = obj
+        return obj
+    filename = spec["filename"]
+    if spec["file_lines"]:
+        linecache.cache[filename] = (sum(map(len, spec["file_lines"])), None, spec["file_lines"], filename)
+    namespace: dict = {"__name__": "labhelpers_racecheck_rebuilt", "__builtins__": builtins}
+    for name, (how, payload) in spec["values"].items():
+        if how == "module":
+            namespace[name] = importlib.import_module(payload)
+        elif how == "value":
+            namespace[name] = pickle.loads(payload)
+    tree = ast.parse("\n" * (spec["first"] - 1) + spec["source"], filename)
+    fn_node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    fn_node.decorator_list = []
+    tree.body = [fn_node]
+    exec(compile(tree, filename, "exec"), namespace)  # noqa: S102  (the user's own kernel source)
+    kernel = cuda.jit(device=spec["device"])(namespace[spec["name"]])
+    built[key] = kernel
+    for name, (how, payload) in spec["values"].items():  # device functions last: they may refer back
+        if how == "kernel":
+            namespace[name] = _rebuild(payload, built)
+    return kernel
+
+
+def _run_in_subprocess(target, grid, block, args, shared_bytes: int, max_reported: int) -> RaceReport:
+    name = target.py_func.__name__
+    try:
+        spec = _kernel_spec(target, {})
+        payload = pickle.dumps({"spec": spec, "grid": grid, "block": block, "shared_bytes": shared_bytes,
+                                "max_reported": max_reported, "args": [_host_copy(a) for a in args]})
+    except _CannotRebuild as exc:
+        raise GPUOnlyError(f"check_races cannot run {name} on a GPU: the race detector works in Numba's CUDA "
+                           f"simulator, and {name} cannot be rebuilt there because {exc}. {_WHY_SIM}.") from None
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise GPUOnlyError(f"check_races cannot run {name} on a GPU: its arguments cannot be sent to the "
+                           f"simulator process ({exc}). {_WHY_SIM}.") from None
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LABHELPERS_BACKEND="sim",
+               PYTHONPATH=os.pathsep.join([package_root] + paths))
+    with tempfile.TemporaryDirectory(prefix="labhelpers-racecheck-") as tmp:
+        inp, out = os.path.join(tmp, "in.pickle"), os.path.join(tmp, "out.pickle")
+        with open(inp, "wb") as f:
+            f.write(payload)
+        proc = subprocess.run([sys.executable, "-c", "from labhelpers.racecheck import _child_main; _child_main()",
+                               inp, out], env=env, capture_output=True, text=True, timeout=900)
+        if not os.path.exists(out):
+            raise GPUOnlyError(f"check_races could not start the simulator process for {name} (exit code "
+                               f"{proc.returncode}): {proc.stderr.strip()[-1500:]} {_WHY_SIM}.")
+        with open(out, "rb") as f:
+            result = pickle.load(f)
+    if result[0] == "ok":
+        return result[1]
+    _, module, qualname, message = result
+    if result[0] == "rebuild":
+        raise GPUOnlyError(f"check_races cannot run {name} on a GPU: rebuilding it in the simulator failed "
+                           f"({message}). {_WHY_SIM}.")
+    cls = None
+    if module == "builtins":
+        cls = getattr(builtins, qualname, None)
+    elif module.startswith("labhelpers"):
+        cls = getattr(_errors, qualname, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        raise RuntimeError(f"{name} failed under the simulator: {qualname}: {message}")
+    raise cls(message)
+
+
+def _child_main() -> None:  # pragma: no cover  (runs in the subprocess; tested through _run_in_subprocess)
+    inp, out = sys.argv[1], sys.argv[2]
+    with open(inp, "rb") as f:
+        payload = pickle.load(f)
+    try:
+        try:
+            kernel = _rebuild(payload["spec"])
+        except Exception as exc:  # noqa: BLE001
+            result: tuple = ("rebuild", type(exc).__module__, type(exc).__qualname__, f"{type(exc).__name__}: {exc}")
+        else:
+            report = check_races(kernel, payload["grid"], payload["block"], *payload["args"],
+                                 shared_bytes=payload["shared_bytes"], max_reported=payload["max_reported"])
+            result = ("ok", report)
+    except Exception as exc:  # noqa: BLE001  (passed back to the parent, which re-raises it)
+        result = ("error", type(exc).__module__, type(exc).__qualname__, str(exc))
+    with open(out, "wb") as f:
+        pickle.dump(result, f)
