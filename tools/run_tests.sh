@@ -5,15 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup_env.sh
+bash tools/ensure_browser.sh
 export LABHELPERS_BACKEND=sim PYTHONHASHSEED=0
 JOBS=${JOBS:-2}
-echo "==> 1/3 package and structure tests (pytest tests/)"
+echo "==> 1/4 package and structure tests (pytest tests/)"
 MPLBACKEND=Agg .venv/bin/python -m pytest -q -n "$JOBS" tests
-echo "==> 2/3 notebook regression tests (nbval, strict) over book/ and labs/"
+echo "==> 2/4 notebook regression tests (nbval, strict) over book/ and labs/"
 # Same matplotlib backend as tools/execute_notebooks.py, so figures appear as they do in the committed notebooks.
 MPLBACKEND=module://matplotlib_inline.backend_inline .venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs
-echo "==> 3/3 building the book (warnings as errors) and checking its pages"
+echo "==> 3/4 building the book (warnings as errors) and checking its pages"
 bash tools/build_book.sh
 .venv/bin/python tools/check_built_book.py _build/html
+echo "==> 4/4 every page in headless Chromium, offline: console errors, widgets, math, images, clipped text"
+.venv/bin/python tools/browser_check.py _build/html --screenshots _build/screenshots
 echo "==> all tests passed"
