@@ -17,6 +17,7 @@ from .backend import is_gpu, is_simulator  # noqa: E402
 from .checkers import check_function  # noqa: E402
 from .device import DeviceInfo, banner, device_info  # noqa: E402
 from .errors import (  # noqa: E402
+    ArgumentError,
     ArrayArgumentError,
     CheckFailed,
     GPUOnlyError,
@@ -35,14 +36,18 @@ from .source import show_source  # noqa: E402
 from .sweep import sweep  # noqa: E402
 from .timing import Timing, benchmark, wall_time  # noqa: E402
 from .widgets import interactive_figure  # noqa: E402
+from . import launchguard as _launchguard, validate  # noqa: E402
+
+_launchguard.install()  # kernel[grid, block] refuses what a GPU refuses, on both backends
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArrayArgumentError", "CheckFailed", "DeviceInfo", "GPUOnlyError", "LabError", "Launch1D",
+    "ArgumentError", "ArrayArgumentError", "CheckFailed", "DeviceInfo", "GPUOnlyError", "LabError", "Launch1D",
     "LaunchConfigError", "Measured", "NoGPUError", "Reference", "Timing", "awkward_sizes", "banner",
     "benchmark", "blocks_for", "check_array", "check_function", "check_launch", "device_info",
     "interactive_figure", "is_gpu", "is_simulator", "launch_1d", "live_or_reference", "load_reference",
-    "plot_comparison", "problem_size", "setup", "show_source", "sweep", "to_device", "to_host", "wall_time",
+    "plot_comparison", "problem_size", "setup", "show_source", "sweep", "to_device", "to_host", "validate",
+    "wall_time",
 ]
 __all__ += ["BarrierProblem", "Race", "RaceReport", "check_races"]

@@ -11,12 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
+from . import backend, validate
 from .errors import ArrayArgumentError
-
-
-def _is_device_array(a: Any) -> bool:
-    return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
 
 
 def check_array(
@@ -30,6 +26,8 @@ def check_array(
 ) -> None:
     """Raise :class:`ArrayArgumentError` if ``a`` is not the array a kernel expects.
 
+    The same check as :func:`labhelpers.validate.array` (which it calls).
+
     Args:
         a: a NumPy array, a Numba device array or a CuPy array.
         name: the argument's name, used in the message.
@@ -38,44 +36,26 @@ def check_array(
         shape: required shape.
         contiguous: require C-contiguous memory (kernels index it as flat rows).
     """
-    # The simulator's device arrays have no __cuda_array_interface__ but do have copy_to_host.
-    if not (isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")):
-        raise ArrayArgumentError(
-            f"{name} must be an array (NumPy, CuPy or a Numba device array), got {type(a).__name__}: "
-            f"wrap it with np.asarray({name})."
-        )
-    if dtype is not None and np.dtype(a.dtype) != np.dtype(dtype):
-        raise ArrayArgumentError(
-            f"{name} has dtype {np.dtype(a.dtype)}, but this kernel expects {np.dtype(dtype)}: "
-            f"pass {name}.astype(np.{np.dtype(dtype).name})."
-        )
-    if ndim is not None and a.ndim != ndim:
-        raise ArrayArgumentError(f"{name} must have {ndim} dimension(s), got shape {tuple(a.shape)}.")
-    if shape is not None and tuple(a.shape) != tuple(shape):
-        raise ArrayArgumentError(f"{name} must have shape {tuple(shape)}, got {tuple(a.shape)}.")
-    if contiguous and not _c_contiguous(a):
-        raise ArrayArgumentError(
-            f"{name} is not C-contiguous (a transposed or strided view?): pass "
-            f"np.ascontiguousarray({name}) (or cupy.ascontiguousarray) instead."
-        )
-
-
-def _c_contiguous(a: Any) -> bool:
-    if isinstance(a, np.ndarray):
-        return bool(a.flags.c_contiguous)
-    flags = getattr(a, "flags", None)
-    if flags is not None and hasattr(flags, "c_contiguous"):
-        return bool(flags.c_contiguous)
-    if hasattr(a, "is_c_contiguous"):
-        return bool(a.is_c_contiguous())
-    return True
+    validate.array(a, name, dtype=dtype, ndim=ndim, shape=shape, contiguous=contiguous)
 
 
 def to_device(a: np.ndarray):
-    """Copy a host array to the device (a Numba device array; a plain copy in the simulator)."""
+    """Copy a host array to the device (a Numba device array; a plain copy in the simulator).
+
+    Raises:
+        ArrayArgumentError: ``a`` is None, or not an array of numbers (e.g. a list of mixed things).
+    """
     from numba import cuda
 
-    return cuda.to_device(np.ascontiguousarray(a))
+    if a is None:
+        raise ArrayArgumentError("to_device got None instead of an array (did a function return nothing?): pass a "
+                                 "NumPy array, e.g. np.zeros(n, dtype=np.float32).")
+    host = np.ascontiguousarray(a)
+    if host.dtype.kind not in "biufc":
+        raise ArrayArgumentError(
+            f"to_device got {type(a).__name__} that makes an array of dtype {host.dtype}: a kernel can only use "
+            "numbers (and booleans). Pass a NumPy array of numbers, e.g. np.asarray(values, dtype=np.float32).")
+    return cuda.to_device(host)
 
 
 def to_host(a: Any) -> np.ndarray:

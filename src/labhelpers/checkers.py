@@ -14,7 +14,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import CheckFailed
+from . import validate
+from .errors import ArgumentError, CheckFailed, LaunchConfigError
 from .sizes import awkward_sizes
 
 _MAX_SHOWN = 5
@@ -23,21 +24,26 @@ NUMBA_TRACE_LIMIT = 1500
 
 
 def require_kernel(kernel: Any, name: str) -> None:
-    """Raise CheckFailed unless ``kernel`` is a CUDA kernel (something launched with ``kernel[grid, block]``)."""
-    if not callable(getattr(kernel, "__getitem__", None)):
-        raise CheckFailed(
-            f"{name} must be a CUDA kernel: decorate the function with @cuda.jit (got {type(kernel).__name__}).")
+    """Raise CheckFailed unless ``kernel`` is a CUDA kernel (something launched with ``kernel[grid, block]``).
+
+    The test is :func:`labhelpers.validate.kernel`'s; a lab's check reports it as a failed check.
+    """
+    try:
+        validate.kernel(kernel, name)
+    except ArgumentError as exc:
+        raise CheckFailed(str(exc)) from None
 
 
 def launch_student_kernel(kernel: Any, grid, block, args: Sequence[Any], name: str) -> None:
     """Launch a student's kernel, turning compile and launch errors into CheckFailed.
 
     IndexError (an out-of-bounds access in the simulator) is re-raised for the caller,
-    which knows which bounds check to suggest.
+    which knows which bounds check to suggest; so is LaunchConfigError (the launch sizes
+    came from the checker's caller, not from the kernel).
     """
     try:
         kernel[grid, block](*args)
-    except (IndexError, CheckFailed):
+    except (IndexError, CheckFailed, LaunchConfigError):
         raise
     except Exception as exc:
         text = str(exc)

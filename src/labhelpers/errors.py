@@ -19,13 +19,27 @@ class GPUOnlyError(LabError, RuntimeError):
     """The feature needs a real GPU (warp intrinsics, real timings, streams...)."""
 
 
-class LaunchConfigError(LabError, ValueError):
+class ArgumentError(LabError, TypeError, ValueError):
+    """An argument of the wrong type or value; the message names it and says what to pass instead.
+
+    Both a TypeError and a ValueError, so ``except TypeError`` and ``except ValueError`` both catch
+    it (raised by :mod:`labhelpers.validate`).
+    """
+
+
+class LaunchConfigError(ArgumentError):
     """A launch configuration the hardware cannot run (too many threads, too much shared memory...)."""
 
 
-class ArrayArgumentError(LabError, ValueError):
+class ArrayArgumentError(ArgumentError):
     """An array argument has the wrong dtype, shape, size or memory layout."""
 
 
 class CheckFailed(LabError, AssertionError):
     """A student's kernel disagreed with the reference. Subclasses AssertionError so pytest and nbval see it."""
+
+
+class ImpossibleMeasurement(LabError, ValueError):
+    """A measurement no GPU can produce: a time of zero or less, a rate above a ceiling measured on the same GPU,
+    or a kernel whose check failed. A bug to fix (usually the kernel did not do the work it claims), never a
+    point to plot; the message names the measured value, the ceiling and the likely cause."""

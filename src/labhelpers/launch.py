@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import validate
 from .errors import LaunchConfigError
 
-MAX_THREADS_PER_BLOCK = 1024
+MAX_THREADS_PER_BLOCK = validate.MAX_THREADS_PER_BLOCK
 WARP_SIZE = 32
 #: Static shared memory any CUDA GPU since Fermi offers a block without opting in.
-DEFAULT_SHARED_PER_BLOCK = 48 * 1024
+DEFAULT_SHARED_PER_BLOCK = validate.DEFAULT_SHARED_PER_BLOCK
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,14 @@ class Launch1D:
 
 
 def blocks_for(n: int, threads: int) -> int:
-    """Blocks needed so that ``blocks * threads >= n``: the ceiling of ``n / threads``."""
-    if threads < 1:
-        raise LaunchConfigError(f"threads per block must be at least 1, got {threads}")
-    if n < 0:
-        raise LaunchConfigError(f"the number of elements cannot be negative, got {n}")
+    """Blocks needed so that ``blocks * threads >= n``: the ceiling of ``n / threads``.
+
+    Raises:
+        LaunchConfigError: ``n`` or ``threads`` is not a whole number, ``n`` is negative, or ``threads``
+            is not between 1 and 1024.
+    """
+    threads = validate.threads_per_block(threads, "threads")
+    n = validate.integer(n, "the number of elements n", minimum=0, error=LaunchConfigError)
     return max(1, -(-n // threads))
 
 
@@ -69,7 +73,12 @@ def check_launch(
         shared_bytes: shared memory per block, static plus dynamic.
         max_threads: the device's limit (1024 on every GPU since Fermi).
         max_shared: the device's shared memory per block without opt-in.
+
+    Raises:
+        LaunchConfigError: ``threads`` or ``shared_bytes`` is not a whole number (a mistake, not a limit).
     """
+    threads = validate.integer(threads, "threads", error=LaunchConfigError)
+    shared_bytes = validate.integer(shared_bytes, "shared_bytes", error=LaunchConfigError)
     if threads < 1:
         return f"a block needs at least 1 thread, not {threads}"
     if threads > max_threads:
@@ -83,7 +92,8 @@ def launch_1d(n: int, threads: int = 256, *, max_threads: int = MAX_THREADS_PER_
     """A validated 1D launch for ``n`` elements with ``threads`` threads per block.
 
     Raises:
-        LaunchConfigError: ``threads`` is not between 1 and ``max_threads``.
+        LaunchConfigError: ``threads`` is not between 1 and ``max_threads``, or ``n`` is not a whole
+            number of at least 0.
 
     Example:
         >>> blocks, threads = launch_1d(257, 256)
@@ -94,4 +104,6 @@ def launch_1d(n: int, threads: int = 256, *, max_threads: int = MAX_THREADS_PER_
     if reason:
         raise LaunchConfigError(f"{reason}: choose threads per block between 1 and {max_threads}, "
                                 "ideally a multiple of 32 (one warp) such as 128 or 256.")
+    threads = int(threads)
+    n = validate.integer(n, "the number of elements n", minimum=0, error=LaunchConfigError)
     return Launch1D(n=n, threads=threads, blocks=blocks_for(n, threads))

@@ -7,7 +7,7 @@ ask :func:`problem_size` for one.
 
 from __future__ import annotations
 
-from . import backend
+from . import backend, validate
 
 #: Sizes every checker tries on a GPU: tiny, one below and above a warp, and a large
 #: odd number that is a multiple of no block size.
@@ -27,8 +27,8 @@ def problem_size(gpu: int, sim: int) -> int:
     Example:
         >>> n = problem_size(gpu=2**24, sim=2_000)
     """
-    if gpu < 1 or sim < 1:
-        raise ValueError(f"problem sizes must be positive, got gpu={gpu}, sim={sim}")
+    gpu = validate.integer(gpu, "problem_size(gpu=...)", minimum=1)
+    sim = validate.integer(sim, "problem_size(sim=...)", minimum=1)
     return sim if backend.is_simulator() else gpu
 
 

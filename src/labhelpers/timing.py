@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from . import backend
+from . import backend, validate
 from .errors import GPUOnlyError
 
 
@@ -144,8 +144,11 @@ def benchmark(
     Returns:
         A :class:`Timing`; under the simulator one without numbers (``fn`` runs once).
     """
-    if repeat < 1 or number < 1 or warmup < 0:
-        raise ValueError(f"repeat and number must be >= 1 and warmup >= 0, got {repeat=}, {number=}, {warmup=}")
+    validate.function(fn, "benchmark's first argument (the work to time)",
+                      example="lh.benchmark(lambda: kernel[blocks, threads](x, out))")
+    repeat = validate.integer(repeat, "repeat", minimum=1)
+    number = validate.integer(number, "number", minimum=1)
+    warmup = validate.integer(warmup, "warmup", minimum=0)
     label = label or getattr(fn, "__name__", "work")
     if backend.is_simulator():
         fn()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import backend
+from .. import backend, validate
 from ..checkers import check_function, launch_student_kernel, require_kernel
 from ..errors import CheckFailed
 from ..launch import blocks_for
@@ -73,6 +73,7 @@ def check_fill_index(kernel: Any, *, threads: int = THREADS_1D) -> None:
         CheckFailed: with the size that failed and what to change.
     """
     require_kernel(kernel, "fill_index")
+    threads = validate.threads_per_block(threads)
     check_function(
         lambda n: _run_1d(kernel, "fill_index", [], n, np.float64, threads),
         lambda n: np.arange(n, dtype=np.float64),
@@ -88,6 +89,7 @@ def check_vector_add(kernel: Any, *, threads: int = THREADS_1D) -> None:
         CheckFailed: with the size that failed and what to change.
     """
     require_kernel(kernel, "vector_add")
+    threads = validate.threads_per_block(threads)
 
     def make_inputs(n: int, rng: np.random.Generator) -> tuple:
         return (rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32))
@@ -134,6 +136,7 @@ def check_scale_2d(kernel: Any, *, block: tuple[int, int] = BLOCK_2D,
         CheckFailed: with the matrix shape that failed and what to change.
     """
     require_kernel(kernel, "scale_2d")
+    block = validate.block_shape(block)
     shapes = tuple(shapes) if shapes is not None else (SHAPES_2D_SIM if backend.is_simulator() else SHAPES_2D_GPU)
     alpha = np.float32(-1.5)
     for rows, cols in shapes:

@@ -102,6 +102,38 @@ def _inputs(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return (rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32))
 
 
+def swap_hint(got: np.ndarray, expected: np.ndarray, block: tuple[int, int]) -> str | None:
+    """Say so when ``got`` is what a kernel with row and column swapped computes (None otherwise).
+
+    Two patterns: the values are ``A @ B`` mirrored (``got[r, c] == (A @ B)[c, r]``: the write or the
+    reads exchange row and column), or every written value is right but exactly the elements a grid
+    with x along the *rows* covers were written (``row, col = cuda.grid(2)`` while the checker's x runs
+    along the columns).
+    """
+    m, n = expected.shape
+    written = ~np.isnan(got)
+    if not written.any():
+        return None
+    rows, cols = np.nonzero(written)
+    close = lambda x, y: np.isclose(x, y, rtol=RTOL, atol=ATOL)  # noqa: E731
+    if (rows < n).all() and (cols < m).all():
+        mirrored = close(got[rows, cols], expected[cols, rows])
+        if mirrored.all() and not close(got[rows, cols], expected[rows, cols]).all():
+            return ("Row and column are swapped: C[row, col] holds (A @ B)[col, row], the mirror image of the right "
+                    "answer. With `col, row = cuda.grid(2)`, each thread writes C[row, col] = sum over p of "
+                    "A[row, p] * B[p, col]; check which index goes first in the write and in each read.")
+    if not written.all() and close(got[written], expected[written]).all():
+        bx, by = block
+        reach_rows, reach_cols = blocks_for(n, bx) * bx, blocks_for(m, by) * by
+        r, c = np.indices(expected.shape)
+        if (written == ((r < reach_rows) & (c < reach_cols))).all():
+            return (f"Row and column are swapped: every value written is right, but exactly the elements with row < "
+                    f"{reach_rows} and column < {reach_cols} were written: the threads' x index (which covers "
+                    f"{reach_rows} values along the {n} columns) was used as the row, and y as the column. The first "
+                    "value of cuda.grid(2) is x, along the columns: write `col, row = cuda.grid(2)`.")
+    return None
+
+
 def _check_shapes(kernel: Any, name: str, shapes: Sequence[tuple[int, int, int]], block: tuple[int, int],
                   hint: str) -> None:
     for i, (m, k, n) in enumerate(shapes):
@@ -110,7 +142,10 @@ def _check_shapes(kernel: Any, name: str, shapes: Sequence[tuple[int, int, int]]
         expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
         problem = diagnose(got, expected, rtol=RTOL, atol=ATOL)
         if problem:
-            raise CheckFailed(f"{name} is wrong for {_shape_text(m, k, n)}: {problem}. {hint}")
+            swapped = swap_hint(got, expected, block)
+            if swapped:  # the checker's grid does cover C: drop diagnose's guess about it
+                problem = problem.split(": does the grid cover")[0]
+            raise CheckFailed(f"{name} is wrong for {_shape_text(m, k, n)}: {problem}. {swapped or hint}")
 
 
 def _shapes() -> tuple[tuple[int, int, int], ...]:

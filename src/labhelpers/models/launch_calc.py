@@ -19,13 +19,14 @@ from typing import Any
 
 import pandas as pd
 
+from .. import validate
 from ..device import DeviceInfo
 from ..errors import LaunchConfigError
 from ..launch import MAX_THREADS_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d
 
 #: Largest block extent per dimension (x, y, z) on every GPU since Fermi (CUDA C++ Programming Guide,
 #: "Technical Specifications per Compute Capability").
-MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_BLOCK_DIMS = validate.MAX_BLOCK_DIMS
 
 
 @dataclass(frozen=True)
@@ -113,18 +114,13 @@ def launch_2d(shape: tuple[int, int], block: tuple[int, int] = (16, 16)) -> tupl
         >>> launch_2d((50, 50), (16, 16))
         ((4, 4), (16, 16))
     """
-    if len(shape) != 2 or min(shape) < 1:
-        raise LaunchConfigError(f"launch_2d needs a (rows, cols) shape of positive sizes, got {shape}")
-    if len(block) != 2:
-        raise LaunchConfigError(f"block must be (threads along x, threads along y), got {block}")
-    bx, by = (int(b) for b in block)
-    if bx < 1 or by < 1 or bx > MAX_BLOCK_DIMS[0] or by > MAX_BLOCK_DIMS[1]:
-        raise LaunchConfigError(f"block {block}: each dimension must lie between 1 and 1024")
-    if bx * by > MAX_THREADS_PER_BLOCK:
-        raise LaunchConfigError(
-            f"block {block} has {bx * by} threads, over the limit of {MAX_THREADS_PER_BLOCK} per block: "
-            "use e.g. (32, 8), (16, 16) or (32, 32).")
-    rows, cols = shape
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise LaunchConfigError(f"launch_2d needs a (rows, cols) shape of positive sizes, got {shape!r}")
+    rows, cols = (validate.integer(v, f"launch_2d's shape[{i}]", minimum=1, error=LaunchConfigError)
+                  for i, v in enumerate(shape))
+    if not isinstance(block, (tuple, list)) or len(block) != 2:
+        raise LaunchConfigError(f"block must be (threads along x, threads along y), got {block!r}")
+    bx, by = validate.block_shape(block)
     return (blocks_for(cols, bx), blocks_for(rows, by)), (bx, by)
 
 

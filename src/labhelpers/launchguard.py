@@ -1,0 +1,90 @@
+"""Launches the hardware refuses fail the same way on a GPU and under the simulator.
+
+Numba's simulator runs ``kernel[1, 2048]`` or ``kernel[1, 0]`` without complaint, while a GPU
+refuses both (numba raises ``CudaAPIError: CUDA_ERROR_INVALID_VALUE`` at the launch, a message
+that names no fix). :func:`install`, called by ``import labhelpers``, checks every
+``kernel[grid, block, stream, shared]`` configuration with :func:`labhelpers.validate.launch`
+before Numba sees it, on both backends, so both raise the same
+:class:`~labhelpers.errors.LaunchConfigError` that says what to change.
+
+Configurations that pass are remembered (a set lookup), so a benchmark's repeated launches
+pay nothing measurable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import backend
+from . import validate
+
+_installed: dict[type, Any] = {}
+_known_good: set = set()
+
+
+def _max_shared() -> int:
+    """Dynamic shared memory a block may ask for: 48 KiB without opt-in (the simulator), the opt-in limit on a GPU."""
+    if backend.is_simulator():
+        return validate.DEFAULT_SHARED_PER_BLOCK
+    from .device import device_info
+
+    info = device_info()
+    return info.max_shared_per_block_optin or info.max_shared_per_block
+
+
+def check_configuration(configuration: Any) -> None:
+    """Raise LaunchConfigError for a ``kernel[...]`` configuration a GPU refuses (None if it is fine)."""
+    if not isinstance(configuration, tuple) or len(configuration) not in (2, 3, 4):
+        return  # Numba's own message ("must specify at least the griddim and blockdim") is clear enough
+    grid, block = configuration[0], configuration[1]
+    shared = configuration[3] if len(configuration) == 4 else 0
+    try:
+        key = (grid, block, shared)
+        if key in _known_good and all(type(v) is int for v in _flat(key)):
+            return
+    except TypeError:  # a list: unhashable, check it every time
+        key = None
+    validate.launch(grid, block, shared, max_shared=_max_shared())
+    if key is not None and all(type(v) is int for v in _flat(key)):
+        _known_good.add(key)
+
+
+def _flat(key: tuple) -> list:
+    out = []
+    for v in key:
+        out.extend(v if isinstance(v, tuple) else (v,))
+    return out
+
+
+def _kernel_class() -> type:
+    if backend.is_simulator():
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        return FakeCUDAKernel
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    return CUDADispatcher
+
+
+def install() -> None:
+    """Check every kernel launch configuration first (idempotent)."""
+    cls = _kernel_class()
+    if cls in _installed:
+        return
+    original = cls.__getitem__
+
+    def __getitem__(self, configuration):
+        check_configuration(configuration)
+        return original(self, configuration)
+
+    __getitem__.__doc__ = original.__doc__
+    __getitem__.__wrapped__ = original
+    _installed[cls] = original
+    cls.__getitem__ = __getitem__
+
+
+def uninstall() -> None:
+    """Restore Numba's own launch (for tests of this module)."""
+    for cls, original in _installed.items():
+        cls.__getitem__ = original
+    _installed.clear()

@@ -1,0 +1,334 @@
+"""One place that checks arguments, so every wrong one gets an error that says what to pass.
+
+>>> from labhelpers import validate
+>>> n = validate.integer(n, "n", minimum=1)
+>>> threads = validate.threads_per_block(threads)
+>>> validate.array(x, "x", dtype=np.float32, ndim=1)
+
+Every check raises :class:`~labhelpers.errors.ArgumentError` (a LabError that is both a
+TypeError and a ValueError), or its subclasses :class:`~labhelpers.errors.LaunchConfigError`
+(launch sizes) and :class:`~labhelpers.errors.ArrayArgumentError` (arrays). The message names
+the argument and its value, and says what to change. The launch limits are the same on both
+backends: the simulator refuses what a GPU refuses (see :func:`launch`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .errors import ArgumentError, ArrayArgumentError, LaunchConfigError
+
+#: Threads per block on every CUDA GPU since compute capability 2.0.
+MAX_THREADS_PER_BLOCK = 1024
+#: Largest block along x, y and z.
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+#: Largest grid along x, y and z (blocks).
+MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
+#: Shared memory per block any GPU gives without an opt-in (bytes).
+DEFAULT_SHARED_PER_BLOCK = 48 * 1024
+
+_THREADS_FIX = ("choose threads per block between 1 and 1024, ideally a multiple of 32 (one warp) such as 128 "
+                "or 256, and launch more blocks for more threads")
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    if isinstance(value, (bool, np.bool_)):
+        return f"{value} (a bool)"
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    text = repr(value)
+    return text if len(text) <= 60 else f"a {type(value).__name__}"
+
+
+def _integer_problem(value: Any) -> str | None:
+    """Why ``value`` is not a whole number (None if it is one)."""
+    if value is None:
+        return "got None (did a function return nothing?)"
+    if isinstance(value, str):
+        try:
+            as_number = float(value)
+        except ValueError:
+            return f"got {_describe(value)}"
+        example = int(as_number) if as_number.is_integer() else as_number
+        return f"got {_describe(value)}: pass the number itself, e.g. {example}"
+    if isinstance(value, (bool, np.bool_)):
+        return f"got {_describe(value)}"
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, numbers.Integral):
+        return None
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value):
+            return f"got {value}"
+        if float(value).is_integer():
+            return None
+        return (f"got {value}: round it (math.ceil, or integer division with //; for blocks, "
+                "lh.blocks_for(n, threads))")
+    return f"got {_describe(value)}"
+
+
+def _range_text(minimum, maximum) -> str:
+    if minimum is not None and maximum is not None:
+        return f"between {minimum} and {maximum}"
+    return f"at least {minimum}" if minimum is not None else f"at most {maximum}"
+
+
+def integer(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None,
+            error: type[ArgumentError] = ArgumentError) -> int:
+    """``value`` as an int, if it is a whole number within ``[minimum, maximum]``.
+
+    Accepts Python and NumPy integers and floats with no fractional part (``100.0``); rejects
+    None, text, bools and ``100.5``.
+
+    Raises:
+        ArgumentError: (or ``error``) naming ``name``, the value and the fix.
+    """
+    problem = _integer_problem(value)
+    if problem:
+        raise error(f"{name} must be a whole number, {problem}.")
+    result = int(value.item() if isinstance(value, np.ndarray) else value)
+    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
+        raise error(f"{name} must be {_range_text(minimum, maximum)}, got {result}.")
+    return result
+
+
+def number(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
+           finite: bool = True) -> float:
+    """``value`` as a float, if it is a real number (finite unless ``finite=False``) within the bounds.
+
+    Raises:
+        ArgumentError: naming ``name``, the value and the fix.
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if value is None or isinstance(value, (str, bool, np.bool_)) or not isinstance(value, numbers.Real):
+        extra = " (did a function return nothing?)" if value is None else ""
+        raise ArgumentError(f"{name} must be a number, got {_describe(value)}{extra}.")
+    result = float(value)
+    if finite and not math.isfinite(result):
+        raise ArgumentError(f"{name} must be a finite number, got {result}.")
+    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
+        raise ArgumentError(f"{name} must be {_range_text(minimum, maximum)}, got {value}.")
+    return result
+
+
+def threads_per_block(value: Any, name: str = "threads") -> int:
+    """Threads per block as an int in 1..1024 (the limit of every CUDA GPU, and of the simulator here).
+
+    Raises:
+        LaunchConfigError: with the usual choices (a multiple of 32 such as 128 or 256).
+    """
+    problem = _integer_problem(value)
+    if problem:
+        raise LaunchConfigError(f"{name} (threads per block) must be a whole number, {problem}.")
+    threads = int(value)
+    if threads < 1:
+        raise LaunchConfigError(f"{name}={threads}: a block needs at least 1 thread: {_THREADS_FIX}.")
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise LaunchConfigError(f"{name}={threads}: {threads} threads per block exceeds the limit of "
+                                f"{MAX_THREADS_PER_BLOCK} on every CUDA GPU: {_THREADS_FIX}.")
+    return threads
+
+
+def _dims(value: Any, name: str, what: str) -> tuple[int, ...]:
+    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(dims) <= 3:
+        raise LaunchConfigError(f"{name} must be one number or a tuple of 1 to 3 numbers ({what} along x, y, z), "
+                                f"got {_describe(value)}.")
+    out = []
+    for axis, v in zip("xyz", dims):
+        where = "" if len(dims) == 1 else f" along {axis}"
+        problem = _integer_problem(v)
+        if problem is None and not isinstance(v, numbers.Integral):  # 2.0: Numba launches take ints only
+            problem = f"got {v} (a float): launch sizes are ints, compute them with // (or lh.blocks_for)"
+        if problem:
+            raise LaunchConfigError(f"{name} must be a whole number of {what}{where}, {problem}.")
+        out.append(int(v))
+    return tuple(out)
+
+
+def block_shape(value: Any, name: str = "block") -> tuple[int, ...]:
+    """A block shape (threads along x, y, z) every CUDA GPU can launch, as a tuple of ints.
+
+    Each dimension at least 1, x and y at most 1024, z at most 64, and 1024 threads in all.
+
+    Raises:
+        LaunchConfigError: naming the dimension and the fix.
+    """
+    dims = _dims(value, name, "threads")
+    for axis, v, most in zip("xyz", dims, MAX_BLOCK_DIMS):
+        where = " per block" if len(dims) == 1 else f" along {axis}"
+        if v < 1:
+            raise LaunchConfigError(f"{name}={_shape_text(value)}: a block needs at least 1 thread{where}, "
+                                    f"got {v}: {_THREADS_FIX}.")
+        if v > most:
+            raise LaunchConfigError(f"{name}={_shape_text(value)}: {v} threads{where} exceeds the limit of "
+                                    f"{most} on every CUDA GPU: {_THREADS_FIX}.")
+    total = math.prod(dims)
+    if total > MAX_THREADS_PER_BLOCK:
+        raise LaunchConfigError(
+            f"{name}={_shape_text(value)} is {' x '.join(map(str, dims))} = {total} threads per block, more than "
+            f"the limit of {MAX_THREADS_PER_BLOCK} on every CUDA GPU: make the block smaller (e.g. (32, 8) or "
+            "(16, 16)) and launch more blocks.")
+    return dims
+
+
+def grid_shape(value: Any, name: str = "grid") -> tuple[int, ...]:
+    """A grid shape (blocks along x, y, z) every CUDA GPU can launch, as a tuple of ints.
+
+    Raises:
+        LaunchConfigError: naming the dimension and the fix (a grid of 0 blocks launches nothing: on a GPU
+            it is an error, so it is one here too).
+    """
+    dims = _dims(value, name, "blocks")
+    for axis, v, most in zip("xyz", dims, MAX_GRID_DIMS):
+        if v < 1:
+            raise LaunchConfigError(
+                f"{name}={_shape_text(value)}: a grid needs at least 1 block along {axis}, got {v} (a GPU refuses "
+                "an empty grid): compute the "
+                "number of blocks with a ceiling division, lh.blocks_for(n, threads) = (n + threads - 1) // threads.")
+        if v > most:
+            raise LaunchConfigError(f"{name}={_shape_text(value)}: {v} blocks along {axis} exceeds the limit of "
+                                    f"{most}: use a grid-stride loop (fewer blocks, each thread several elements).")
+    return dims
+
+
+def _shape_text(value: Any) -> str:
+    return repr(tuple(value)) if isinstance(value, list) else repr(value)
+
+
+def launch(grid: Any, block: Any, shared_bytes: Any = 0, *,
+           max_shared: int = DEFAULT_SHARED_PER_BLOCK) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Check a launch ``kernel[grid, block, stream, shared_bytes]`` as a GPU would; return the shapes.
+
+    Raises:
+        LaunchConfigError: the configuration a GPU refuses, with the fix.
+    """
+    block_dims = block_shape(block, "block (threads per block)")
+    grid_dims = grid_shape(grid, "grid (blocks per grid)")
+    shared = integer(shared_bytes, "dynamic shared memory (bytes)", minimum=0, error=LaunchConfigError)
+    if shared > max_shared:
+        raise LaunchConfigError(
+            f"{shared} bytes of dynamic shared memory per block exceeds the {max_shared} bytes a block gets: "
+            "use smaller tiles, or fewer threads per block.")
+    return grid_dims, block_dims
+
+
+def _is_device_array(a: Any) -> bool:
+    # The simulator's device arrays have no __cuda_array_interface__ but do have copy_to_host.
+    return hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")
+
+
+def _c_contiguous(a: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return bool(a.flags.c_contiguous)
+    flags = getattr(a, "flags", None)
+    if flags is not None and hasattr(flags, "c_contiguous"):
+        return bool(flags.c_contiguous)
+    if isinstance(flags, dict) and "C_CONTIGUOUS" in flags:
+        return bool(flags["C_CONTIGUOUS"])
+    if hasattr(a, "is_c_contiguous"):
+        return bool(a.is_c_contiguous())
+    return True
+
+
+def array(a: Any, name: str, *, dtype: Any | None = None, ndim: int | None = None,
+          shape: Sequence[int] | None = None, contiguous: bool = True, finite: bool = False) -> None:
+    """Raise :class:`ArrayArgumentError` unless ``a`` is the array a kernel expects.
+
+    Args:
+        a: a NumPy array, a Numba device array or a CuPy array.
+        name: the argument's name, used in the message.
+        dtype: required dtype, e.g. ``np.float32``.
+        ndim: required number of dimensions.
+        shape: required shape.
+        contiguous: require C-contiguous memory (kernels index it as flat rows).
+        finite: require every element to be finite (no NaN or inf; copies a device array to look).
+    """
+    if not (isinstance(a, np.ndarray) or _is_device_array(a)):
+        extra = " (did a function return nothing?)" if a is None else f": wrap it with np.asarray({name})"
+        raise ArrayArgumentError(
+            f"{name} must be an array (NumPy, CuPy or a Numba device array), got "
+            f"{'None' if a is None else type(a).__name__}{extra}.")
+    if dtype is not None and np.dtype(a.dtype) != np.dtype(dtype):
+        raise ArrayArgumentError(
+            f"{name} has dtype {np.dtype(a.dtype)}, but this kernel expects {np.dtype(dtype)}: "
+            f"pass {name}.astype(np.{np.dtype(dtype).name}).")
+    if ndim is not None and a.ndim != ndim:
+        raise ArrayArgumentError(f"{name} must have {ndim} dimension(s), got shape {tuple(a.shape)}.")
+    if shape is not None and tuple(a.shape) != tuple(shape):
+        raise ArrayArgumentError(f"{name} must have shape {tuple(shape)}, got {tuple(a.shape)}.")
+    if contiguous and not _c_contiguous(a):
+        raise ArrayArgumentError(
+            f"{name} is not C-contiguous (a transposed or strided view?): pass "
+            f"np.ascontiguousarray({name}) (or cupy.ascontiguousarray) instead.")
+    if finite:
+        from .arrays import to_host
+
+        host = to_host(a)
+        if host.dtype.kind in "fc" and not np.isfinite(host).all():
+            bad = int(np.count_nonzero(~np.isfinite(host)))
+            raise ArrayArgumentError(f"{name} holds {bad} NaN or infinite value(s): pass finite numbers.")
+
+
+def choice(value: Any, name: str, options: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``options``.
+
+    Raises:
+        ArgumentError: listing the options.
+    """
+    options = tuple(options)
+    try:
+        ok = value in options
+    except TypeError:  # an unhashable value against a set-like container
+        ok = False
+    if not ok:
+        raise ArgumentError(f"{name} must be one of {', '.join(map(repr, options))}; got {_describe(value)}.")
+    return value
+
+
+def _is_device_function(obj: Any) -> bool:
+    if getattr(obj, "_device", False) is True:  # the simulator's FakeCUDAKernel
+        return True
+    options = getattr(obj, "targetoptions", None)
+    return isinstance(options, dict) and bool(options.get("device"))
+
+
+def kernel(obj: Any, name: str) -> None:
+    """Raise :class:`ArgumentError` unless ``obj`` is a CUDA kernel (launched as ``obj[grid, block](...)``).
+
+    Plain Python functions and ``@cuda.jit(device=True)`` functions get a message that says so.
+    """
+    if obj is None:
+        raise ArgumentError(f"{name} must be a CUDA kernel (a function decorated with @cuda.jit), got None.")
+    if not callable(getattr(obj, "__getitem__", None)) or not hasattr(obj, "py_func"):
+        what = "a plain Python function" if callable(obj) else _describe(obj)
+        raise ArgumentError(f"{name} must be a CUDA kernel: decorate the function with @cuda.jit (got {what}).")
+    if _is_device_function(obj):
+        raise ArgumentError(f"{name} is a device function (@cuda.jit(device=True)): kernels call it, but it cannot "
+                            "be launched itself. Pass the @cuda.jit kernel that calls it.")
+
+
+def function(obj: Any, name: str, *, example: str | None = None) -> Callable:
+    """``obj`` if it is callable.
+
+    Raises:
+        ArgumentError: e.g. for None, or for the result of calling the function instead of the function.
+    """
+    if callable(obj):
+        return obj
+    hint = f", e.g. `{example}`" if example else ""
+    raise ArgumentError(f"{name} must be a function{hint}; got {_describe(obj)}. Pass the function itself, "
+                        "not the result of calling it.")
+
+
+__all__ = ["array", "block_shape", "choice", "function", "grid_shape", "integer", "kernel", "launch", "number",
+           "threads_per_block"]
