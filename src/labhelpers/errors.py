@@ -10,6 +10,14 @@ from __future__ import annotations
 class LabError(Exception):
     """Base class of every error labhelpers raises on purpose."""
 
+    def _render_traceback_(self) -> list[str]:
+        """How IPython (Jupyter, Colab, the built book) shows the error: its message alone.
+
+        The message already says what went wrong and what to change; a traceback through labhelpers'
+        internals (with the paths of whoever executed the notebook) would only push it off the screen.
+        """
+        return [f"{type(self).__name__}: {self}"]
+
 
 class NoGPUError(LabError, RuntimeError):
     """A real GPU was required but none is available."""
