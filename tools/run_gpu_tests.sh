@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU suite, as a teacher runs it on a machine with an NVIDIA GPU: the package tests and strict nbval of every
+# chapter and lab with the GPU backend. CI has no GPU and runs tools/run_tests.sh instead; this is the other half.
+#
+#   bash tools/run_gpu_tests.sh                  # .venv from tools/setup_env.sh, plus the GPU extra (see README)
+#   PYTHON=python3 bash tools/run_gpu_tests.sh   # an interpreter that already has everything (a GPU image)
+#   bash tools/run_gpu_tests.sh notebooks        # only nbval; `package` for only the package tests
+#
+# Notebooks run one at a time: two processes timing the same GPU would each see the other's load, and a ceiling
+# measured under load is not a ceiling.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHAT=${1:-all}
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; else bash tools/setup_env.sh; PY=.venv/bin/python; fi
+"$PY" - <<'PYEOF'
+import sys
+try:
+    import cupy  # noqa: F401
+    from numba import cuda
+except ImportError as exc:
+    sys.exit(f"error: {exc}. Install the GPU extra that matches the driver (nvidia-smi, top right): "
+             ".venv/bin/pip install -e '.[gpu-cu12]' (or '.[gpu-cu13]').")
+if not cuda.is_available():
+    sys.exit("error: numba-cuda sees no CUDA GPU here: this command is for a machine with an NVIDIA GPU "
+             "(without one, run tools/run_tests.sh).")
+PYEOF
+export LABHELPERS_BACKEND=gpu CUPY_TF32=0 PYTHONHASHSEED=0
+status=0
+if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
+  echo "==> package tests with the GPU backend (pytest tests/)"
+  MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider tests || status=1
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then
+  echo "==> notebook regression tests with the GPU backend (nbval, strict) over book/ and labs/"
+  MPLBACKEND=module://matplotlib_inline.backend_inline "$PY" -m pytest -q -p no:cacheprovider --nbval \
+    --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs || status=1
+fi
+[ $status = 0 ] && echo "==> GPU suite passed" || echo "==> GPU suite FAILED" >&2
+exit $status
