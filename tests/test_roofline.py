@@ -1,4 +1,5 @@
-"""Chapter 7: the roofline model, the ceiling kernels, the toolkit's cache, the profiler helpers, the lab checkers.
+"""Chapter 7: the roofline model, the ceiling kernels, the toolkit's cache, the guard against impossible points,
+the chapter's measurements and figures, the profiler helpers, the lab checkers.
 
 Kernels run under Numba's CUDA simulator on odd sizes and are compared with NumPy.
 """
@@ -25,8 +26,10 @@ from numba import cuda, float32  # noqa: E402
 from labhelpers import profiler, roofline  # noqa: E402
 from labhelpers.device import SIMULATOR_NAME, DeviceInfo  # noqa: E402
 from labhelpers.exercises import roofline as ex  # noqa: E402
+from labhelpers.experiments import roofline as rx  # noqa: E402
 from labhelpers.kernels import roofline as rk  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
+from labhelpers.roofline import measure as rm  # noqa: E402
 from labhelpers.timing import Timing  # noqa: E402
 from markers import gpu_only, sim_only  # noqa: E402
 
@@ -187,27 +190,29 @@ def test_sixteen_byte_copies_refuse_misaligned_views():
 
 @sim_only
 def test_timing_functions_are_gpu_only_under_the_simulator():
-    for fn in (rk.timing_hygiene, rk.timing_repeats, rk.representative_points, rk.profile_target):
+    for fn in (rx.timing_hygiene, rx.timing_repeats, rx.representative_points, rk.profile_target):
         with pytest.raises(lh.GPUOnlyError, match="no GPU"):
             fn()
 
 
 @sim_only
 def test_sweeps_give_the_chapter_columns_with_nan_timings():
-    table = rk.intensity_sweep(progress=False)
-    assert list(table["nfma"]) == list(rk.SWEEP_NFMA)
-    assert table["intensity"].tolist() == [v / 4 for v in rk.SWEEP_NFMA]
+    table = rx.intensity_sweep(progress=False)
+    assert list(table["nfma"]) == list(rx.SWEEP_NFMA)
+    assert table["intensity"].tolist() == [v / 4 for v in rx.SWEEP_NFMA]
     assert (table["status"] == "simulator").all() and table["gflops"].isna().all()
-    gemm = rk.skewed_gemm_sweep(progress=False)
+    gemm = rx.skewed_gemm_sweep(progress=False)
     assert gemm["shape"].iloc[0] == "1024-1024-1024" and gemm["shape"].iloc[-1] == "1048576-1-1024"
     assert (gemm["m"] * gemm["n"] == 1024 * 1024).all() and (gemm["flops"] == 2 * 1024**3).all()
     assert gemm["gflops"].isna().all()
 
 
 def test_gemm_intensity_collapses_as_the_shape_skews():
-    square = rk.gemm_intensity(1024, 1024, 1024)
+    square = roofline.gemm_intensity(1024, 1024, 1024)
     assert square == pytest.approx(2 * 1024**3 / (4 * 3 * 1024**2))
-    assert rk.gemm_intensity(1024 * 1024, 1, 1024) == pytest.approx(0.5, rel=1e-2)
+    assert roofline.gemm_intensity(1024 * 1024, 1, 1024) == pytest.approx(0.5, rel=1e-2)
+    shapes = rx.skewed_shapes_table()
+    assert list(shapes.columns) == ["m", "n", "k", "intensity"] and shapes["intensity"].iloc[0] == square
 
 
 # ------------------------------------------------------------------------------------------- model
@@ -306,7 +311,7 @@ def test_datasheet_matching(name, key):
 
 
 def test_datasheet_fp32_agrees_with_lanes_times_clock():
-    for entry in roofline._datasheets():
+    for entry in roofline.ceilings._datasheets():
         assert entry["source"] and entry["url"].startswith("https://")
         if entry["boost_clock_mhz"]:
             lanes = 64 if entry["key"].startswith(("A100", "V100", "T4")) else 128
@@ -401,8 +406,10 @@ def test_reference_ceilings_and_points_are_labelled_with_their_gpu(tmp_path, mon
 @sim_only
 def test_ceilings_or_reference_uses_the_reference_without_a_gpu(tmp_path, monkeypatch):
     _reference_dir(tmp_path, monkeypatch)
-    c, note = roofline.ceilings_or_reference(progress=False)
-    assert c == roofline.reference_ceilings() and "Test GPU" in note
+    c = roofline.ceilings_or_reference(progress=False)
+    ref = roofline.reference_ceilings()
+    assert (c.gpu, c.label, c.dram_gbs, c.fp64_gflops) == (ref.gpu, ref.label, ref.dram_gbs, ref.fp64_gflops)
+    assert c.source_line().startswith("Data source: reference data 'ch07_ceilings'") and "no GPU" in c.source_line()
 
 
 def test_record_point_refuses_simulator_and_host_timings():
@@ -411,37 +418,23 @@ def test_record_point_refuses_simulator_and_host_timings():
         roofline.record_point("k", 1e9, 1e9, sim, chapter="07")
     host = lh.wall_time(lambda: None, repeat=2)
     with pytest.raises(lh.GPUOnlyError):
-        roofline.record_point("k", 1e9, 1e9, host)
+        roofline.record_point("k", 1e9, 1e9, host, chapter="07")
     assert len(roofline.load_points()) == 0  # nothing stored, and the simulator has no points
 
 
 def test_record_point_stores_and_replaces():
     timing = Timing(label="k", times_ms=(2.0, 2.0, 2.0), clock="cuda-events")  # as a GPU run would give
     rec = roofline.record_point("matmul", 2e9, 1e9, timing, chapter="05")
-    assert rec["gflops"] == pytest.approx(1000.0) and rec["intensity"] == 2.0
+    assert rec["gflops"] == pytest.approx(1000.0) and rec["intensity"] == 2.0 and rec["source"] == "chapter"
     roofline.record_point("matmul", 4e9, 1e9, timing, chapter="05")
     roofline.record_point("matmul", 4e9, 1e9, timing, chapter="06")
     here = SIMULATOR_NAME if lh.is_simulator() else lh.device_info().name  # stored under this device's name
     points = roofline.load_points(here)
     assert len(points) == 2 and points.loc[points["chapter"] == "05", "flops"].item() == 4e9
     with pytest.raises(ValueError, match="positive"):
-        roofline.record_point("x", 0, 1e9, timing)
+        roofline.record_point("x", 0, 1e9, timing, chapter="05")
     roofline.clear_points(here)
     assert len(roofline.load_points(here)) == 0
-
-
-@sim_only
-def test_measured_or_reference_uses_reference_without_a_gpu(tmp_path, monkeypatch):
-    _reference_dir(tmp_path, monkeypatch)
-    table, label = roofline.measured_or_reference(lambda: pytest.fail("must not measure"), "ch07_roofline_points")
-    assert "Test GPU" in label and len(table) == 1
-
-
-@gpu_only
-def test_measured_or_reference_measures_on_a_gpu(tmp_path, monkeypatch):
-    _reference_dir(tmp_path, monkeypatch)
-    table, label = roofline.measured_or_reference(lambda: pd.DataFrame({"x": [1, 2]}), "ch07_roofline_points")
-    assert label == f"this machine: {lh.device_info().name}" and len(table) == 2
 
 
 # ---------------------------------------------------------------------------------------- plotting
@@ -452,9 +445,9 @@ def test_plot_roofline_draws_roofs_and_skips_nan_points():
                            "gflops": [700.0, 5.0, 50000.0]})
     roofline.plot_roofline(ax, _ceilings(), points, datasheet=roofline.datasheet_ceilings("NVIDIA H100 80GB HBM3"))
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    labels = [t.get_text() for t in ax.texts]
-    assert "a" in labels and "c" in labels and "b" not in labels
-    assert any("ridge" in t for t in labels)
+    legend = [t.get_text().strip() for t in ax.get_legend().get_texts()]
+    assert "a" in legend and "c" in legend and "b" not in legend  # each point a legend entry: no overlaps
+    assert any("ridge" in t.get_text() for t in ax.texts)
     plt.close(fig)
 
 
@@ -479,7 +472,7 @@ def test_chapter_figures_accept_nan_tables():
     fig, ax = plt.subplots()
     roofline.plot_timing_hygiene(ax, hyg, "test")
     fig, axes = plt.subplots(1, 2)
-    roofline.plot_skewed_gemm(axes, rk.skewed_gemm_sweep(progress=False), "test", _ceilings())
+    roofline.plot_skewed_gemm(axes, rx.skewed_gemm_sweep(progress=False), "test", _ceilings())
     plt.close("all")
 
 
@@ -685,14 +678,14 @@ def test_measure_ceilings_caches_per_device(monkeypatch):
     def fake(value, unit):
         def measure(*args, **kwargs):
             calls.append(value)
-            return roofline.CeilingMeasurement(value, unit, f"fake {value}", ((f"fake {value}", value),))
+            return rm.CeilingMeasurement(value, unit, f"fake {value}", ((f"fake {value}", value),))
         return measure
 
-    monkeypatch.setattr(roofline, "_gpu_only", lambda what: None)
+    monkeypatch.setattr(rm, "_gpu_only", lambda what: None)
     monkeypatch.setattr(device, "device_info", lambda: gpu)
-    monkeypatch.setattr(roofline, "measure_dram_bandwidth", fake(3000.0, "GB/s"))
-    monkeypatch.setattr(roofline, "measure_l2_bandwidth", fake(9000.0, "GB/s"))
-    monkeypatch.setattr(roofline, "measure_fma_peak", lambda dtype: fake(
+    monkeypatch.setattr(rm, "measure_dram_bandwidth", fake(3000.0, "GB/s"))
+    monkeypatch.setattr(rm, "measure_l2_bandwidth", fake(9000.0, "GB/s"))
+    monkeypatch.setattr(rm, "measure_fma_peak", lambda dtype: fake(
         60000.0 if np.dtype(dtype) == np.float32 else 30000.0, "GFLOP/s")())
     first = roofline.measure_ceilings(progress=False)
     assert (first.dram_gbs, first.l2_gbs, first.fp32_gflops, first.fp64_gflops) == (3000, 9000, 60000, 30000)
@@ -710,18 +703,18 @@ def test_measure_dram_bandwidth_launches_every_variant_and_keeps_the_fastest(mon
     """The DRAM toolkit's wiring under the simulator: each variant's views, grid and kernel really copy."""
     import labhelpers.timing as timing
 
-    monkeypatch.setattr(roofline, "_gpu_only", lambda what: None)
-    monkeypatch.setattr(roofline, "_free_bytes", lambda: 2**30)
+    monkeypatch.setattr(rm, "_gpu_only", lambda what: None)
+    monkeypatch.setattr(rm, "_free_bytes", lambda: 2**30)
     speeds = iter(range(1000, 1000 + 100 * len(roofline.COPY_VARIANTS), 100))
     copied = []
 
-    def fake_benchmark(fn, *, nbytes, label, **kwargs):
+    def fake_benchmark(fn, *, nbytes, label, **kwargs):  # what time_copy calls for every copy
         fn()  # one launch of the variant, in the simulator
         copied.append(nbytes)
         return Timing(label=label, times_ms=(nbytes / (next(speeds) * 1e6),), nbytes=nbytes)
 
     monkeypatch.setattr(timing, "benchmark", fake_benchmark)
-    result = roofline.measure_dram_bandwidth(nbytes=4096 + 8)
+    result = rm.measure_dram_bandwidth(nbytes=4096 + 8)
     assert len(result.tried) == len(roofline.COPY_VARIANTS) == len(copied)
     assert [r["gbps"] for r in result.tried] == pytest.approx([1000 + 100 * k for k in range(len(copied))])
     assert result.value == pytest.approx(result.tried[-1]["gbps"]) and result.how == result.tried[-1]["how"]

@@ -21,6 +21,7 @@ from .errors import (  # noqa: E402
     ArrayArgumentError,
     CheckFailed,
     GPUOnlyError,
+    ImpossibleMeasurement,
     LabError,
     LaunchConfigError,
     NoGPUError,
@@ -51,3 +52,4 @@ __all__ = [
     "wall_time",
 ]
 __all__ += ["BarrierProblem", "Race", "RaceReport", "check_races"]
+__all__ += ["ImpossibleMeasurement"]

@@ -3,7 +3,9 @@
 1. :func:`check_matvec_counts`: count the flops and bytes of ``y = A x`` by hand.
 2. :func:`check_roofline_time`: the time the roofline predicts for a kernel.
 3. :func:`check_ridge_fma_count`: where the FMA-per-element kernel turns from memory to compute bound.
-4. :func:`check_read_sum`: a grid-stride kernel that reads an array once (the read-bandwidth ceiling).
+4. :func:`check_read_sum`: a grid-stride kernel that reads an array once (the read-bandwidth ceiling);
+   :func:`time_read_sum` times it on a GPU and puts it on this GPU's roofline, among the labs' points, only
+   after the same check passed.
 
 Each takes the student's function (or kernel) first, tries several cases, and raises
 :class:`~labhelpers.errors.CheckFailed` with a message that says what to change.
@@ -15,9 +17,14 @@ import math
 from typing import Callable
 
 import numpy as np
+from numba import cuda
 
-from ..checkers import check_function
+from ..checkers import check_function, launch_student_kernel, require_kernel
 from ..errors import CheckFailed
+from ..kernels.roofline import full_grid
+from ..roofline.points import record_point
+from ..sizes import problem_size
+from ..timing import Timing, benchmark
 
 
 def _close(a, b, rtol: float = 1e-6) -> bool:
@@ -174,12 +181,10 @@ def read_sum_reference(x: np.ndarray, threads_total: int) -> np.ndarray:
 
 
 def _run_read_sum(kernel, x: np.ndarray, blocks: int, threads: int) -> np.ndarray:
-    from numba import cuda
-
     total = blocks * threads
     x_d = cuda.to_device(x)
     out_d = cuda.to_device(np.full(total, np.nan, dtype=np.float32))
-    kernel[blocks, threads](x_d, out_d)
+    launch_student_kernel(kernel, blocks, threads, (x_d, out_d), "read_sum")
     return out_d.copy_to_host()
 
 
@@ -189,6 +194,7 @@ def check_read_sum(kernel, quiet: bool = False) -> None:
     The checker launches 2 blocks of 32 threads on arrays of awkward sizes, most of them longer than the grid,
     so only a grid-stride loop covers every element.
     """
+    require_kernel(kernel, "read_sum")
     blocks, threads = READ_SUM_GRID
     total = blocks * threads
 
@@ -218,21 +224,36 @@ def check_read_sum(kernel, quiet: bool = False) -> None:
         print(f"Correct: read_sum matches NumPy on all sizes tried, with a grid of {blocks} x {threads} threads.")
 
 
-def time_read_sum(kernel, n: int | None = None, threads: int = 256):
-    """Time ``read_sum`` over ``n`` float32 elements on a grid that fills the GPU; bytes counted: ``4 n`` read.
+#: The name the lab's ``read_sum`` gets on this GPU's roofline (among the labs' points).
+READ_SUM_POINT = "read_sum (lab 7)"
+
+
+def time_read_sum(kernel, n: int | None = None, threads: int = 256, *, record: bool = True) -> Timing:
+    """Check ``read_sum`` (:func:`check_read_sum`), then time it over ``n`` float32 elements on a grid that fills
+    the GPU; bytes counted: ``4 n`` read, flops: ``n`` additions.
+
+    Nothing is timed unless the check passes, so an unfinished kernel, which reads nothing and looks
+    impossibly fast, never lands on a roofline. With ``record`` (on a GPU) the point is added to this GPU's
+    roofline as a lab point (``source="lab"``: :func:`labhelpers.roofline.load_points` shows it only with
+    ``include_labs=True``).
 
     Returns:
         A :class:`~labhelpers.timing.Timing` (no numbers under the simulator, where the kernel runs once on a
         small array).
+
+    Raises:
+        CheckFailed: ``read_sum`` is not correct yet (the message says what to change).
     """
-    from numba import cuda
-
-    from ..kernels.roofline import full_grid
-    from ..sizes import problem_size
-    from ..timing import benchmark
-
+    try:
+        check_read_sum(kernel, quiet=True)
+    except CheckFailed as exc:
+        raise CheckFailed(f"read_sum is not timed until it is correct: {exc}") from None
     n = n or problem_size(gpu=2**28, sim=2048)
     blocks, threads = full_grid(threads)
     x = cuda.to_device(np.ones(n, dtype=np.float32))
     out = cuda.device_array(blocks * threads, dtype=np.float32)
-    return benchmark(lambda: kernel[blocks, threads](x, out), nbytes=4 * n, number=5, repeat=10, label="read_sum")
+    timing = benchmark(lambda: kernel[blocks, threads](x, out), nbytes=4 * n, flops=n, number=5, repeat=10,
+                       label="read_sum")
+    if record and timing.is_gpu_timing:
+        record_point(READ_SUM_POINT, n, 4 * n, timing, chapter="07", source="lab", checked=True)
+    return timing

@@ -1,37 +1,32 @@
-"""Chapter "Profiling and the roofline": the kernels that measure a GPU's ceilings, and the sweeps built on them.
+"""Chapter "Profiling and the roofline": the kernels that measure a GPU's ceilings, as the chapter shows them.
 
 Four microbenchmark kernels, in the spirit of the Empirical Roofline Toolkit (Lo et al., *Roofline Model
 Toolkit: A Practical Tool for Architectural and Program Analysis*, PMBS 2014):
 
 * :func:`stream_copy`: ``out[i] = x[i]``, a grid-stride loop with four loads in flight per thread, and
   :func:`stream_copy16`, the same loop moving 16 bytes per access (:data:`load16` / :data:`store16`). Bytes
-  (read + written) over time of the fastest variant is the device-memory (DRAM/HBM) ceiling.
+  (read + written) over time of the fastest copy is the device-memory (DRAM/HBM) ceiling.
 * :func:`l2_read`: reads a small buffer (it fits in L2) over and over; bytes read over time is the L2 ceiling.
 * :func:`fma_chains`: eight independent chains of dependent fused multiply-adds per thread, no memory traffic
   to speak of; flops over time is the FMA ceiling (FP32 or FP64, chosen by the array's dtype).
 * :func:`fma_per_element`: loads an element, applies ``nfma`` multiply-adds to it, stores it. ``nfma`` sets the
   arithmetic intensity, so sweeping it walks a kernel along the roofline.
 
-Then the measurements the chapter shows: :func:`timing_hygiene` (what each way of timing a launch really
-measures), :func:`timing_repeats` (noise), :func:`intensity_sweep`, :func:`skewed_gemm_sweep` and
-:func:`representative_points`. On a GPU they time; under the simulator the sweeps return the same columns
-with NaN timings, and the functions that exist only to time raise :class:`~labhelpers.errors.GPUOnlyError`.
+Beside them: their flop and byte counts, host wrappers (``run_*``) that check their input and launch them,
+NumPy references, and :func:`profile_target`, the one launch Nsight Compute profiles. Timing them is done
+elsewhere: the ceilings by :mod:`labhelpers.roofline.measure`, the chapter's sweeps and tables by
+:mod:`labhelpers.experiments.roofline`.
 """
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
-import pandas as pd
 from numba import cuda, float32
 
-from .. import backend
+from .. import backend, device
 from ..arrays import check_array, to_host
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..launch import blocks_for, check_launch
-from ..sweep import sweep
-from ..timing import Timing, benchmark
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
 FMA_CHAINS = 8
@@ -64,6 +59,7 @@ def _vector_access():
 
         return load16, store16
 
+    # The GPU compiler's extension API: only a real GPU backend compiles intrinsics (the simulator runs Python).
     from llvmlite import ir
     from numba import types
     from numba.cuda.core.errors import TypingError
@@ -344,9 +340,7 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
         raise LaunchConfigError(f"{reason}: choose threads per block between 32 and 1024, e.g. 256")
     if backend.is_simulator():
         return 2, threads
-    from ..device import device_info
-
-    info = device_info()
+    info = device.device_info()
     per_sm = max(1, (info.max_threads_per_sm or 2048) // threads)
     if info.max_blocks_per_sm:
         per_sm = min(per_sm, info.max_blocks_per_sm)
@@ -489,271 +483,22 @@ def fma_per_element_reference(x: np.ndarray, nfma: int, a: float = 0.999, b: flo
     return v
 
 
-# ------------------------------------------------------------------------------------- measurements
-
-
-def _require_gpu(what: str) -> None:
-    if backend.is_simulator():
-        raise GPUOnlyError(
-            f"{what} times GPU work, and there is no GPU here (the simulator's times say nothing about a GPU). "
-            "The chapter shows reference data measured on a real GPU instead."
-        )
-
-
-def _sync() -> None:
-    cuda.synchronize()
-
-
-def timing_hygiene(n: int = 2**26, nfma: int = 256) -> pd.DataFrame:
-    """Time one launch of :func:`fma_per_element` four ways and say what each number measures.
-
-    1. The first call of a freshly compiled kernel, host clock, synchronised: compilation included.
-    2. A later call, host clock, *not* synchronised: only the launch (the kernel is still running).
-    3. The same, synchronised before stopping the clock: the launch, the kernel, the synchronisation.
-    4. CUDA events around the launch (median of 20, after warm-up): the GPU's own time for the kernel.
-
-    Returns:
-        A table with columns ``measurement``, ``ms`` and ``what_it_measures``.
-
-    Raises:
-        GPUOnlyError: under the simulator.
-    """
-    _require_gpu("timing_hygiene")
-    x = cuda.to_device(np.ones(n, dtype=np.float32))
-    out = cuda.device_array(n, dtype=np.float32)
-    blocks, threads = full_grid()
-    fresh = cuda.jit(fma_per_element.py_func)  # a new dispatcher: its first call compiles
-    a, b = np.float32(0.999), np.float32(0.001)
-
-    def launch(kernel=fresh):
-        kernel[blocks, threads](x, out, nfma, a, b)
-
-    _sync()
-    t0 = time.perf_counter()
-    launch()
-    _sync()
-    first_ms = (time.perf_counter() - t0) * 1e3
-
-    for _ in range(3):  # warm-up: caches, clocks, the launch path
-        launch()
-    _sync()
-    t0 = time.perf_counter()
-    launch()
-    unsync_ms = (time.perf_counter() - t0) * 1e3
-    _sync()
-
-    t0 = time.perf_counter()
-    launch()
-    _sync()
-    sync_ms = (time.perf_counter() - t0) * 1e3
-
-    events = benchmark(launch, repeat=20, warmup=2, label="fma_per_element")
-    rows = [
-        ("first call (host clock, synchronised)", first_ms, "compilation + launch + kernel"),
-        ("later call, no synchronisation (host clock)", unsync_ms, "the launch only: the kernel is still running"),
-        ("later call, synchronised (host clock)", sync_ms, "launch + kernel + synchronisation"),
-        ("CUDA events, median of 20", events.median_ms, "the kernel, on the GPU's clock"),
-    ]
-    return pd.DataFrame(rows, columns=["measurement", "ms", "what_it_measures"])
-
-
-def timing_repeats(n: int = 2**26, nfma: int = 256, repeat: int = 50) -> pd.DataFrame:
-    """Time the same launch ``repeat`` times with CUDA events and with a synchronised host clock.
-
-    Returns:
-        A table with columns ``rep``, ``event_ms`` and ``host_ms`` (one row per repetition).
-
-    Raises:
-        GPUOnlyError: under the simulator.
-    """
-    _require_gpu("timing_repeats")
-    x = cuda.to_device(np.ones(n, dtype=np.float32))
-    out = cuda.device_array(n, dtype=np.float32)
-    blocks, threads = full_grid()
-    a, b = np.float32(0.999), np.float32(0.001)
-
-    def launch():
-        fma_per_element[blocks, threads](x, out, nfma, a, b)
-
-    for _ in range(3):
-        launch()
-    _sync()
-    start, end = cuda.event(), cuda.event()
-    rows = []
-    for rep in range(repeat):
-        t0 = time.perf_counter()
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        host_ms = (time.perf_counter() - t0) * 1e3
-        rows.append((rep, cuda.event_elapsed_time(start, end), host_ms))
-    return pd.DataFrame(rows, columns=["rep", "event_ms", "host_ms"])
-
-
-#: The FMA counts per element of the chapter's intensity sweep (intensity nfma/4 FLOP/B in FP32).
-SWEEP_NFMA = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512, 1024)
-
-
-def intensity_sweep(nfma_values=SWEEP_NFMA, n: int = 2**26, progress: bool = True) -> pd.DataFrame:
-    """Time :func:`fma_per_element` (float32) for each FMA count: the kernel walking along the roofline.
-
-    Returns:
-        The :func:`~labhelpers.sweep.sweep` table with ``nfma`` and ``intensity`` (FLOP/byte) first; NaN
-        timings under the simulator, where nothing is launched.
-    """
-    state = {}
-
-    def run(nfma):
-        if backend.is_simulator():
-            return None
-        if "x" not in state:
-            state["x"] = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
-            state["out"] = cuda.device_array(n, dtype=np.float32)
-            state["grid"] = full_grid()
-        x, out = state["x"], state["out"]
-        blocks, threads = state["grid"]
-        a, b = np.float32(0.999), np.float32(0.001)
-        return benchmark(lambda: fma_per_element[blocks, threads](x, out, nfma, a, b),
-                         flops=fma_per_element_flops(n, nfma), nbytes=fma_per_element_bytes(n, 4),
-                         repeat=10, number=3, label=f"fma_per_element nfma={nfma}")
-
-    table = sweep(run, {"nfma": list(nfma_values)}, progress=progress, desc="intensity sweep")
-    table.insert(1, "intensity", [fma_per_element_intensity(v, 4) for v in table["nfma"]])
-    return table
-
-
-def skewed_shapes(base: int = 1024, k: int = 1024, steps: int = 11) -> list[tuple[int, int, int]]:
-    """The skewed GEMM shapes ``(m, n, k)``: ``m = base * 2^i``, ``n = base / 2^i``, so ``m * n`` stays fixed."""
-    shapes = []
-    for i in range(steps):
-        f = 2**i
-        if base % f:
-            break
-        shapes.append((base * f, base // f, k))
-    return shapes
-
-
-def gemm_intensity(m: int, n: int, k: int, itemsize: int = 4) -> float:
-    """Algorithmic intensity of ``C = A B`` (A: m x k, B: k x n): ``2mnk`` flops over A, B read and C written once."""
-    return 2 * m * n * k / (itemsize * (m * k + k * n + m * n))
-
-
-def skewed_gemm_sweep(base: int = 1024, k: int = 1024, steps: int = 11, progress: bool = True) -> pd.DataFrame:
-    """Time CuPy's float32 matmul on shapes that keep ``m * n`` and ``k`` fixed (the same flops each).
-
-    Returns:
-        A sweep table with ``shape`` (``"m-n-k"``), ``m``, ``n``, ``k``, ``flops`` and ``intensity``, then the
-        timing columns (NaN without CuPy on a GPU: nothing is multiplied then).
-    """
-    from ..xp import HAS_CUPY
-
-    if backend.is_gpu() and not HAS_CUPY:
-        raise GPUOnlyError("the skewed GEMM sweep times cupy.matmul, and CuPy is not installed here "
-                           "(install labhelpers with the gpu-cu12 or gpu-cu13 extra)")
-
-    def run(shape):
-        if not HAS_CUPY:
-            return None
-        import cupy as cp
-
-        cp.get_default_memory_pool().free_all_blocks()  # the previous shape's matrices
-        m, n, kk = (int(v) for v in shape.split("-"))
-        rng = cp.random.default_rng(4)
-        a = rng.random((m, kk), dtype=cp.float32)
-        b = rng.random((kk, n), dtype=cp.float32)
-        c = cp.empty((m, n), dtype=cp.float32)
-        timing = benchmark(lambda: cp.matmul(a, b, out=c), flops=2 * m * n * kk,
-                           nbytes=4 * (m * kk + kk * n + m * n), repeat=10, number=5, label=f"matmul {shape}")
-        return timing
-
-    shapes = skewed_shapes(base, k, steps)
-    labels = [f"{m}-{n}-{kk}" for m, n, kk in shapes]
-    table = sweep(run, {"shape": labels}, progress=progress, desc="skewed GEMM")
-    table.insert(1, "m", [s[0] for s in shapes])
-    table.insert(2, "n", [s[1] for s in shapes])
-    table.insert(3, "k", [s[2] for s in shapes])
-    table.insert(4, "flops", [2 * m * n * kk for m, n, kk in shapes])
-    table.insert(5, "intensity", [gemm_intensity(m, n, kk) for m, n, kk in shapes])
-    return table
-
-
-def _point(name: str, timing: Timing, flops: int, nbytes: int, precision: str = "fp32",
-           record: bool = False) -> dict:
-    if record:
-        from ..roofline import record_point
-
-        record_point(name, flops, nbytes, timing, chapter="07", precision=precision)
-    return {"name": name, "chapter": "07", "precision": precision, "flops": flops, "nbytes": nbytes,
-            "median_ms": timing.median_ms, "gflops": timing.gflops, "gbps": timing.gbps, "intensity": flops / nbytes}
-
-
-def representative_points(n: int = 2**26, record: bool = False) -> pd.DataFrame:
-    """Measure a few typical kernels for the roofline plot: streaming, FMA-heavy, reductions and matmuls.
-
-    With ``record=True`` each is also added to this GPU's roofline (:func:`labhelpers.roofline.record_point`).
-
-    Returns:
-        A table with columns ``name``, ``chapter``, ``precision``, ``flops``, ``nbytes``, ``median_ms``, ``gflops``,
-        ``gbps``, ``intensity`` (flops over the bytes the kernel must move: its algorithmic intensity).
-
-    Raises:
-        GPUOnlyError: under the simulator.
-    """
-    _require_gpu("representative_points")
-    from .intro import saxpy, saxpy_bytes, saxpy_flops
-
-    rows = []
-    blocks, threads = full_grid()
-    x = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
-    y = cuda.to_device(np.full(n, 0.25, dtype=np.float32))
-    out = cuda.device_array(n, dtype=np.float32)
-    one_per_thread = blocks_for(n, 256)
-    t = benchmark(lambda: saxpy[one_per_thread, 256](np.float32(2.0), x, y, out),
-                  flops=saxpy_flops(n), nbytes=saxpy_bytes(n), number=3, label="saxpy")
-    rows.append(_point("SAXPY (chapter 1 kernel)", t, saxpy_flops(n), saxpy_bytes(n), record=record))
-    a, b = np.float32(0.999), np.float32(0.001)
-    for nfma in (4, 64):
-        flops, nbytes = fma_per_element_flops(n, nfma), fma_per_element_bytes(n, 4)
-        t = benchmark(lambda: fma_per_element[blocks, threads](x, out, nfma, a, b), flops=flops, nbytes=nbytes,
-                      number=3, label=f"fma_per_element {nfma}")
-        rows.append(_point(f"fma_per_element, {nfma} FMA/element", t, flops, nbytes, record=record))
-    total = blocks * threads
-    for dtype, iters in ((np.float32, 2048), (np.float64, 512)):
-        start = cuda.to_device(np.ones(total, dtype=dtype))
-        flops, nbytes = fma_chains_flops(total, iters), 2 * total * np.dtype(dtype).itemsize
-        t = benchmark(lambda: fma_chains[blocks, threads](start, iters, dtype(0.999), dtype(0.001)),
-                      flops=flops, nbytes=nbytes, label=f"fma_chains {np.dtype(dtype).name}")
-        fp = "fp32" if dtype is np.float32 else "fp64"
-        rows.append(_point(f"fma_chains ({fp.upper()})", t, flops, nbytes, fp, record=record))
-    from ..xp import HAS_CUPY
-
-    if HAS_CUPY:
-        import cupy as cp
-
-        xs = cp.full(n, 0.5, dtype=cp.float32)
-        t = benchmark(lambda: cp.sum(xs), flops=n, nbytes=4 * n, number=3, label="cupy.sum")
-        rows.append(_point("cupy.sum (reduction)", t, n, 4 * n, record=record))
-        for dtype, size in ((cp.float32, 4096), (cp.float64, 4096)):
-            am = cp.full((size, size), 0.5, dtype=dtype)
-            bm = cp.full((size, size), 0.25, dtype=dtype)
-            cm = cp.empty((size, size), dtype=dtype)
-            flops, nbytes = 2 * size**3, 3 * size * size * np.dtype(dtype).itemsize
-            t = benchmark(lambda: cp.matmul(am, bm, out=cm), flops=flops, nbytes=nbytes, number=3,
-                          label=f"cupy.matmul {np.dtype(dtype).name}")
-            fp = "fp32" if dtype is cp.float32 else "fp64"
-            rows.append(_point(f"cupy.matmul {size}x{size} ({fp.upper()})", t, flops, nbytes, fp, record=record))
-    return pd.DataFrame(rows)
+# ------------------------------------------------------------------------------------- the profiled launch
 
 
 def profile_target(n: int = 2**24, nfma: int = 16) -> None:
     """Launch :func:`fma_per_element` once (float32, ``nfma`` FMAs per element): the kernel the chapter profiles.
 
     :mod:`labhelpers.profiler` runs this in a separate process under Nsight Compute.
+
+    Raises:
+        GPUOnlyError: under the simulator (there is nothing for a profiler to count).
     """
-    _require_gpu("profile_target")
+    if backend.is_simulator():
+        raise GPUOnlyError("profile_target launches the kernel Nsight Compute profiles, and there is no GPU here "
+                           "(the chapter shows a report saved on a real GPU instead).")
     x = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
     out = cuda.device_array(n, dtype=np.float32)
     blocks, threads = full_grid()
     fma_per_element[blocks, threads](x, out, nfma, np.float32(0.999), np.float32(0.001))
-    _sync()
+    cuda.synchronize()

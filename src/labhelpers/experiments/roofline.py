@@ -1,0 +1,315 @@
+"""Chapter "Profiling and the roofline": the measurements the chapter shows, and the tables it plots.
+
+:func:`timing_hygiene` (what each way of timing a launch really measures), :func:`timing_repeats` (noise),
+:func:`intensity_sweep` (a kernel walking along the roof), :func:`skewed_gemm_sweep` (same flops, falling
+speed) and :func:`representative_points` (a few kernels for the roofline plot). ``bench/roofline.py`` stores
+their tables as reference data ``ch07_*``; the chapter shows them through
+:func:`labhelpers.measured.live_or_reference`. On a GPU they time; under the simulator the sweeps return the
+same columns with NaN timings, and the functions that exist only to time raise
+:class:`~labhelpers.errors.GPUOnlyError`.
+
+The kernels are in :mod:`labhelpers.kernels.roofline`; the ceilings are measured by
+:mod:`labhelpers.roofline.measure`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+from numba import cuda
+
+from .. import backend
+from ..errors import GPUOnlyError
+from ..kernels.intro import saxpy, saxpy_bytes, saxpy_flops
+from ..kernels.roofline import (
+    fma_chains,
+    fma_chains_flops,
+    fma_per_element,
+    fma_per_element_bytes,
+    fma_per_element_flops,
+    fma_per_element_intensity,
+    full_grid,
+)
+from ..launch import blocks_for
+from ..roofline.model import gemm_intensity
+from ..roofline.points import record_point
+from ..sweep import sweep
+from ..timing import Timing, benchmark
+from ..xp import HAS_CUPY
+
+
+def _require_gpu(what: str) -> None:
+    if backend.is_simulator():
+        raise GPUOnlyError(
+            f"{what} times GPU work, and there is no GPU here (the simulator's times say nothing about a GPU). "
+            "The chapter shows reference data measured on a real GPU instead."
+        )
+
+
+def timing_hygiene(n: int = 2**26, nfma: int = 256) -> pd.DataFrame:
+    """Time one launch of :func:`~labhelpers.kernels.roofline.fma_per_element` four ways; say what each measures.
+
+    1. The first call of a freshly compiled kernel, host clock, synchronised: compilation included.
+    2. A later call, host clock, *not* synchronised: only the launch (the kernel is still running).
+    3. The same, synchronised before stopping the clock: the launch, the kernel, the synchronisation.
+    4. CUDA events around the launch (median of 20, after warm-up): the GPU's own time for the kernel.
+
+    Returns:
+        A table with columns ``measurement``, ``ms`` and ``what_it_measures``.
+
+    Raises:
+        GPUOnlyError: under the simulator.
+    """
+    _require_gpu("timing_hygiene")
+    x = cuda.to_device(np.ones(n, dtype=np.float32))
+    out = cuda.device_array(n, dtype=np.float32)
+    blocks, threads = full_grid()
+    fresh = cuda.jit(fma_per_element.py_func)  # a new dispatcher: its first call compiles
+    a, b = np.float32(0.999), np.float32(0.001)
+
+    def launch(kernel=fresh):
+        kernel[blocks, threads](x, out, nfma, a, b)
+
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    launch()
+    cuda.synchronize()
+    first_ms = (time.perf_counter() - t0) * 1e3
+
+    for _ in range(3):  # warm-up: caches, clocks, the launch path
+        launch()
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    launch()
+    unsync_ms = (time.perf_counter() - t0) * 1e3
+    cuda.synchronize()
+
+    t0 = time.perf_counter()
+    launch()
+    cuda.synchronize()
+    sync_ms = (time.perf_counter() - t0) * 1e3
+
+    events = benchmark(launch, repeat=20, warmup=2, label="fma_per_element")
+    rows = [
+        ("first call (host clock, synchronised)", first_ms, "compilation + launch + kernel"),
+        ("later call, no synchronisation (host clock)", unsync_ms, "the launch only: the kernel is still running"),
+        ("later call, synchronised (host clock)", sync_ms, "launch + kernel + synchronisation"),
+        ("CUDA events, median of 20", events.median_ms, "the kernel, on the GPU's clock"),
+    ]
+    return pd.DataFrame(rows, columns=["measurement", "ms", "what_it_measures"])
+
+
+def timing_repeats(n: int = 2**26, nfma: int = 256, repeat: int = 50) -> pd.DataFrame:
+    """Time the same launch ``repeat`` times with CUDA events and with a synchronised host clock.
+
+    Returns:
+        A table with columns ``rep``, ``event_ms`` and ``host_ms`` (one row per repetition).
+
+    Raises:
+        GPUOnlyError: under the simulator.
+    """
+    _require_gpu("timing_repeats")
+    x = cuda.to_device(np.ones(n, dtype=np.float32))
+    out = cuda.device_array(n, dtype=np.float32)
+    blocks, threads = full_grid()
+    a, b = np.float32(0.999), np.float32(0.001)
+
+    def launch():
+        fma_per_element[blocks, threads](x, out, nfma, a, b)
+
+    for _ in range(3):
+        launch()
+    cuda.synchronize()
+    start, end = cuda.event(), cuda.event()
+    rows = []
+    for rep in range(repeat):
+        t0 = time.perf_counter()
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        host_ms = (time.perf_counter() - t0) * 1e3
+        rows.append((rep, cuda.event_elapsed_time(start, end), host_ms))
+    return pd.DataFrame(rows, columns=["rep", "event_ms", "host_ms"])
+
+
+def repeats_summary(repeats: pd.DataFrame) -> pd.DataFrame:
+    """Median, minimum and spread (interquartile range over median) of :func:`timing_repeats`' two clocks."""
+    def summary(ms: pd.Series) -> pd.Series:
+        q1, median, q3 = ms.quantile([0.25, 0.5, 0.75])
+        return pd.Series({"median ms": median, "min ms": ms.min(), "spread (IQR / median)": (q3 - q1) / median})
+
+    return pd.DataFrame({"CUDA events": summary(repeats["event_ms"]),
+                         "host clock, synchronised": summary(repeats["host_ms"])})
+
+
+#: The FMA counts per element of the chapter's intensity sweep (intensity nfma/4 FLOP/B in FP32).
+SWEEP_NFMA = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512, 1024)
+
+
+def intensity_sweep(nfma_values=SWEEP_NFMA, n: int = 2**26, progress: bool = True) -> pd.DataFrame:
+    """Time ``fma_per_element`` (float32) for each FMA count: the kernel walking along the roofline.
+
+    Returns:
+        The :func:`~labhelpers.sweep.sweep` table with ``nfma`` and ``intensity`` (FLOP/byte) first; NaN
+        timings under the simulator, where nothing is launched.
+    """
+    state = {}
+
+    def run(nfma):
+        if backend.is_simulator():
+            return None
+        if "x" not in state:
+            state["x"] = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
+            state["out"] = cuda.device_array(n, dtype=np.float32)
+            state["grid"] = full_grid()
+        x, out = state["x"], state["out"]
+        blocks, threads = state["grid"]
+        a, b = np.float32(0.999), np.float32(0.001)
+        return benchmark(lambda: fma_per_element[blocks, threads](x, out, nfma, a, b),
+                         flops=fma_per_element_flops(n, nfma), nbytes=fma_per_element_bytes(n, 4),
+                         repeat=10, number=3, label=f"fma_per_element nfma={nfma}")
+
+    table = sweep(run, {"nfma": list(nfma_values)}, progress=progress, desc="intensity sweep")
+    table.insert(1, "intensity", [fma_per_element_intensity(v, 4) for v in table["nfma"]])
+    return table
+
+
+def skewed_shapes(base: int = 1024, k: int = 1024, steps: int = 11) -> list[tuple[int, int, int]]:
+    """The skewed GEMM shapes ``(m, n, k)``: ``m = base * 2^i``, ``n = base / 2^i``, so ``m * n`` stays fixed."""
+    shapes = []
+    for i in range(steps):
+        f = 2**i
+        if base % f:
+            break
+        shapes.append((base * f, base // f, k))
+    return shapes
+
+
+def skewed_shapes_table(base: int = 1024, k: int = 1024, steps: int = 11) -> pd.DataFrame:
+    """The skewed shapes with their algorithmic intensity (FLOP/byte, float32): columns ``m``, ``n``, ``k``,
+    ``intensity``."""
+    shapes = skewed_shapes(base, k, steps)
+    table = pd.DataFrame(shapes, columns=["m", "n", "k"])
+    table["intensity"] = [gemm_intensity(m, n, kk) for m, n, kk in shapes]
+    return table
+
+
+def skewed_gemm_sweep(base: int = 1024, k: int = 1024, steps: int = 11, progress: bool = True) -> pd.DataFrame:
+    """Time CuPy's float32 matmul on shapes that keep ``m * n`` and ``k`` fixed (the same flops each).
+
+    Returns:
+        A sweep table with ``shape`` (``"m-n-k"``), ``m``, ``n``, ``k``, ``flops`` and ``intensity``, then the
+        timing columns (NaN under the simulator: nothing is multiplied then).
+
+    Raises:
+        GPUOnlyError: on a GPU without CuPy.
+    """
+    if backend.is_gpu() and not HAS_CUPY:
+        raise GPUOnlyError("the skewed GEMM sweep times cupy.matmul, and CuPy is not installed here "
+                           "(install labhelpers with the gpu-cu12 or gpu-cu13 extra)")
+
+    def run(shape):
+        if not HAS_CUPY:
+            return None
+        import cupy as cp  # the optional GPU extra: imported only when there is one
+
+        cp.get_default_memory_pool().free_all_blocks()  # the previous shape's matrices
+        m, n, kk = (int(v) for v in shape.split("-"))
+        rng = cp.random.default_rng(4)
+        a = rng.random((m, kk), dtype=cp.float32)
+        b = rng.random((kk, n), dtype=cp.float32)
+        c = cp.empty((m, n), dtype=cp.float32)
+        return benchmark(lambda: cp.matmul(a, b, out=c), flops=2 * m * n * kk,
+                         nbytes=4 * (m * kk + kk * n + m * n), repeat=10, number=5, label=f"matmul {shape}")
+
+    shapes = skewed_shapes(base, k, steps)
+    labels = [f"{m}-{n}-{kk}" for m, n, kk in shapes]
+    table = sweep(run, {"shape": labels}, progress=progress, desc="skewed GEMM")
+    table.insert(1, "m", [s[0] for s in shapes])
+    table.insert(2, "n", [s[1] for s in shapes])
+    table.insert(3, "k", [s[2] for s in shapes])
+    table.insert(4, "flops", [2 * m * n * kk for m, n, kk in shapes])
+    table.insert(5, "intensity", [gemm_intensity(m, n, kk) for m, n, kk in shapes])
+    return table
+
+
+def _point(name: str, timing: Timing, flops: int, nbytes: int, precision: str = "fp32",
+           tensor_cores: bool = False) -> dict:
+    return {"name": name, "chapter": "07", "precision": precision, "flops": flops, "nbytes": nbytes,
+            "median_ms": timing.median_ms, "gflops": timing.gflops, "gbps": timing.gbps,
+            "intensity": flops / nbytes, "tensor_cores": tensor_cores, "timing": timing}
+
+
+def representative_points(n: int = 2**26, record: bool = False) -> pd.DataFrame:
+    """Measure a few typical kernels for the roofline plot: streaming, FMA-heavy, reductions and matmuls.
+
+    Every result is checked against its expected value before it counts. With ``record=True`` each is also
+    added to this GPU's roofline (:func:`labhelpers.roofline.record_point`, which refuses impossible ones).
+
+    Returns:
+        A table with columns ``name``, ``chapter``, ``precision``, ``flops``, ``nbytes``, ``median_ms``, ``gflops``,
+        ``gbps``, ``intensity`` (flops over the bytes the kernel must move: its algorithmic intensity).
+
+    Raises:
+        GPUOnlyError: under the simulator.
+    """
+    _require_gpu("representative_points")
+    rows = []
+    blocks, threads = full_grid()
+    x = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
+    y = cuda.to_device(np.full(n, 0.25, dtype=np.float32))
+    out = cuda.device_array(n, dtype=np.float32)
+    one_per_thread = blocks_for(n, 256)
+    t = benchmark(lambda: saxpy[one_per_thread, 256](np.float32(2.0), x, y, out),
+                  flops=saxpy_flops(n), nbytes=saxpy_bytes(n), number=3, label="saxpy")
+    _expect(out.copy_to_host(), 1.25, "SAXPY")
+    rows.append(_point("SAXPY (chapter 1 kernel)", t, saxpy_flops(n), saxpy_bytes(n)))
+    a, b = np.float32(0.999), np.float32(0.001)
+    for nfma in (4, 64):
+        flops, nbytes = fma_per_element_flops(n, nfma), fma_per_element_bytes(n, 4)
+        t = benchmark(lambda: fma_per_element[blocks, threads](x, out, nfma, a, b), flops=flops, nbytes=nbytes,
+                      number=3, label=f"fma_per_element {nfma}")
+        expected = 0.5
+        for _ in range(nfma):
+            expected = np.float32(expected) * a + b
+        _expect(out.copy_to_host()[:: max(1, n // 1024)], float(expected), f"fma_per_element {nfma}", rtol=1e-4)
+        rows.append(_point(f"fma_per_element, {nfma} FMA/element", t, flops, nbytes))
+    total = blocks * threads
+    for dtype, iters in ((np.float32, 2048), (np.float64, 512)):
+        start = cuda.to_device(np.ones(total, dtype=dtype))
+        flops, nbytes = fma_chains_flops(total, iters), 2 * total * np.dtype(dtype).itemsize
+        t = benchmark(lambda: fma_chains[blocks, threads](start, iters, dtype(0.999), dtype(0.001)),
+                      flops=flops, nbytes=nbytes, label=f"fma_chains {np.dtype(dtype).name}")
+        fp = "fp32" if dtype is np.float32 else "fp64"
+        rows.append(_point(f"fma_chains ({fp.upper()})", t, flops, nbytes, fp))
+    if HAS_CUPY:
+        import cupy as cp  # the optional GPU extra: imported only when there is one
+
+        xs = cp.full(n, 0.5, dtype=cp.float32)
+        t = benchmark(lambda: cp.sum(xs), flops=n, nbytes=4 * n, number=3, label="cupy.sum")
+        _expect(np.array([float(cp.sum(xs))]), 0.5 * n, "cupy.sum", rtol=1e-3)
+        rows.append(_point("cupy.sum (reduction)", t, n, 4 * n))
+        for dtype, size in ((cp.float32, 4096), (cp.float64, 4096)):
+            am = cp.full((size, size), 0.5, dtype=dtype)
+            bm = cp.full((size, size), 0.25, dtype=dtype)
+            cm = cp.empty((size, size), dtype=dtype)
+            flops, nbytes = 2 * size**3, 3 * size * size * np.dtype(dtype).itemsize
+            t = benchmark(lambda: cp.matmul(am, bm, out=cm), flops=flops, nbytes=nbytes, number=3,
+                          label=f"cupy.matmul {np.dtype(dtype).name}")
+            _expect(cp.asnumpy(cm[:4, :4]).ravel(), 0.125 * size, f"cupy.matmul {np.dtype(dtype).name}", rtol=1e-3)
+            fp = "fp32" if dtype is cp.float32 else "fp64"
+            rows.append(_point(f"cupy.matmul {size}x{size} ({fp.upper()})", t, flops, nbytes, fp, tensor_cores=True))
+    if record:
+        for row in rows:
+            record_point(row["name"], row["flops"], row["nbytes"], row["timing"], chapter=row["chapter"],
+                         precision=row["precision"], tensor_cores=row["tensor_cores"])
+    return pd.DataFrame(rows).drop(columns=["timing", "tensor_cores"])
+
+
+def _expect(got: np.ndarray, want: float, what: str, rtol: float = 1e-6) -> None:
+    """Raise unless every value of ``got`` is ``want``: a wrong kernel's time is not a point on the roofline."""
+    if not np.allclose(got, want, rtol=rtol):
+        raise AssertionError(f"{what} computed {got[:4]}..., expected {want}: its time is not recorded")

@@ -1,0 +1,158 @@
+"""The package's structure: every module imports, no import cycle anywhere, imports at the top of the modules.
+
+The import graph is read from the source with ``ast``: an edge ``A -> B`` for every ``import`` of a labhelpers
+module ``B`` in module ``A`` (at the top or inside a function: a function-level import closes a cycle as
+surely, only later), plus the packages Python initialises on the way to ``B`` (``labhelpers.roofline`` for
+``labhelpers.roofline.model``) unless ``A`` is inside them already.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import labhelpers  # noqa: F401  (first: chooses the simulator before numba.cuda is imported)
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "labhelpers"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_package(name: str) -> bool:
+    return MODULES.get(name, Path()).name == "__init__.py"
+
+
+def _resolve(importer: str, level: int, module: str | None) -> str:
+    """The absolute name of ``from <level dots><module> import ...`` written in module ``importer``."""
+    if level == 0:
+        return module or ""
+    base = importer.split(".") if _is_package(importer) else importer.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def imported_modules(name: str, path: Path) -> set[str]:
+    """The labhelpers modules that module ``name`` imports, anywhere in its source."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(name, node.level, node.module)
+            # "from pkg import sub" imports the module pkg.sub when there is one, else a name of pkg
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:  # "import labhelpers.x.y" of a name: its module
+                target = target.rpartition(".")[0]
+            if target and target.split(".")[0] == "labhelpers":
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the labhelpers modules its import runs (explicit imports, and the packages on their way)."""
+    graph = {}
+    for name, path in MODULES.items():
+        edges = set()
+        for target in imported_modules(name, path):
+            parts = target.split(".")
+            for i in range(1, len(parts) + 1):
+                step = ".".join(parts[:i])
+                if step in MODULES and not (name == step or name.startswith(step + ".")):
+                    edges.add(step)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan), each as a sorted list."""
+    index, low, on_stack, stack, cycles = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_graph_reader_finds_cycles_and_resolves_relative_imports():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+    assert _resolve("labhelpers.roofline.points", 2, "measured") == "labhelpers.measured"
+    assert _resolve("labhelpers.roofline", 1, "model") == "labhelpers.roofline.model"  # a package's own "."
+    graph = import_graph()
+    assert "labhelpers.roofline.model" in graph["labhelpers.roofline.points"]
+    assert "labhelpers.roofline" in graph["labhelpers.experiments.roofline"]  # the package runs on the way
+
+
+def test_the_package_has_no_import_cycle():
+    cycles = find_cycles(import_graph())
+    assert not cycles, "import cycles (each line: modules that import one another in a loop):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_imports(name):
+    importlib.import_module(name)
+
+
+#: Modules whose imports are all at the top, but for the lazy imports the backend requires (each with a
+#: comment saying why on the line before): the roofline's, and chapter 7's.
+TOP_IMPORTS_ONLY = sorted(n for n in MODULES if n.startswith("labhelpers.roofline") or
+                          n in ("labhelpers.kernels.roofline", "labhelpers.experiments.roofline",
+                                "labhelpers.exercises.roofline"))
+#: What may be imported inside a function: GPU-only or optional packages.
+LAZY_ALLOWED = ("cupy", "llvmlite", "numba")
+
+
+@pytest.mark.parametrize("name", TOP_IMPORTS_ONLY)
+def test_imports_are_at_the_top_unless_the_backend_requires_otherwise(name):
+    path = MODULES[name]
+    lines = path.read_text().splitlines()
+    tree = ast.parse(path.read_text())
+    for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for node in ast.walk(func):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            where = f"{path.name}:{node.lineno}"
+            assert node.__class__ is ast.Import or node.level == 0, f"{where}: a labhelpers import inside a function"
+            assert all(n.split(".")[0] in LAZY_ALLOWED for n in names), f"{where}: {names} belongs at the top"
+            reason = lines[node.lineno - 1].partition("#")[2] or lines[node.lineno - 2].strip().lstrip("#")
+            assert reason.strip(), f"{where}: a lazy import needs a one-line reason (a comment) beside or before it"
