@@ -34,7 +34,8 @@ from ..kernels.roofline import (
 )
 from ..launch import blocks_for
 from ..roofline.model import gemm_intensity
-from ..roofline.points import record_point
+from ..roofline.ceilings import Ceilings
+from ..roofline.points import check_against_ceilings, record_point
 from ..sweep import sweep
 from ..timing import Timing, benchmark
 from ..xp import HAS_CUPY
@@ -243,11 +244,13 @@ def _point(name: str, timing: Timing, flops: int, nbytes: int, precision: str = 
             "intensity": flops / nbytes, "tensor_cores": tensor_cores, "timing": timing}
 
 
-def representative_points(n: int = 2**26, record: bool = False) -> pd.DataFrame:
+def representative_points(n: int = 2**26, record: bool = False, ceilings: Ceilings | None = None) -> pd.DataFrame:
     """Measure a few typical kernels for the roofline plot: streaming, FMA-heavy, reductions and matmuls.
 
     Every result is checked against its expected value before it counts. With ``record=True`` each is also
-    added to this GPU's roofline (:func:`labhelpers.roofline.record_point`, which refuses impossible ones).
+    added to this GPU's roofline (:func:`labhelpers.roofline.record_point`, which refuses impossible ones);
+    with ``ceilings`` (measured in the same run), each is checked against them
+    (:func:`labhelpers.roofline.check_against_ceilings`).
 
     Returns:
         A table with columns ``name``, ``chapter``, ``precision``, ``flops``, ``nbytes``, ``median_ms``, ``gflops``,
@@ -255,6 +258,7 @@ def representative_points(n: int = 2**26, record: bool = False) -> pd.DataFrame:
 
     Raises:
         GPUOnlyError: under the simulator.
+        ImpossibleMeasurement: a point above a ceiling measured on this GPU.
     """
     _require_gpu("representative_points")
     rows = []
@@ -302,6 +306,9 @@ def representative_points(n: int = 2**26, record: bool = False) -> pd.DataFrame:
             _expect(cp.asnumpy(cm[:4, :4]).ravel(), 0.125 * size, f"cupy.matmul {np.dtype(dtype).name}", rtol=1e-3)
             fp = "fp32" if dtype is cp.float32 else "fp64"
             rows.append(_point(f"cupy.matmul {size}x{size} ({fp.upper()})", t, flops, nbytes, fp, tensor_cores=True))
+    for row in rows if ceilings is not None else ():
+        check_against_ceilings(f"representative_points: {row['name']}", gflops=row["gflops"], gbps=row["gbps"],
+                               ceilings=ceilings, precision=row["precision"], tensor_cores=row["tensor_cores"])
     if record:
         for row in rows:
             record_point(row["name"], row["flops"], row["nbytes"], row["timing"], chapter=row["chapter"],
