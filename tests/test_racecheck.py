@@ -1,0 +1,418 @@
+"""lh.check_races: each kind of race and barrier problem is found, with the right array, element, threads and lines;
+the book's correct shared-memory kernels raise no false alarm; bad input gets a clear error; the simulator is
+restored after every call; the subprocess route (used on a GPU) gives the same report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda, float32, int32
+
+import labhelpers as lh
+from labhelpers import racecheck as rc
+from labhelpers.kernels import matmul as mm
+from labhelpers.kernels import memory as mem
+from labhelpers.kernels import reduction as red
+from markers import sim_only
+
+BLOCK = 32
+RADIUS = 1
+
+
+# ------------------------------------------------------------------------------------ kernels with one bug each
+
+
+@cuda.jit
+def stencil_no_barrier(x, out):
+    s = cuda.shared.array(BLOCK + 2 * RADIUS, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[tid + RADIUS] = x[i] if i < x.size else float32(0)
+    if tid < RADIUS:
+        s[tid] = x[i - RADIUS] if i >= RADIUS else float32(0)
+        s[tid + BLOCK + RADIUS] = x[i + BLOCK] if i + BLOCK < x.size else float32(0)
+    if i < x.size:
+        out[i] = s[tid] + s[tid + 1] + s[tid + 2]
+
+
+@cuda.jit
+def stencil(x, out):
+    s = cuda.shared.array(BLOCK + 2 * RADIUS, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[tid + RADIUS] = x[i] if i < x.size else float32(0)
+    if tid < RADIUS:
+        s[tid] = x[i - RADIUS] if i >= RADIUS else float32(0)
+        s[tid + BLOCK + RADIUS] = x[i + BLOCK] if i + BLOCK < x.size else float32(0)
+    cuda.syncthreads()  # RAW: the neighbours' elements are written before anyone reads them
+    if i < x.size:
+        out[i] = s[tid] + s[tid + 1] + s[tid + 2]
+
+
+@cuda.jit
+def fold_without_barrier(x, out):
+    s = cuda.shared.array(2 * BLOCK, float32)
+    tid = cuda.threadIdx.x
+    s[tid] = x[tid]
+    s[tid + BLOCK] = x[tid + BLOCK]
+    cuda.syncthreads()  # RAW: both halves loaded
+    v = s[2 * tid] + s[2 * tid + 1]
+    s[tid] = v  # WAR: thread 1 overwrites s[1] while thread 0 may still have to read it
+    cuda.syncthreads()
+    if tid == 0:
+        out[0] = s[0]
+
+
+@cuda.jit
+def last_writer_wins(out):
+    s = cuda.shared.array((2, 4), int32)
+    tid = cuda.threadIdx.x
+    s[1, 2] = tid
+    cuda.syncthreads()
+    out[tid] = s[1, 2]
+
+
+@cuda.jit
+def barrier_in_if(out):
+    s = cuda.shared.array(BLOCK, float32)
+    tid = cuda.threadIdx.x
+    s[tid] = tid
+    if tid < 16:
+        cuda.syncthreads()
+    out[tid] = s[tid]
+
+
+@cuda.jit
+def barrier_in_uneven_loop(out):
+    s = cuda.shared.array(BLOCK, float32)
+    tid = cuda.threadIdx.x
+    for k in range(tid % 4):
+        s[tid] = k
+        cuda.syncthreads()
+    out[tid] = s[tid]
+
+
+@cuda.jit
+def return_before_barrier(x, out):
+    s = cuda.shared.array(BLOCK, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    s[tid] = x[i]
+    cuda.syncthreads()
+    out[i] = s[BLOCK - 1 - tid]
+
+
+@cuda.jit
+def barrier_in_each_branch(out):
+    tid = cuda.threadIdx.x
+    if tid % 2 == 0:
+        cuda.syncthreads()
+    else:
+        cuda.syncthreads()
+    out[tid] = tid
+
+
+@cuda.jit
+def shared_counter(out):
+    s = cuda.shared.array(1, int32)
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        s[0] = 0
+    cuda.syncthreads()  # RAW: the counter is zero before anyone adds
+    cuda.atomic.add(s, 0, 1)
+    cuda.syncthreads()  # RAW: every add is done before thread 0 reads the count
+    if tid == 0:
+        out[0] = s[0]
+
+
+@cuda.jit
+def read_while_counting(out):
+    s = cuda.shared.array(1, int32)
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        s[0] = 0
+    cuda.syncthreads()
+    cuda.atomic.add(s, 0, 1)
+    out[tid] = s[0]
+
+
+@cuda.jit
+def dynamic_no_barrier(out):
+    s = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    s[tid] = tid
+    out[tid] = s[(tid + 1) % BLOCK]
+
+
+@cuda.jit(device=True)
+def neighbour(s, i):
+    return s[i]
+
+
+@cuda.jit
+def raises_index_error(x, out):
+    s = cuda.shared.array(BLOCK, float32)
+    s[cuda.threadIdx.x] = x[cuda.grid(1)]  # no bounds check: x is shorter than the grid
+    cuda.syncthreads()
+    out[cuda.grid(1)] = s[0]
+
+
+def _x(n=2 * BLOCK):
+    return np.arange(n, dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------------------------- the races
+
+
+def test_a_missing_barrier_between_write_and_neighbours_read_is_a_raw_race():
+    x = _x(2 * BLOCK)
+    report = lh.check_races(stencil_no_barrier, 2, BLOCK, x, np.zeros_like(x))
+    assert not report.ok and set(report.race_counts) == {"RAW"}
+    race = report.races[0]
+    assert (race.kind, race.array, race.index, race.block) == ("RAW", "s", (1,), (0, 0, 0))
+    assert race.threads == ((0, 0, 0), (1, 0, 0))  # thread 0 writes s[1], thread 1 reads it as its left neighbour
+    assert race.lines[0].text == "s[tid + RADIUS] = x[i] if i < x.size else float32(0)"
+    assert race.lines[1].text == "out[i] = s[tid] + s[tid + 1] + s[tid + 2]"
+    assert race.lines[0].file == __file__ and race.lines[1].line == race.lines[0].line + 5
+    assert race.count == 2 * BLOCK  # every element of the block's middle, in both blocks
+    text = str(report)
+    assert "RAW race on s[1] in block (0, 0, 0)" in text and "test_racecheck.py:" in text
+    assert report.barrier_problems == ()
+
+
+def test_a_thread_overwriting_what_another_still_reads_is_a_war_race():
+    x = _x(2 * BLOCK)
+    report = lh.check_races(fold_without_barrier, 1, BLOCK, x, np.zeros(1, np.float32))
+    assert set(report.race_counts) == {"WAR"}
+    race = report.races[0]
+    assert (race.kind, race.array, race.index, race.threads) == ("WAR", "s", (1,), ((0, 0, 0), (1, 0, 0)))
+    assert race.accesses == ("read", "write")
+    assert race.lines[0].text == "v = s[2 * tid] + s[2 * tid + 1]"
+    assert race.lines[1].text.startswith("s[tid] = v")
+    assert race.count == BLOCK - 1  # s[1] .. s[31]: each read by thread i // 2, written by thread i
+
+
+def test_two_threads_writing_one_element_is_a_waw_race():
+    report = lh.check_races(last_writer_wins, 1, BLOCK, np.zeros(BLOCK, np.int32))
+    assert set(report.race_counts) == {"WAW"} and report.race_counts["WAW"] == 1
+    race = report.races[0]
+    assert (race.array, race.index, race.threads) == ("s", (1, 2), ((0, 0, 0), (1, 0, 0)))
+    assert race.element == "s[1, 2]"
+    assert race.lines[0] == race.lines[1] and race.lines[0].text == "s[1, 2] = tid"
+
+
+def test_atomics_do_not_race_but_a_plain_read_during_them_does():
+    out = np.zeros(BLOCK, np.int32)
+    ok = lh.check_races(shared_counter, 2, BLOCK, out)
+    assert ok.ok, str(ok)
+    assert out[0] == BLOCK  # the kernel really ran
+    racy = lh.check_races(read_while_counting, 1, BLOCK, out)
+    assert set(racy.race_counts) == {"RAW"}  # in lockstep the adds come first
+    assert all(r.array == "s" and r.index == (0,) for r in racy.races)
+    assert {r.lines[0].text for r in racy.races} | {r.lines[1].text for r in racy.races} == {
+        "cuda.atomic.add(s, 0, 1)", "out[tid] = s[0]"}
+
+
+def test_dynamic_shared_memory_and_device_functions_are_followed():
+    report = lh.check_races(dynamic_no_barrier, 1, BLOCK, np.zeros(BLOCK, np.float32), shared_bytes=4 * BLOCK)
+    assert report.races[0].kind == "RAW" and report.races[0].array == "s"
+    assert report.race_counts == {"RAW": BLOCK}
+
+
+# --------------------------------------------------------------------------------------------- the barriers
+
+
+def test_a_barrier_inside_an_if_is_reached_by_part_of_the_block():
+    report = lh.check_races(barrier_in_if, 1, BLOCK, np.zeros(BLOCK, np.float32))
+    (problem,) = report.barrier_problems
+    assert (problem.kind, problem.reached, problem.total, problem.block) == ("partial", 16, BLOCK, (0, 0, 0))
+    assert problem.waiting[0] == (0, 0, 0) and problem.others[0] == (16, 0, 0)
+    assert problem.lines[0].text == "cuda.syncthreads()"
+    assert "inside an `if`" in problem.context and "if tid < 16:" in problem.context
+    assert "only 16 of the 32 threads" in str(problem)
+    assert report.races == ()
+
+
+def test_a_barrier_in_a_loop_whose_trip_count_differs_per_thread():
+    report = lh.check_races(barrier_in_uneven_loop, 1, BLOCK, np.zeros(BLOCK, np.float32))
+    (problem,) = report.barrier_problems
+    assert (problem.kind, problem.reached) == ("partial", 24)  # tid % 4 == 0: no trip at all
+    assert problem.others[:2] == ((0, 0, 0), (4, 0, 0))
+    assert "`for` loop" in problem.context
+
+
+def test_an_early_return_before_a_barrier():
+    x = _x(BLOCK + 18)
+    report = lh.check_races(return_before_barrier, 2, BLOCK, x, np.zeros_like(x))
+    (problem,) = report.barrier_problems
+    assert (problem.kind, problem.block, problem.reached) == ("partial", (1, 0, 0), 18)
+    assert problem.others[0] == (18, 0, 0)
+    assert "after the `return` at line" in problem.context and "returned early" in str(problem)
+
+
+def test_threads_waiting_at_different_barriers():
+    report = lh.check_races(barrier_in_each_branch, 1, BLOCK, np.zeros(BLOCK, np.float32))
+    (problem,) = report.barrier_problems
+    assert problem.kind == "divergent" and problem.reached == 16 and len(problem.lines) == 2
+    assert "wait at different barriers" in str(problem)
+
+
+def test_the_unsafe_last_warp_reduction_of_chapter_6_races():
+    x = np.ones(256, np.float32)
+    report = lh.check_races(red.reduce_last_warp_unsafe, 2, 64, x, np.zeros(2, np.float32))
+    assert {"RAW", "WAR"} <= set(report.race_counts)
+    assert all(r.array == "s" for r in report.races)
+
+
+# ------------------------------------------------------------------------------- no false alarms in the book
+
+
+def test_correct_stencil_and_counter_are_clean():
+    x = _x(BLOCK + 5)
+    out = np.zeros_like(x)
+    report = lh.check_races(stencil, 2, BLOCK, x, out)
+    assert report.ok, str(report)
+    assert str(report).startswith("No races and no barrier problems in stencil[(2, 1, 1), (32, 1, 1)]")
+    padded = np.concatenate([[0], x, [0]])
+    assert np.allclose(out, padded[:-2] + padded[1:-1] + padded[2:])
+
+
+def _matmul_inputs(m=20, k=40, n=24):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32),
+            np.zeros((m, n), np.float32))
+
+
+def test_the_tiled_matmul_kernel_is_clean():
+    a, b, c = _matmul_inputs()
+    report = lh.check_races(mm.tiled_kernel(16), (2, 2), (16, 16), a, b, c)
+    assert report.ok, str(report)
+    assert [x.name for x in report.arrays] == ["As", "Bs"] and report.arrays[0].shape == (16, 16)
+    assert np.allclose(c, a @ b, atol=1e-4)
+
+
+@pytest.mark.parametrize("factory", [mm.register_tiled_kernel, mm.double_buffered_kernel])
+def test_the_register_tiled_matmul_kernels_are_clean(factory):
+    tiling = mm.RegisterTiling(bm=32, bn=32, bk=8, tm=4, tn=4)  # the chapter's shapes, small enough to simulate
+    a, b, c = _matmul_inputs(20, 24, 40)
+    report = lh.check_races(factory(tiling), tiling.grid(20, 40), tiling.block, a, b, c)
+    assert report.ok, str(report)
+    assert np.allclose(c, a @ b, atol=1e-4)
+
+
+@pytest.mark.parametrize("key", red.SIMULATOR_VARIANTS)
+def test_the_reduction_kernels_are_clean(key):
+    x = np.arange(300, dtype=np.float32) % 7
+    report = lh.check_races(red.kernel_for(key, 64), 3, 64, x, np.zeros(8, np.float32))
+    assert report.ok, str(report)
+
+
+def test_the_bank_conflict_kernel_is_clean():
+    report = lh.check_races(mem.shared_stride_read, 2, 64, np.zeros(128, np.int32), 3, 2)
+    assert report.ok, str(report)
+    assert report.arrays[0].name == "buf"
+
+
+# ------------------------------------------------------------------------------------------ the report's API
+
+
+def test_raise_for_problems_and_the_caps():
+    x = _x(2 * BLOCK)
+    report = lh.check_races(stencil_no_barrier, 2, BLOCK, x, np.zeros_like(x), max_reported=1)
+    assert len(report.races) == 1 and report.n_races == 2 and report.race_counts == {"RAW": 2 * BLOCK + 2}
+    assert "and 1 more" in str(report)
+    with pytest.raises(lh.CheckFailed, match=r"(?s)the stencil is not safe: .*RAW race on s\[1\].*RAW: put a "):
+        report.raise_for_problems("the stencil")
+    lh.check_races(stencil, 2, BLOCK, x, np.zeros_like(x)).raise_for_problems()  # ok: no exception
+    assert "ok=False" in repr(report)
+
+
+def test_the_report_is_the_same_on_every_run():
+    x = _x(2 * BLOCK)
+    texts = {str(lh.check_races(stencil_no_barrier, 2, BLOCK, x, np.zeros_like(x))) for _ in range(3)}
+    assert len(texts) == 1
+
+
+# ----------------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("kernel, what", [(None, "got None"), (print, "@cuda.jit"), (_x, "@cuda.jit"),
+                                          (neighbour, "device function")])
+def test_not_a_kernel(kernel, what):
+    with pytest.raises(lh.ArgumentError, match=what):
+        lh.check_races(kernel, 1, BLOCK)
+
+
+@pytest.mark.parametrize("grid, block, match", [(0, 32, "at least 1 block"), (1.5, 32, "whole number"),
+                                                ("2", 32, "grid"), (1, 2048, "1024"), (1, (32, 32, 2), "1024"),
+                                                (64, 512, "at most 16384 threads")])
+def test_bad_launch(grid, block, match):
+    with pytest.raises(lh.LaunchConfigError, match=match):
+        lh.check_races(stencil, grid, block, _x(), _x())
+
+
+def test_bad_options():
+    with pytest.raises(lh.LaunchConfigError):
+        lh.check_races(dynamic_no_barrier, 1, BLOCK, _x(), shared_bytes=-4)
+    with pytest.raises(lh.ArgumentError, match="max_reported"):
+        lh.check_races(stencil, 1, BLOCK, _x(), _x(), max_reported=0)
+
+
+@sim_only
+def test_the_simulator_is_restored_also_when_the_kernel_raises():
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator import kernelapi
+
+    before = (kernelapi.FakeCUDAShared.array, sim_kernel.BlockThread.syncthreads)
+    with pytest.raises(IndexError):
+        lh.check_races(raises_index_error, 2, BLOCK, _x(BLOCK + 3), _x(2 * BLOCK))
+    assert (kernelapi.FakeCUDAShared.array, sim_kernel.BlockThread.syncthreads) == before
+    x = _x(BLOCK)
+    out = np.zeros_like(x)
+    stencil[1, BLOCK](x, out)  # a plain launch after it gets plain NumPy shared arrays again
+    assert out[1] == 0 + 1 + 2
+
+
+# -------------------------------------------------------------------------------- the route taken on a GPU
+
+
+def test_the_subprocess_route_gives_the_same_report():
+    x = _x(2 * BLOCK)
+    here = rc._run_simulated(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, np.zeros_like(x)), 0, 20)
+    there = rc._run_in_subprocess(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, np.zeros_like(x)), 0, 20)
+    assert there == here and str(there) == str(here)
+
+
+def test_the_subprocess_route_rebuilds_closures_and_notebook_kernels_from_source(tmp_path):
+    import linecache
+
+    source = (
+        "from numba import cuda, float32\n"
+        "WIDTH = 32\n\n"
+        "@cuda.jit(device=True)\n"
+        "def left(s, i):\n"
+        "    return s[(i + WIDTH - 1) % WIDTH]\n\n"
+        "@cuda.jit\n"
+        "def notebook_kernel(out):\n"
+        "    s = cuda.shared.array(WIDTH, float32)\n"
+        "    t = cuda.threadIdx.x\n"
+        "    s[t] = t\n"
+        "    out[t] = left(s, t)\n")
+    cell = "/tmp/ipykernel_4242/2718281828.py"  # how IPython names a cell's code
+    linecache.cache[cell] = (len(source), None, source.splitlines(True), cell)
+    namespace = {"__name__": "__main__"}
+    exec(compile(source, cell, "exec"), namespace)  # noqa: S102
+    out = np.zeros(BLOCK, np.float32)
+    report = rc._run_in_subprocess(namespace["notebook_kernel"], (1, 1, 1), (BLOCK, 1, 1), (out,), 0, 20)
+    race = report.races[0]
+    assert (race.kind, race.lines[0].where, race.lines[1].where) == ("RAW", "cell:12", "cell:6")
+    assert race.lines[1].text == "return s[(i + WIDTH - 1) % WIDTH]"
+    a, b, c = _matmul_inputs(9, 17, 9)
+    tiled = rc._run_in_subprocess(mm.tiled_kernel(8), (2, 2, 1), (8, 8, 1), (a, b, c), 0, 20)  # a closure
+    assert tiled.ok and [x.name for x in tiled.arrays] == ["As", "Bs"]
+    namespace["lock"] = __import__("threading").Lock()
+    exec(compile(source.replace("s[t] = t\n", "s[t] = t if lock else t\n"), cell, "exec"), namespace)  # noqa: S102
+    with pytest.raises(lh.GPUOnlyError, match="'lock'.*LABHELPERS_BACKEND=sim.*compute-sanitizer --tool racecheck"):
+        rc._run_in_subprocess(namespace["notebook_kernel"], (1, 1, 1), (BLOCK, 1, 1), (out,), 0, 20)
