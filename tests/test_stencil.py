@@ -1,0 +1,419 @@
+"""Chapter 9 (stencils, halos, connected components): kernels, wrappers, references, checkers, figures, data.
+
+Under the simulator every kernel runs on small awkward sizes (one element, fewer elements than the
+radius, sizes that are no multiple of the block, one-row and one-column grids); on a GPU
+(``LABHELPERS_BACKEND=gpu``) the same tests run with larger sizes added, and the experiments run small.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import textwrap
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import numpy as np
+import pytest
+from scipy import ndimage
+
+import labhelpers as lh
+from labhelpers.exercises import stencil as ex
+from labhelpers.kernels import stencil as st
+from markers import SIM, gpu_only, sim_only
+
+matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES_1D = (1, 2, 31, 33, 100) if SIM else (1, 2, 31, 33, 100, 1023, 100_003)
+SHAPES_2D = ((1, 1), (1, 5), (6, 1), (2, 3), (3, 3), (17, 33), (33, 17)) if SIM else \
+    ((1, 1), (1, 5), (6, 1), (2, 3), (3, 3), (17, 33), (33, 17), (130, 257), (1001, 1003))
+
+
+# --- 1D stencil -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", ["global", "shared", "any_radius"])
+def test_stencil1d_matches_numpy_exactly(variant):
+    rng = np.random.default_rng(1)
+    for n in SIZES_1D:
+        for radius in (0, 1, 3, 7):
+            x = st.integer_valued(n, rng)
+            got = st.run_stencil1d(x, radius, variant, threads=32)
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, st.stencil1d_reference(x, radius), err_msg=f"{variant} n={n} R={radius}")
+
+
+def test_any_radius_handles_a_radius_larger_than_the_block():
+    x = st.integer_valued(45, np.random.default_rng(2))
+    for threads, radius in ((8, 12), (1, 16), (3, 5)):
+        np.testing.assert_array_equal(st.run_stencil1d(x, radius, "any_radius", threads),
+                                      st.stencil1d_reference(x, radius))
+
+
+def test_reference_by_hand():
+    x = np.arange(1, 6, dtype=np.float32)  # 1 2 3 4 5
+    np.testing.assert_array_equal(st.stencil1d_reference(x, 1), [3, 6, 9, 12, 9])
+    np.testing.assert_array_equal(st.stencil1d_reference(x, 0), x)
+    np.testing.assert_array_equal(st.stencil1d_reference(x, 10), [15] * 5)
+
+
+def test_local_halo_pitfall_is_wrong_exactly_at_the_edges_of_later_blocks():
+    x = st.integer_valued(48, np.random.default_rng(3))
+    got = st.run_stencil1d(x, 3, "local_halo", threads=16)
+    wrong = np.flatnonzero(got != st.stencil1d_reference(x, 3))
+    assert wrong.size and (wrong >= 16 - 3).all()  # block 0's left halo is right (it really is block 0's)
+    assert set(wrong % 16) <= {0, 1, 2, 13, 14, 15}
+
+
+@sim_only
+def test_global_index_pitfall_overflows_the_tile():
+    x = np.ones(40, dtype=np.float32)
+    with pytest.raises(IndexError):
+        st.stencil1d_global_index[3, st.SEED_BLOCK](lh.to_device(x), lh.to_device(np.zeros_like(x)))
+    rows = st.seed_tile_indices(40)
+    assert rows[0] == (0, 0, 15, 22) and rows[1][2] >= 22
+
+
+def test_race_detector_finds_the_missing_barrier():
+    from labhelpers.racecheck import check_races
+
+    x = np.arange(40, dtype=np.float32)
+    report = check_races(st.stencil1d_no_barrier, 2, 32, x, np.zeros_like(x), 3)
+    assert not report.ok and {r.kind for r in report.races} == {"RAW"}
+    assert check_races(st.stencil1d_shared, 2, 32, x, np.zeros_like(x), 3).ok
+    assert check_races(st.stencil1d_shared_any_radius, 2, 8, x, np.zeros_like(x), 12).ok
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(x=np.ones(4, np.float64)), "float32"),
+    (dict(x=np.ones((2, 2), np.float32)), "dimension"),
+    (dict(x=np.ones(0, np.float32)), "empty"),
+    (dict(radius=-1), "radius"),
+    (dict(radius=st.MAX_RADIUS + 1), "radius"),
+    (dict(radius=2.5), "radius"),
+    (dict(radius=9, threads=8, variant="shared"), "any_radius"),
+    (dict(threads=0), "thread"),
+    (dict(threads=2000), "1024"),
+    (dict(variant="fast"), "variant"),
+])
+def test_stencil1d_bad_input(kwargs, match):
+    args = dict(x=np.ones(4, np.float32), radius=1, variant="shared", threads=32)
+    args.update(kwargs)
+    with pytest.raises(lh.LabError, match=match):
+        st.run_stencil1d(**args)
+
+
+# --- Jacobi ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", list(st.JACOBI))
+def test_jacobi_matches_numpy_bit_for_bit(variant):
+    rng = np.random.default_rng(4)
+    block = None if not SIM else ((8, 1) if variant == "marching" else (8, 4))
+    for shape in SHAPES_2D:
+        u = (rng.random(shape) * 100).astype(np.float32)
+        got = st.run_jacobi(u, 2, variant, block)
+        np.testing.assert_array_equal(got, st.jacobi_reference(u, 2), err_msg=f"{variant} {shape}")
+
+
+def test_jacobi_default_blocks_and_zero_steps():
+    u = st.hot_plate(9, 11, top=1.0)
+    assert st.Jacobi(u, "naive").block == st.BLOCK_2D
+    assert st.Jacobi(u, "marching").block == st.MARCH_BLOCK
+    np.testing.assert_array_equal(st.run_jacobi(u, 0), u)
+    s = st.Jacobi(u, "shared", (8, 4))
+    s.step(3)
+    assert s.steps_done == 3 and s.nbytes == 8 * 99
+    np.testing.assert_array_equal(s.result(), st.jacobi_reference(u, 3))
+
+
+def test_jacobi_reference_converges_to_the_linear_profile():
+    u = st.hot_plate(3, 12, top=0.0, left=10.0, right=0.0)
+    u[0, :] = u[-1, :] = np.linspace(10, 0, 12, dtype=np.float32)
+    out = st.jacobi_reference(u, 400)
+    np.testing.assert_allclose(out[1], np.linspace(10, 0, 12), atol=1e-3)
+
+
+def test_jacobi_counts_and_grid():
+    c = st.jacobi_counts(8192, 8192)
+    assert c["nbytes"] == 8 * 8192**2 and c["flops"] == 4 * 8190**2
+    assert st.jacobi_counts(1, 5)["flops"] == 0
+    assert st.jacobi_grid("naive", (33, 17), (8, 4)) == (3, 9)
+    assert st.jacobi_grid("marching", (33, 17), (8, 1)) == (3, 5)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(u=np.ones((4, 4), np.float64)), "float32"),
+    (dict(u=np.ones(4, np.float32)), "dimension"),
+    (dict(u=np.ones((0, 4), np.float32)), "at least one point"),
+    (dict(u=np.full((3, 3), np.nan, np.float32)), "NaN"),
+    (dict(u=np.ones((8, 8), np.float32).T[::2]), "contiguous"),
+    (dict(variant="shared", block=(64, 8)), "tile"),
+    (dict(block=(8, 4, 2)), "two dimensions"),
+    (dict(block=(0, 4)), "at least 1"),
+    (dict(steps=-1), "steps"),
+    (dict(variant="gauss-seidel"), "variant"),
+])
+def test_jacobi_bad_input(kwargs, match):
+    args = dict(u=np.ones((4, 4), np.float32), steps=1, variant="naive", block=None)
+    args.update(kwargs)
+    with pytest.raises(lh.LabError, match=match):
+        st.run_jacobi(**args)
+
+
+def test_snapshots_and_hot_plate():
+    u = st.hot_plate(6, 7, top=100.0)
+    assert u[0].tolist() == [100.0] * 7 and u[1:, 0].max() == 0
+    snaps = st.jacobi_snapshots(u, [0, 5, 2])
+    assert sorted(snaps) == [0, 2, 5]
+    np.testing.assert_array_equal(snaps[5], st.jacobi_reference(u, 5))
+
+
+# --- image filters --------------------------------------------------------------------------------
+
+def test_filters_match_scipy():
+    rng = np.random.default_rng(5)
+    block = (8, 4) if SIM else st.BLOCK_2D
+    for shape in SHAPES_2D:
+        img = rng.random(shape).astype(np.float32)
+        np.testing.assert_allclose(st.run_box_blur(img, block), ndimage.uniform_filter(img.astype(np.float64), 3),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(st.run_filter3x3(img, st.BINOMIAL_WEIGHTS, block),
+                                   ndimage.correlate(img.astype(np.float64), st.BINOMIAL_WEIGHTS.astype(np.float64),
+                                                     mode="nearest"), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(st.run_sobel(img, block), ex.sobel_scipy(img), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(st.sobel_reference(img), ex.sobel_scipy(img), rtol=1e-12, atol=1e-12)
+
+
+def test_sample_photo_is_grayscale_float32():
+    img = st.sample_photo()
+    assert img.shape == (600, 512) and img.dtype == np.float32 and 0 <= img.min() and img.max() <= 1
+    assert st.grayscale(np.full((2, 2, 3), 255, np.uint8)).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    with pytest.raises(lh.LabError, match="image of shape"):
+        st.grayscale(np.ones((2, 2, 5)))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: st.run_sobel(np.ones((3, 3), np.float64)), "float32"),
+    (lambda: st.run_sobel(np.ones((0, 3), np.float32)), "at least one pixel"),
+    (lambda: st.run_box_blur(np.array([[np.inf]], np.float32)), "NaN or infinite"),
+    (lambda: st.run_filter3x3(np.ones((3, 3), np.float32), np.ones((2, 2))), "shape"),
+    (lambda: st.run_filter3x3(np.ones((3, 3), np.float32), np.full((3, 3), np.nan)), "NaN"),
+    (lambda: st.run_sobel(np.ones((3, 3), np.float32), block=(2048, 1)), "1024"),
+])
+def test_filter_bad_input(call, match):
+    with pytest.raises(lh.LabError, match=match):
+        call()
+
+
+# --- connected components -------------------------------------------------------------------------
+
+def _masks():
+    out = [st.random_mask(12, 17, d, seed=3) for d in (0.3, 0.6, 0.9)]
+    out += [st.snake_mask(6, 7), st.spiral_mask(9), np.ones((1, 1), np.uint8), np.zeros((3, 4), np.uint8),
+            np.ones((1, 6), bool)]
+    if not SIM:
+        out += [st.random_mask(300, 301, d, seed=4) for d in (0.5, 0.6)] + [st.spiral_mask(65)]
+    return out
+
+
+def test_both_labellings_match_scipy():
+    for mask in _masks():
+        ref = st.label_reference(mask)
+        labels, steps = st.label_propagation(mask, block=(8, 4) if SIM else (32, 8))
+        np.testing.assert_array_equal(labels, ref)
+        np.testing.assert_array_equal(st.label_union_find(mask, block=(8, 4) if SIM else (32, 8)), ref)
+        np.testing.assert_array_equal(st.relabel_sequential(labels), ndimage.label(mask)[0])
+        if mask.size <= 400:
+            assert steps == st.propagation_steps_reference(mask)[1]
+
+
+def test_check_every_does_not_change_the_count():
+    mask = st.snake_mask(5, 6)
+    assert st.label_propagation(mask, check_every=4)[1] == st.label_propagation(mask, check_every=1)[1]
+
+
+def test_snake_and_spiral_are_one_long_path():
+    for mask in (st.snake_mask(7, 9), st.spiral_mask(11)):
+        labels, count = ndimage.label(mask)
+        assert count == 1
+        path = int(mask.sum())
+        assert st.propagation_steps_reference(mask)[1] == path  # path - 1 steps to the end, one quiet step
+    assert st.spiral_mask(1).tolist() == [[1]]
+
+
+def test_partition_helpers():
+    a = np.array([[1, 1, 0], [0, 5, 5]])
+    assert st.same_partition(a, a * 7)
+    assert not st.same_partition(a, np.array([[1, 1, 0], [0, 1, 1]]))
+    assert not st.same_partition(a, np.array([[1, 1, 1], [0, 5, 5]]))
+    assert st.min_index_labels(np.array([[9, 9, 0], [0, 4, 4]])).tolist() == [[1, 1, 0], [0, 5, 5]]
+    assert st.relabel_sequential(np.array([[1, 1, 0], [0, 5, 5]])).tolist() == [[1, 1, 0], [0, 2, 2]]
+    new, changed = st.propagate_reference(st.initial_labels(np.ones((1, 3))))
+    assert new.tolist() == [[1, 1, 2]] and changed
+
+
+@pytest.mark.parametrize("mask, match", [
+    (np.ones((3, 3), np.float32), "boolean or uint8"),
+    (np.ones(3, bool), "dimension"),
+    (np.ones((0, 3), bool), "at least one pixel"),
+])
+def test_ccl_bad_input(mask, match):
+    with pytest.raises(lh.LabError, match=match):
+        st.label_union_find(mask)
+    with pytest.raises(lh.LabError, match=match):
+        st.label_propagation(mask)
+
+
+def test_mask_generators_validate():
+    with pytest.raises(lh.LabError, match="density"):
+        st.random_mask(3, 3, 1.5)
+    with pytest.raises(lh.LabError, match="n"):
+        st.spiral_mask(0)
+
+
+@sim_only
+def test_gpu_measurements_say_gpu_only():
+    from labhelpers.experiments import stencil as exp
+
+    for fn in (exp.jacobi_table, exp.filters_table, exp.ccl_table, exp.ccl_steps_table, exp.racecheck_table):
+        with pytest.raises(lh.GPUOnlyError):
+            fn()
+    with pytest.raises(lh.GPUOnlyError):
+        st.cupy_jacobi_step(np.ones((3, 3), np.float32), np.ones((3, 3), np.float32))
+
+
+@gpu_only
+def test_experiments_run_small_on_a_gpu():
+    from labhelpers.experiments import stencil as exp
+
+    jac = exp.jacobi_table(512, configs=(("naive", 32, 8), ("shared", 32, 8), ("marching", 128, 1)), repeat=3,
+                           number=2)
+    assert set(jac["variant"]) >= {"naive", "shared", "marching", "cupy slicing", "copy"}
+    assert (jac["gbps"] > 0).all()
+    assert exp.best_jacobi(jac)["variant"] in st.JACOBI
+    filt = exp.filters_table(512, repeat=3, number=2)
+    assert (filt["max_abs_diff"] < 1e-4).all()
+    ccl = exp.ccl_table(256, densities=(0.6,), repeat=1, scipy_repeat=1)
+    assert set(ccl["method"]) == {"label propagation", "union-find", "cupyx.scipy.ndimage.label",
+                                  "scipy.ndimage.label (CPU)"}
+    steps = exp.ccl_steps_table(sides=(16,), densities=(0.6,))
+    assert steps.loc[steps["shape"] == "spiral", "steps"].iloc[0] == int(st.spiral_mask(16).sum())
+
+
+# --- lab checkers ---------------------------------------------------------------------------------
+
+def _solutions():
+    path = ROOT / "labs" / "solutions" / "09_stencils_lab.py"
+    spec = importlib.util.spec_from_file_location("solutions_09_stencils_lab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SOL = _solutions()
+
+
+def _mutant(kernel, old: str, new: str):
+    """The solution kernel with one piece of source replaced (a typical bug), compiled afresh."""
+    func = kernel.py_func
+    source = textwrap.dedent(inspect.getsource(func))
+    assert old in source, f"{old!r} not in the source of {func.__name__}"
+    namespace = dict(func.__globals__)
+    exec(compile(source.replace(old, new), f"<mutant of {func.__name__}>", "exec"), namespace)
+    return namespace[func.__name__]
+
+
+def _skeletons() -> dict:
+    nb = nbformat.read(ROOT / "labs" / "09_stencils_lab.ipynb", as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and ("skeleton" in cell.metadata.get("tags", [])
+                                         or cell.source.startswith(("import", "from", "MAX_RADIUS"))):
+            if not cell.source.lstrip().startswith("# Setup"):
+                exec(cell.source, namespace)
+    return namespace
+
+
+def test_checkers_accept_the_solutions(capsys):
+    ex.check_stencil1d_any_radius(SOL.stencil_any_radius)
+    ex.check_jacobi_step(SOL.jacobi_step)
+    ex.check_sobel(SOL.sobel)
+    ex.check_ccl_step(SOL.propagate_step)
+    out = capsys.readouterr().out
+    assert out.count("Correct:") == 4 and "found no race" in out
+
+
+def test_checkers_reject_the_skeletons():
+    skel = _skeletons()
+    for check, name in ((ex.check_stencil1d_any_radius, "stencil_any_radius"), (ex.check_jacobi_step, "jacobi_step"),
+                        (ex.check_sobel, "sobel"), (ex.check_ccl_step, "propagate_step")):
+        with pytest.raises(lh.CheckFailed):
+            check(skel[name])
+
+
+def test_stencil_checker_catches_typical_bugs():
+    no_zero_outside = _mutant(SOL.stencil_any_radius, "if g >= 0 and g < x.size else float32(0)",
+                              "if g < x.size else float32(0)")
+    with pytest.raises(lh.CheckFailed, match="stencil kernel is wrong|outside an array"):
+        ex.check_stencil1d_any_radius(no_zero_outside)
+    one_pass = _mutant(SOL.stencil_any_radius, "    while w < cuda.blockDim.x + 2 * radius:",
+                       "    if w < cuda.blockDim.x + 2 * radius:")
+    with pytest.raises(lh.CheckFailed, match="stencil kernel is wrong"):
+        ex.check_stencil1d_any_radius(one_pass)
+    local = _mutant(SOL.stencil_any_radius, "first = cuda.blockIdx.x * cuda.blockDim.x - radius",
+                    "first = -radius")
+    with pytest.raises(lh.CheckFailed, match="wrong place"):
+        ex.check_stencil1d_any_radius(local)
+    no_barrier = _mutant(SOL.stencil_any_radius, "    cuda.syncthreads()", "    pass")
+    with pytest.raises(lh.CheckFailed, match="RAW|race|stencil kernel is wrong"):
+        ex.check_stencil1d_any_radius(no_barrier)
+
+
+def test_jacobi_checker_catches_typical_bugs():
+    no_border = _mutant(SOL.jacobi_step, "            v[i, j] = u[i, j]", "            pass")
+    with pytest.raises(lh.CheckFailed, match="border points were never written"):
+        ex.check_jacobi_step(no_border)
+    in_place = _mutant(SOL.jacobi_step, "            v[i, j] = QUARTER", "            u[i, j] = QUARTER")
+    with pytest.raises(lh.CheckFailed):
+        ex.check_jacobi_step(in_place)
+    off_by_one = _mutant(SOL.jacobi_step, "if i < ny and j < nx:", "if i <= ny and j <= nx:")
+    with pytest.raises(lh.CheckFailed, match="outside the grid|NaN"):
+        ex.check_jacobi_step(off_by_one)
+
+
+def test_sobel_checker_catches_typical_bugs():
+    unclamped = _mutant(SOL.sobel, "down = min(i + 1, ny - 1)", "down = i + 1")
+    with pytest.raises(lh.CheckFailed, match="outside the image|NaN|border"):
+        ex.check_sobel(unclamped)
+    no_sqrt = _mutant(SOL.sobel, "math.sqrt(gx * gx + gy * gy)", "gx * gx + gy * gy")
+    with pytest.raises(lh.CheckFailed, match="Sobel kernel is wrong"):
+        ex.check_sobel(no_sqrt)
+
+
+def test_ccl_checker_catches_typical_bugs():
+    zero_wins = _mutant(SOL.propagate_step, "if i > 0 and labels_in[i - 1, j] != 0:", "if i > 0:")
+    with pytest.raises(lh.CheckFailed, match="label 0"):
+        ex.check_ccl_step(zero_wins)
+    no_flag = _mutant(SOL.propagate_step, "changed[0] = 1", "changed[0] = 0")
+    with pytest.raises(lh.CheckFailed, match="changed"):
+        ex.check_ccl_step(no_flag)
+    always_flag = _mutant(SOL.propagate_step, "            if best < old:\n                changed[0] = 1",
+                          "            changed[0] = 1")
+    with pytest.raises(lh.CheckFailed, match="fixed point|changed"):
+        ex.check_ccl_step(always_flag)
+
+
+# --- reference data -------------------------------------------------------------------------------
+
+REFERENCES = ("ch09_jacobi", "ch09_filters", "ch09_ccl", "ch09_ccl_steps", "ch09_racecheck")
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_reference_data_loads(name):
+    path = ROOT / "src" / "labhelpers" / "data" / "reference" / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{name} not measured yet")
+    ref = lh.load_reference(name)
+    assert len(ref.table) and json.loads(path.read_text())["meta"]["gpu"]
