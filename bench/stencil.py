@@ -21,6 +21,8 @@ Run: ``python bench/run_all.py --only stencil [--collect src/labhelpers/data/ref
 
 from __future__ import annotations
 
+import traceback
+
 from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
 
 from labhelpers.experiments import stencil as ex
@@ -66,9 +68,13 @@ def collect(out_dir) -> None:
     save_reference("ch09_ccl_steps", ex.ccl_steps_table(), out_dir,
                    notes="label-propagation steps until no label changes (the last step changes nothing); "
                          "deterministic")
-    save_reference("ch09_racecheck", ex.racecheck_table(), out_dir,
-                   notes="compute-sanitizer --tool racecheck --racecheck-report analysis, one launch of 2 blocks of "
-                         "128 threads, radius 3, kernels compiled with lineinfo=True")
+    try:  # the sanitizer is a separate tool: if it is missing or fails, keep the other tables and the bench
+        save_reference("ch09_racecheck", ex.racecheck_table(), out_dir,
+                       notes="compute-sanitizer --tool racecheck --racecheck-report analysis, one launch of 2 blocks "
+                             "of 128 threads, radius 3, kernels compiled with lineinfo=True")
+    except Exception:
+        traceback.print_exc()
+        print("-- stencil: ch09_racecheck NOT collected (see the traceback above)")
 
 
 def bench(ctx) -> list[Row]:

@@ -54,8 +54,12 @@ MAX_THREADS = 1024
 TILE_1D = MAX_THREADS + 2 * MAX_RADIUS
 #: Largest block of :func:`jacobi_shared` (x, y): the tile is ``(SH_Y + 2) x (SH_X + 2)`` floats.
 SH_X, SH_Y = 32, 8
+#: The shared tile of :func:`jacobi_shared`, halo included (module constants: a shared array's shape must be one).
+TILE_Y, TILE_X = SH_Y + 2, SH_X + 2
 #: Rows each thread of :func:`jacobi_marching` computes (its strip is kept in registers).
 ROWS = 8
+#: The column strip a :func:`jacobi_marching` thread loads: its rows and the one above and below.
+STRIP = ROWS + 2
 #: Default 2D block for one-thread-per-point kernels: 32 columns (a warp along a row) by 8 rows.
 BLOCK_2D = (32, 8)
 #: Default block of :func:`jacobi_marching`: 128 columns, one strip of ``ROWS`` rows per thread.
@@ -323,7 +327,7 @@ def jacobi_shared(u, v):
     read from device memory once per block. The tile's left and right columns are the "vertical
     halo": one float per row, each a separate memory transaction.
     """
-    tile = cuda.shared.array((SH_Y + 2, SH_X + 2), float32)
+    tile = cuda.shared.array((TILE_Y, TILE_X), float32)
     bx = cuda.blockDim.x
     by = cuda.blockDim.y
     ny, nx = u.shape
@@ -365,14 +369,14 @@ def jacobi_marching(u, v):
     matters: the compiler cannot know that ``v`` does not overlap ``u``, so a load written after
     a store may not be issued before it, and fewer loads would be in flight.
     """
-    col = cuda.local.array(ROWS + 2, float32)
+    col = cuda.local.array(STRIP, float32)
     left = cuda.local.array(ROWS, float32)
     right = cuda.local.array(ROWS, float32)
     j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     i0 = (cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y) * ROWS
     ny, nx = u.shape
     if j < nx and i0 < ny:  # (no barrier in this kernel, so threads past the end may simply do nothing)
-        for r in range(ROWS + 2):
+        for r in range(STRIP):
             gi = i0 - 1 + r
             col[r] = u[gi, j] if gi >= 0 and gi < ny else float32(0)
         for r in range(ROWS):
