@@ -1,0 +1,302 @@
+"""Chapter "Memory consistency and coherence": the measurements behind its figures and the bench.
+
+* :func:`counter_runs`: the racy counter (and the correct ones) run many times: how many updates get lost;
+* :func:`atomic_throughput`: increments per second with one contended address, one per warp, one
+  per thread, and the aggregated and locked counters;
+* :func:`last_block_table` / :func:`last_block_failures`: the single-pass sum against ``cupy.sum``,
+  and how often the version without fences returns a wrong sum;
+* :func:`litmus_campaign`: outcome histograms of the litmus tests, many instances per launch, and
+  :func:`litmus_single_rate`, the rate with one instance per launch;
+* :func:`racecheck_report`: ``compute-sanitizer --tool racecheck`` on the racy shift kernel;
+* :func:`wait_loop_table`: the PTX loop of a spin on a plain load and on an atomic.
+
+``bench/consistency.py`` stores their tables as the reference data ``ch13_*``. The kernels are
+in :mod:`labhelpers.kernels.consistency`, the litmus model in :mod:`labhelpers.models.consistency`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from numba import cuda
+
+from .. import backend
+from ..errors import GPUOnlyError
+from ..kernels import consistency as k
+from ..models import consistency as model
+from ..timing import benchmark
+
+#: Columns of :func:`counter_runs`.
+COUNTER_COLUMNS = ("variant", "run", "n", "count", "lost")
+
+
+def counter_runs(n: int = 2**20, runs: int = 50, threads: int = 256,
+                 variants: Sequence[str] = ("racy", "atomic", "block_aggregated", "warp_aggregated")) -> pd.DataFrame:
+    """Run every counter of ``variants`` ``runs`` times (the racy one) or 3 times (the others) on ``n`` threads.
+
+    GPU-only variants are skipped under the simulator.
+    """
+    rows = []
+    for variant in variants:
+        if variant in k.GPU_ONLY_COUNTERS and backend.is_simulator():
+            continue
+        for run in range(runs if variant == "racy" else min(runs, 3)):
+            count = k.run_counter(variant, n, threads)
+            rows.append({"variant": variant, "run": run, "n": n, "count": count, "lost": n - count})
+    return pd.DataFrame(rows, columns=list(COUNTER_COLUMNS))
+
+
+def _zeroed(size: int):
+    return cuda.to_device(np.zeros(size, dtype=np.int32))
+
+
+def atomic_throughput(n: int = 2**24, threads: int = 256, lock_n: int = 2**14, repeat: int = 10) -> pd.DataFrame:
+    """Increments per second: atomics on 1, n/32 and n addresses; aggregated counters; a spin lock.
+
+    Columns: ``kind``, ``addresses``, ``increments`` (per launch), ``atomics`` (global atomic
+    instructions issued per launch), ``median_ms``, ``increments_per_s``, ``atomics_per_s``.
+    Every table entry is checked for the exact count first. GPU only (timings).
+    """
+    if backend.is_simulator():
+        raise GPUOnlyError("atomic throughput is a GPU timing: the simulator has none; see the reference data")
+    rows = []
+    blocks = -(-n // threads)
+    for kind, group in (("one address", n), ("one address per warp", 32), ("one address per thread", 1)):
+        got = k.run_atomic_grouped(n, group, 1, threads)
+        assert np.array_equal(got, k.grouped_counts_reference(n, 1, group)), kind
+        counts = _zeroed(-(-n // group))
+        launch = k.atomic_add_grouped[blocks, threads]
+        t = benchmark(lambda: launch(counts, n, 1, group), repeat=repeat, label=kind)
+        rows.append({"kind": kind, "addresses": -(-n // group), "increments": n, "atomics": n,
+                     "median_ms": t.median_ms})
+    for variant, atomics in (("atomic", n), ("warp_aggregated", -(-n // 32)),
+                             ("block_aggregated", blocks)):
+        assert k.run_counter(variant, n, threads) == n, variant
+        counter = _zeroed(1)
+        launch = k.COUNTERS[variant][blocks, threads]
+        t = benchmark(lambda: launch(counter, n), repeat=repeat, label=variant)
+        name = {"atomic": "counter: atomic per thread", "warp_aggregated": "counter: warp-aggregated",
+                "block_aggregated": "counter: block-aggregated"}[variant]
+        rows.append({"kind": name, "addresses": 1, "increments": n, "atomics": atomics, "median_ms": t.median_ms})
+    assert k.run_count_locked(lock_n, threads) == lock_n
+    counter, mutex = _zeroed(1), _zeroed(1)
+    launch = k.count_locked[-(-lock_n // threads), threads]
+    t = benchmark(lambda: launch(counter, mutex, lock_n), repeat=max(3, repeat // 3), label="lock")
+    rows.append({"kind": "counter: spin lock per thread", "addresses": 1, "increments": lock_n,
+                 "atomics": 2 * lock_n, "median_ms": t.median_ms})
+    table = pd.DataFrame(rows)
+    table["increments_per_s"] = table["increments"] / (table["median_ms"] * 1e-3)
+    table["atomics_per_s"] = table["atomics"] / (table["median_ms"] * 1e-3)
+    return table
+
+
+def last_block_table(sizes: Sequence[int] = (2**24, 2**26), repeat: int = 20, number: int = 10) -> pd.DataFrame:
+    """GB/s of the last-block sum (with fences), ``cupy.sum`` and a device copy, checked against float64 sums.
+
+    Columns: ``n``, ``what``, ``median_ms``, ``gbps`` (bytes read / time; the copy counts read + write),
+    ``result``, ``rel_error``. GPU only.
+    """
+    if backend.is_simulator():
+        raise GPUOnlyError("the last-block sum's speed is a GPU timing; see the reference data")
+    import cupy as cp
+
+    rows = []
+    for n in sizes:
+        x = cp.random.default_rng(1).random(n, dtype=cp.float32)
+        exact = float(cp.sum(x, dtype=cp.float64))
+        summer = k.LastBlockSum(x)
+        value = float(summer())
+        t = benchmark(summer.launch, nbytes=4 * n, repeat=repeat, number=number, label="last block")
+        rows.append({"n": n, "what": "last-block sum (threadfence + ticket)", "median_ms": t.median_ms,
+                     "gbps": t.gbps, "result": value, "rel_error": abs(value - exact) / exact,
+                     "blocks": summer.blocks})
+        cub = benchmark(lambda: cp.sum(x), nbytes=4 * n, repeat=repeat, number=number, label="cupy.sum")
+        value = float(cp.sum(x))
+        rows.append({"n": n, "what": "cupy.sum (CUB)", "median_ms": cub.median_ms, "gbps": cub.gbps,
+                     "result": value, "rel_error": abs(value - exact) / exact, "blocks": float("nan")})
+        dst = cp.empty_like(x)
+        cp_copy = benchmark(lambda: dst.__setitem__(slice(None), x), nbytes=8 * n, repeat=repeat, number=number,
+                            label="copy")
+        rows.append({"n": n, "what": "device copy (read + write)", "median_ms": cp_copy.median_ms,
+                     "gbps": cp_copy.gbps, "result": float("nan"), "rel_error": float("nan"),
+                     "blocks": float("nan")})
+        del x, dst
+    table = pd.DataFrame(rows)
+    bad = table[table["rel_error"] > 1e-4]
+    if len(bad):
+        raise AssertionError(f"wrong sums:\n{bad}")
+    return table
+
+
+def last_block_failures(n: int = 2**22, launches: int = 2000, fences: Sequence[bool] = (True, False)) -> pd.DataFrame:
+    """Run the last-block sum ``launches`` times with and without fences; count the wrong sums.
+
+    Before every launch the partial sums are poisoned with NaN, so a last block that reads a
+    partial sum before it is visible returns NaN or an old value. The input is small integers
+    (every order of addition gives the exact sum), so any other difference is a wrong read.
+    Columns: ``fence``, ``n``, ``blocks``, ``launches``, ``wrong``, ``nan``.
+    """
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 4, size=n).astype(np.float32)
+    exact = np.float32(np.sum(x, dtype=np.float64))
+    x_d = cuda.to_device(x)
+    rows = []
+    for fence in fences:
+        summer = k.LastBlockSum(x_d, fence=fence)
+        results = []
+        for _ in range(launches):
+            summer.poison()
+            summer.launch()
+            results.append(summer.out.copy_to_host()[0])
+        got = np.array(results, dtype=np.float32)
+        rows.append({"fence": bool(fence), "n": n, "blocks": summer.blocks, "launches": launches,
+                     "wrong": int(np.sum(got != exact)), "nan": int(np.sum(np.isnan(got)))})
+    return pd.DataFrame(rows)
+
+
+#: The litmus configurations of the chapter: (test, fence, access, intra_block).
+LITMUS_CONFIGS: tuple[tuple[str, str, str, bool], ...] = (
+    ("MP", "none", "plain", False), ("MP", "device", "plain", False), ("MP", "block", "plain", False),
+    ("MP", "none", "plain", True), ("MP", "block", "plain", True),
+    ("MP", "none", "atomic", False), ("MP", "device", "atomic", False),
+    ("SB", "none", "plain", False), ("SB", "device", "plain", False),
+    ("SB", "none", "atomic", False), ("SB", "device", "atomic", False),
+    ("LB", "none", "plain", False), ("LB", "device", "plain", False),
+    ("LB", "none", "atomic", False), ("LB", "device", "atomic", False),
+    ("CoRR", "none", "plain", False), ("CoRR", "none", "atomic", False),
+    ("MP-reversed", "none", "plain", False), ("MP-reversed", "device", "plain", False),
+)
+#: Columns of :func:`litmus_campaign`.
+LITMUS_COLUMNS = ("test", "fence", "access", "pairing", "launches", "instances", "seconds", "instances_per_s",
+                  "r00", "r01", "r10", "r11", "other", "target", "weak", "sc_allows_target",
+                  "ptx_allows_target")
+
+
+def litmus_campaign(configs: Sequence[tuple[str, str, str, bool]] = LITMUS_CONFIGS, launches: int = 100,
+                    **run_options) -> pd.DataFrame:
+    """Run every configuration ``launches`` times; one row of outcome counts per configuration.
+
+    ``run_options`` go to :class:`~labhelpers.kernels.consistency.LitmusRun` (``test_blocks``,
+    ``threads``, ``stress_blocks``...). ``weak`` is the count of the test's target outcome;
+    ``sc_allows_target`` and ``ptx_allows_target`` come from the model (with fences: a fence
+    at every position, of the scope the row names; a block-scope fence between blocks does not
+    order anything for the other block, so PTX allows the target there).
+    """
+    rows = []
+    for test, fence, access, intra in configs:
+        run = k.LitmusRun(test, fence=fence, access=access, intra_block=intra, **run_options)
+        run.run(1)  # compiles the kernels; not counted
+        run.counts[:] = 0
+        run.launches = 0
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        run.run(launches)
+        cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        c = run.counts
+        fenced = fence == "device" or fence == "system" or (fence == "block" and intra)
+        ptx = model.PTX_ALLOWS[test][1 if fenced else 0]
+        rows.append({"test": test, "fence": fence, "access": access,
+                     "pairing": "same block" if intra else "different blocks", "launches": launches,
+                     "instances": run.instances, "seconds": seconds, "instances_per_s": run.instances / seconds,
+                     "r00": int(c[0]), "r01": int(c[1]), "r10": int(c[2]), "r11": int(c[3]), "other": int(c[4]),
+                     "target": "".join(map(str, run.target)), "weak": run.weak,
+                     "sc_allows_target": model.is_sc(model.get_test(test), run.target), "ptx_allows_target": ptx})
+    return pd.DataFrame(rows, columns=list(LITMUS_COLUMNS))
+
+
+def litmus_single_rate(test: str = "MP", launches: int = 200) -> pd.DataFrame:
+    """Instances per second with the smallest launch (2 blocks of 1 thread: 2 instances, no stress)."""
+    run = k.LitmusRun(test, test_blocks=2, threads=1, stress_blocks=0, spin=0)
+    run.run(1)
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    run.run(launches)
+    cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    return pd.DataFrame([{"test": test, "launches": launches, "instances": run.instances - 2, "seconds": seconds,
+                          "instances_per_s": (run.instances - 2) / seconds}])
+
+
+#: The script compute-sanitizer runs (a separate Python process): the racy shift, then the fixed one.
+RACECHECK_SCRIPT = """
+import numpy as np
+import labhelpers as lh
+from labhelpers.kernels import consistency as k
+x = np.arange(1024, dtype=np.float32)
+k.run_shift(x, racy=True, threads=256)
+k.run_shift(x, racy=False, threads=256)
+print("kernels ran")
+"""
+
+
+def racecheck_report(timeout: int = 240) -> pd.DataFrame:
+    """Run ``compute-sanitizer --tool racecheck`` on :data:`RACECHECK_SCRIPT`; one row per output line.
+
+    Columns: ``line`` (number), ``text``. GPU only (needs ``compute-sanitizer`` on the PATH or in
+    ``/usr/local/cuda/bin``).
+    """
+    if backend.is_simulator():
+        raise GPUOnlyError("compute-sanitizer checks kernels running on a GPU")
+    exe = None
+    for folder in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/local/cuda/bin"]:
+        path = os.path.join(folder, "compute-sanitizer")
+        if os.path.exists(path):
+            exe = path
+            break
+    if exe is None:
+        raise GPUOnlyError("compute-sanitizer is not installed here (it comes with the CUDA toolkit)")
+    env = dict(os.environ, LABHELPERS_BACKEND="gpu")
+    cmd = [exe, "--tool", "racecheck", "--racecheck-report", "hazard", sys.executable, "-c", RACECHECK_SCRIPT]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    text = (proc.stdout + proc.stderr).replace(sys.executable, "python3")
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return pd.DataFrame({"line": range(1, len(lines) + 1), "text": lines})
+
+
+def racecheck_summary(table: pd.DataFrame) -> dict:
+    """The counts compute-sanitizer reports: hazards by kind, and its final ``RACECHECK SUMMARY`` line."""
+    text = "\n".join(table["text"])
+    kinds = re.findall(r"(Read-after-Write|Write-after-Read|Write-after-Write)", text, flags=re.IGNORECASE)
+    summary = [line for line in table["text"] if "RACECHECK SUMMARY" in line]
+    return {"hazard lines": len(kinds), "kinds": sorted({k.lower() for k in kinds}),
+            "summary": summary[-1].strip() if summary else ""}
+
+
+def wait_loop_table() -> pd.DataFrame:
+    """The PTX of the two spin loops (:func:`~labhelpers.kernels.consistency.wait_loop_ptx`), one row per line."""
+    rows = []
+    for which in ("plain", "atomic"):
+        ptx = k.wait_loop_ptx(which)
+        body = ptx[ptx.index(".entry"):] if ".entry" in ptx else ptx
+        for number, line in enumerate(body.splitlines(), 1):
+            if line.strip():
+                rows.append({"loop": which, "line": number, "text": line.rstrip()})
+    return pd.DataFrame(rows)
+
+
+def loop_instructions(table: pd.DataFrame, which: str) -> list[str]:
+    """The instructions between the loop's label and its backward branch, from :func:`wait_loop_table`."""
+    lines = [t.strip() for t in table[table["loop"] == which]["text"]]
+    labels = [i for i, line in enumerate(lines) if re.match(r"^\$?\w+:$", line) or line.endswith(":")]
+    for i in labels:
+        label = lines[i].rstrip(":")
+        for j in range(i + 1, len(lines)):
+            if lines[j].startswith("@") or lines[j].startswith("bra"):
+                if label in lines[j]:
+                    return lines[i:j + 1]
+    return []
+
+
+__all__ = [
+    "LITMUS_COLUMNS", "LITMUS_CONFIGS", "RACECHECK_SCRIPT", "atomic_throughput", "counter_runs", "last_block_failures",
+    "last_block_table", "litmus_campaign", "litmus_single_rate", "loop_instructions", "racecheck_report",
+    "racecheck_summary", "wait_loop_table",
+]

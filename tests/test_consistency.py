@@ -1,0 +1,374 @@
+"""Chapter 13 (memory consistency and coherence): kernels, litmus model, relaxed simulator, harness, checkers.
+
+Under the simulator (the default) every kernel runs on small awkward sizes; blocks run one after
+another there, so tests of weak behaviour use the model and :func:`relaxed_launch`. On a GPU
+(``LABHELPERS_BACKEND=gpu``) the GPU-only tests run the warp-aggregated counter, large sizes, the
+litmus harness at full size and the last-block sum many times.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import labhelpers as lh
+from numba import cuda, int32  # noqa: F401  (module globals: the simulator swaps `cuda` in kernels' globals)
+from labhelpers.kernels import consistency as k
+from labhelpers.models import consistency as m
+from markers import SIM, gpu_only, sim_only
+
+SMALL = (1, 31, 33, 257)
+
+
+# --- counters ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", ["atomic", "block_aggregated"])
+def test_correct_counters_are_exact(variant):
+    for n in SMALL if SIM else SMALL + (2**20 + 7,):
+        assert k.run_counter(variant, n, threads=64) == n, (variant, n)
+
+
+def test_racy_counter_never_counts_more_than_n():
+    for n in (1, 33, 100):
+        got = k.run_counter("racy", n, threads=32)
+        assert 1 <= got <= n
+
+
+@sim_only
+def test_warp_aggregated_is_gpu_only_under_the_simulator():
+    with pytest.raises(lh.GPUOnlyError, match="activemask"):
+        k.run_counter("warp_aggregated", 10)
+
+
+@gpu_only
+def test_warp_aggregated_counter_on_gpu():
+    for n in SMALL + (2**20 + 7,):
+        for threads in (32, 100, 256):
+            assert k.run_counter("warp_aggregated", n, threads) == n
+
+
+@gpu_only
+def test_racy_counter_loses_updates_on_gpu():
+    assert k.run_counter("racy", 2**20) < 2**20
+
+
+@pytest.mark.parametrize("bad, error", [
+    (dict(variant="nope", n=10), k.UnknownVariantError),
+    (dict(variant="atomic", n=0), lh.LaunchConfigError),
+    (dict(variant="atomic", n=-3), lh.LaunchConfigError),
+    (dict(variant="atomic", n=10.5), lh.LaunchConfigError),
+    (dict(variant="atomic", n="10"), lh.LaunchConfigError),
+    (dict(variant="atomic", n=True), lh.LaunchConfigError),
+    (dict(variant="atomic", n=10, threads=0), lh.LaunchConfigError),
+    (dict(variant="atomic", n=10, threads=1025), lh.LaunchConfigError),
+])
+def test_counter_rejects_bad_arguments(bad, error):
+    with pytest.raises(error):
+        k.run_counter(**bad)
+
+
+@pytest.mark.parametrize("group", [1, 32, 100])
+def test_grouped_atomics_match_reference(group):
+    n = 100
+    assert np.array_equal(k.run_atomic_grouped(n, group, reps=2, threads=32), k.grouped_counts_reference(n, 2, group))
+
+
+def test_grouped_atomics_reject_bad_arguments():
+    for bad in (dict(n=0, group=1), dict(n=10, group=0), dict(n=10, group=1, reps=0),
+                dict(n=10, group=2**20, reps=2**12)):
+        with pytest.raises(lh.LaunchConfigError):
+            k.run_atomic_grouped(**bad)
+
+
+# --- compare-and-swap ------------------------------------------------------------------------------
+
+def test_float_key_preserves_order_and_inverts():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(1000).astype(np.float32) * 1e3,
+                        np.array([-np.inf, np.inf, -0.0, 0.0, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32)])
+    keys = k.float_key(x)
+    order = np.argsort(x, kind="stable")
+    assert np.all(np.diff(keys[order]) >= 0)
+    assert np.array_equal(k.key_float(keys).view(np.int32), x.view(np.int32))
+    assert k.float_key(np.float32(-np.inf))[()] == k.KEY_MINUS_INF
+    assert k.float_key(np.float32(-0.0))[()] < k.float_key(np.float32(0.0))[()]
+
+
+@pytest.mark.parametrize("values", [
+    [5.0], [-5.0, -3.0, -7.0], [2.0] * 40, [-0.0, 0.0], [0.0, -0.0], [-np.inf, -np.inf], [-np.inf, 1.0, np.inf],
+    list(np.linspace(-3, 3, 257)),
+])
+def test_float_max_cas_on_adversarial_inputs(values):
+    x = np.array(values, dtype=np.float32)
+    got = k.run_float_max(x, threads=32)
+    assert got == x.max() and np.signbit(got) == np.signbit(x.max()) or (got == 0 and x.max() == 0)
+
+
+def test_float_max_prefers_positive_zero():
+    assert not np.signbit(k.run_float_max(np.array([-0.0, 0.0, -0.0], np.float32), threads=32))
+
+
+@pytest.mark.parametrize("bad", [np.array([1.0, np.nan], np.float32), np.array([], np.float32),
+                                 np.array([1.0, 2.0]), np.ones((2, 2), np.float32), [1.0, 2.0]])
+def test_float_max_rejects_bad_input(bad):
+    with pytest.raises(lh.ArrayArgumentError):
+        k.run_float_max(bad)
+
+
+@gpu_only
+def test_float_max_cas_large_on_gpu():
+    x = np.random.default_rng(3).standard_normal(2**22).astype(np.float32)
+    assert k.run_float_max(x) == x.max()
+    assert k.run_float_max(-np.abs(x) - 1) == (-np.abs(x) - 1).max()
+
+
+# --- locks ----------------------------------------------------------------------------------------
+
+def test_count_locked_is_exact():
+    assert k.run_count_locked(20 if SIM else 2**14, threads=8 if SIM else 256) == (20 if SIM else 2**14)
+
+
+def test_pair_update_locked():
+    for n in (1, 33, 130):
+        values = np.arange(n, dtype=np.int32)
+        assert k.run_pair_update_locked(values, threads=32) == (int(values.sum()), n)
+
+
+def test_pair_update_rejects_bad_input():
+    with pytest.raises(lh.ArrayArgumentError):
+        k.run_pair_update_locked(np.arange(4, dtype=np.float32))
+    with pytest.raises(lh.LaunchConfigError):
+        k.run_pair_update_locked(np.arange(4, dtype=np.int32), threads=48)
+    with pytest.raises(lh.ArrayArgumentError):
+        k.run_pair_update_locked(np.arange(0, dtype=np.int32))
+
+
+# --- the last-block reduction ---------------------------------------------------------------------
+
+def _integers(n, seed=0):
+    return np.random.default_rng(seed).integers(-4, 5, size=n).astype(np.float32)
+
+
+def test_last_block_sum_is_exact_on_awkward_sizes():
+    sizes = (1, 2049) if SIM else (1, 2047, 2048, 2049, 2**20 + 7, 2**24 + 1)
+    for n in sizes:
+        x = _integers(n, n)
+        assert k.sum_last_block(x, blocks=2 if SIM else None) == k.reference_sum(x), n
+
+
+def test_last_block_sum_launches_twice_with_the_same_ticket():
+    x = _integers(3000)
+    summer = k.LastBlockSum(x, blocks=2 if SIM else None)
+    assert summer() == summer() == k.reference_sum(x)
+
+
+def test_last_block_sum_rejects_bad_input():
+    with pytest.raises(lh.ArrayArgumentError):
+        k.sum_last_block(np.ones(5))
+    with pytest.raises(lh.ArrayArgumentError):
+        k.sum_last_block(np.ones(0, np.float32))
+    with pytest.raises(lh.LaunchConfigError):
+        k.sum_last_block(np.ones(5, np.float32), blocks=0)
+
+
+@sim_only
+def test_relaxed_simulator_catches_the_missing_fence():
+    x = _integers(1500)
+    for fence, ok in ((True, True), (False, False)):
+        partial = np.full(3, np.nan, np.float32)
+        out = np.zeros(1, np.float32)
+        report = m.relaxed_launch(k.make_sum_last_block(fence), 3, k.SUM_THREADS, x, partial,
+                                  np.zeros(1, np.uint32), out, names=["x", "partial", "ticket", "out"])
+        assert report.ok is ok
+        assert bool(out[0] == k.reference_sum(x)) is ok
+        if not ok:
+            assert "read partial[" in str(report.stale_reads[0])
+
+
+@gpu_only
+def test_last_block_sum_many_launches_on_gpu():
+    table = __import__("labhelpers.experiments.consistency", fromlist=["x"]).last_block_failures(
+        n=2**22, launches=200, fences=(True,))
+    assert int(table["wrong"].iloc[0]) == 0
+
+
+# --- the relaxed simulator on message passing -----------------------------------------------------
+
+@cuda.jit
+def _mp_once(data, flag, out, fence):
+    if cuda.blockIdx.x == 0:
+        data[0] = 1
+        if fence:
+            cuda.threadfence()
+        cuda.atomic.exch(flag, 0, 1)
+    else:
+        out[0] = cuda.atomic.or_(flag, 0, 0)
+        if fence:
+            cuda.threadfence()
+        out[1] = data[0]
+
+
+@sim_only
+def test_relaxed_launch_shows_message_passing_weak_outcome_only_without_fence():
+    for fence, expected in ((0, [1, 0]), (1, [1, 1])):
+        data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(2, np.int32)
+        report = m.relaxed_launch(_mp_once, 2, 1, data, flag, out, fence)
+        assert out.tolist() == expected
+        assert data[0] == 1  # drained at the end of the kernel
+        assert report.ok is bool(fence)
+
+
+@sim_only
+def test_relaxed_launch_restores_the_simulator_and_rejects_non_kernels():
+    with pytest.raises(lh.LabError):
+        m.relaxed_launch(lambda: None, 1, 1)
+    data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(2, np.int32)
+    _mp_once[2, 1](data, flag, out, 0)  # the ordinary simulator again: serial blocks, no weak outcome
+    assert out.tolist() == [1, 1]
+
+
+# --- the litmus model -----------------------------------------------------------------------------
+
+def test_sc_outcomes_of_the_classic_tests():
+    assert set(m.sc_outcomes(m.MP)) == {(0, 0), (0, 1), (1, 1)}
+    assert set(m.sc_outcomes(m.SB)) == {(0, 1), (1, 0), (1, 1)}
+    assert set(m.sc_outcomes(m.LB)) == {(0, 0), (0, 1), (1, 0)}
+    assert set(m.sc_outcomes(m.CORR)) == {(0, 0), (0, 1), (1, 1)}
+    assert len(m.sc_outcomes(m.IRIW)) == 15 and (1, 0, 1, 0) not in m.sc_outcomes(m.IRIW)
+    assert m.is_sc(m.MP_REVERSED, {"r0": 1, "r1": 0})
+    for t in (m.MP, m.SB, m.LB, m.CORR, m.IRIW):
+        assert not m.is_sc(t, t.weak_outcome), t.name
+
+
+def test_interleavings_are_all_enumerated_once():
+    for t in m.TESTS.values():
+        orders = list(m.interleavings(t))
+        assert len(orders) == len(set(orders)) == m.interleaving_count(t)
+    assert m.interleaving_count(m.IRIW) == 180
+    assert sum(m.sc_outcomes(m.MP).values()) == 6
+
+
+def test_store_buffer_machines():
+    assert m.SB.weak_outcome in m.buffered_outcomes(m.SB, "TSO")
+    assert m.MP.weak_outcome not in m.buffered_outcomes(m.MP, "TSO")
+    assert m.MP.weak_outcome in m.buffered_outcomes(m.MP, "PSO")
+    assert m.LB.weak_outcome not in m.buffered_outcomes(m.LB, "PSO")
+    for t in (m.MP, m.SB):
+        assert m.buffered_outcomes(t.with_fences(), "PSO") == set(m.sc_outcomes(t))
+    with pytest.raises(ValueError):
+        m.buffered_outcomes(m.MP, "ARM")
+
+
+def test_litmus_syntax_and_errors():
+    t = m.litmus("T", ["x = 1", "fence", "r0 = y"], ["y = 2", "r1 = x"], weak={"r0": 0, "r1": 0})
+    assert t.registers == ("r0", "r1") and t.locations == ("x", "y")
+    assert "fence" in t.listing() and (0, 0) in m.all_outcomes(t) and (2, 1) in m.all_outcomes(t)
+    for bad in (["x := 1"], ["r0 = 1"], [3]):
+        with pytest.raises(m.LitmusSyntaxError):
+            m.litmus("bad", bad, weak={})
+    with pytest.raises(m.LitmusSyntaxError):
+        m.litmus("dup", ["r0 = x"], ["r0 = y"], weak={"r0": 0})
+    with pytest.raises(m.LitmusSyntaxError):
+        m.litmus("weak", ["r0 = x"], weak={"r9": 0})
+    with pytest.raises(ValueError):
+        m.run_interleaving(m.MP, [0, 0, 0])
+    with pytest.raises(lh.LabError):
+        m.get_test("XYZ")
+
+
+def test_tables_and_bounds():
+    table = m.summary_table()
+    assert list(table["test"]) == ["MP", "SB", "LB", "CoRR", "IRIW", "MP-reversed"]
+    assert table.set_index("test").loc["MP-reversed", "SC"]
+    ot = m.outcome_table(m.MP)
+    assert ot["interleavings"].sum() == 6 and ot["weak target"].sum() == 1
+    assert m.weak_upper_bound(0, 1_000_000) == pytest.approx(3.0e-6, rel=0.01)
+    assert m.weak_upper_bound(10, 1000) > 0.01
+    with pytest.raises(ValueError):
+        m.weak_upper_bound(5, 3)
+
+
+# --- the litmus harness ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("test", list(k.LITMUS_TARGETS))
+def test_litmus_harness_counts_every_instance(test):
+    opts = dict(test_blocks=2, threads=16, stress_blocks=1, stress_iters=2, stride=2) if SIM else {}
+    run = k.LitmusRun(test, fence="device", **opts)
+    run.run(1)
+    hist = run.histogram()
+    assert sum(hist.values()) == run.instances and (-1, -1) not in hist
+    if SIM:  # blocks run one after another: only outcomes of interleavings, and none of the weak ones
+        model_test = m.get_test(test)
+        assert all(m.is_sc(model_test, o) for o, c in hist.items() if c), hist
+
+
+def test_litmus_intra_block_and_bad_arguments():
+    run = k.LitmusRun("MP", fence="block", intra_block=True, test_blocks=1, threads=8, stress_blocks=0)
+    run.run(1)
+    assert sum(run.histogram().values()) == 8
+    with pytest.raises(k.UnknownVariantError):
+        k.make_litmus_kernel("XX")
+    with pytest.raises(k.UnknownVariantError):
+        k.make_litmus_kernel("MP", fence="warp")
+    with pytest.raises(lh.LaunchConfigError):
+        k.LitmusRun("MP", test_blocks=1)
+    with pytest.raises(lh.LaunchConfigError):
+        k.LitmusRun("MP", intra_block=True, threads=7, test_blocks=1)
+
+
+@gpu_only
+def test_litmus_mutant_shows_up_on_gpu():
+    run = k.LitmusRun("MP-reversed")
+    run.run(20)
+    assert run.weak > 0
+
+
+@gpu_only
+def test_wait_loop_ptx_reloads_only_in_the_atomic_loop():
+    from labhelpers.experiments import consistency as e
+
+    table = e.wait_loop_table()
+    assert any("atom" in line for line in e.loop_instructions(table, "atomic"))
+
+
+# --- a race inside a block ------------------------------------------------------------------------
+
+def test_shift_synced_matches_reference():
+    for n in (1, 31, 33, 257):
+        x = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(k.run_shift(x, threads=32), k.shift_reference(x))
+
+
+def test_shift_rejects_bad_input():
+    with pytest.raises(lh.ArrayArgumentError):
+        k.run_shift(np.arange(4))
+    with pytest.raises(lh.ArrayArgumentError):
+        k.run_shift(np.arange(0, dtype=np.float32))
+
+
+@sim_only
+def test_race_detector_finds_the_missing_barrier():
+    if not hasattr(lh, "check_races"):
+        pytest.skip("lh.check_races is not there yet")
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    racy = lh.check_races(k.shift_racy, 2, 32, x, out)
+    assert not racy.ok and any(r.kind == "RAW" for r in racy.races)
+    assert lh.check_races(k.shift_synced, 2, 32, x, np.zeros(64, np.float32)).ok
+
+
+@sim_only
+def test_wait_loop_ptx_is_gpu_only():
+    with pytest.raises(lh.GPUOnlyError):
+        k.wait_loop_ptx("plain")
+
+
+# --- experiments ----------------------------------------------------------------------------------
+
+def test_counter_runs_table():
+    table = __import__("labhelpers.experiments.consistency", fromlist=["x"]).counter_runs(
+        n=40, runs=2, threads=32, variants=("racy", "atomic", "warp_aggregated"))
+    assert list(table.columns) == ["variant", "run", "n", "count", "lost"]
+    assert (table[table["variant"] == "atomic"]["lost"] == 0).all()
+    assert isinstance(table, pd.DataFrame)
