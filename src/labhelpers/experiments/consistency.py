@@ -237,7 +237,7 @@ print("kernels ran")
 """
 
 
-def racecheck_report(timeout: int = 240) -> pd.DataFrame:
+def racecheck_report(timeout: int = 150) -> pd.DataFrame:
     """Run ``compute-sanitizer --tool racecheck`` on :data:`RACECHECK_SCRIPT`; one row per output line.
 
     Columns: ``line`` (number), ``text``. GPU only (needs ``compute-sanitizer`` on the PATH or in
