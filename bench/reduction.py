@@ -23,6 +23,7 @@ import math
 import pandas as pd
 from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
 
+from labhelpers.experiments import reduction as red_exp
 from labhelpers.kernels import reduction as red
 from labhelpers.refdata import save_reference
 
@@ -78,8 +79,8 @@ def sweep_table(n: int = SWEEP_N) -> pd.DataFrame:
 
     x_cp, x_nb, exact = _inputs(n)
     keys = [k for k in red.VARIANTS if k != "atomic_per_element"]
-    table = red.sweep_variants(x_nb, keys, red.BLOCK_SIZES, reference=exact, repeat=10, number=3, progress=False)
-    slow = red.sweep_variants(x_nb, ["atomic_per_element"], red.BLOCK_SIZES, reference=exact, repeat=3, number=1,
+    table = red_exp.sweep_variants(x_nb, keys, red.BLOCK_SIZES, reference=exact, repeat=10, number=3, progress=False)
+    slow = red_exp.sweep_variants(x_nb, ["atomic_per_element"], red.BLOCK_SIZES, reference=exact, repeat=3, number=1,
                               progress=False)
     cupy_t = _cupy_sum(x_cp)
     copy_t = _copy(x_cp)
@@ -104,7 +105,7 @@ def loads_in_flight_table(n: int = SWEEP_N) -> pd.DataFrame:
     rows = []
     for threads in FLIGHT_THREADS:
         for unroll in FLIGHT_UNROLL:
-            timing, value = red.time_variant(x_nb, "best", threads, unroll=unroll, repeat=20, number=10)
+            timing, value = red_exp.time_variant(x_nb, "best", threads, unroll=unroll, repeat=20, number=10)
             _check(value, exact, f"best kernel ({threads} threads, unroll {unroll})")
             blocks = red.Reducer(x_nb, "best", threads, unroll=unroll).launches[0][0]
             row = {"n": n, "threads": threads, "unroll": unroll, "blocks": blocks,
@@ -131,7 +132,7 @@ def bench(ctx) -> list[Row]:
     for n in BENCH_SIZES:
         size = f"2^{int(math.log2(n))} f32"
         x_cp, x_nb, exact = _inputs(n)
-        best, value = red.time_variant(x_nb, "best", BEST_THREADS, unroll=BEST_UNROLL, repeat=20, number=20)
+        best, value = red_exp.time_variant(x_nb, "best", BEST_THREADS, unroll=BEST_UNROLL, repeat=20, number=20)
         _check(value, exact, "best kernel")
         cub = _cupy_sum(x_cp, repeat=20, number=20)
         label = f"best ({BEST_THREADS} thr, unroll {BEST_UNROLL})"
@@ -142,7 +143,7 @@ def bench(ctx) -> list[Row]:
             for key in red.VARIANTS:
                 if key in ("best", "atomic_per_element"):
                     continue
-                timing, value = red.time_variant(x_nb, key, 256, repeat=10, number=3)
+                timing, value = red_exp.time_variant(x_nb, key, 256, repeat=10, number=3)
                 _check(value, exact, key)
                 name = f"{red.VARIANTS[key].number or '-'} {key} (256 thr)"
                 rows.append(Row(TOPIC, name, size, timing.gbps, "GB/s", "D2D copy (read+write), 1 GiB", copy))

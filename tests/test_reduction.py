@@ -23,6 +23,8 @@ import pytest
 import labhelpers as lh
 from numba import cuda, float32, int32  # module globals: the simulator swaps `cuda` in kernels' globals
 from labhelpers.exercises import reduction as ex
+from labhelpers.experiments import reduction as red_exp
+from labhelpers.figures import reduction as red_fig
 from labhelpers.kernels import reduction as red
 from labhelpers.models import reduction_tree as tree
 from markers import SIM, gpu_only, sim_only
@@ -206,7 +208,7 @@ def test_sweep_table_under_the_simulator_has_no_timings():
     if not SIM:
         pytest.skip("simulator behaviour")
     x = red.integer_valued(40)
-    table = red.sweep_variants(x, ["sequential", "best"], [32], reference=red.reference_sum(x), progress=False)
+    table = red_exp.sweep_variants(x, ["sequential", "best"], [32], reference=red.reference_sum(x), progress=False)
     assert list(table["variant"]) == ["sequential", "best"]
     assert list(table["status"]) == ["simulator", "invalid"]
     assert table["gbps"].isna().all()
@@ -460,3 +462,127 @@ def test_classic_lecture_table_is_shipped_with_its_source():
     assert wide.shape == (6, 6)
     assert wide.loc[5, 128] == 68.38 and wide.loc[1, 32] == 7.39 and wide.loc[6, 1024] == 29.78
     assert set(ref.table["variant"]) == set(red.CLASSIC[:6])
+
+
+# --- the chapter's tables and figures, from the shipped reference data --------------------------------
+
+SWEEP = lh.load_reference("ch06_reduction_sweep")
+LECTURE = lh.load_reference("ch06_classic_lecture_table")
+FLIGHT = lh.load_reference("ch06_loads_in_flight")
+
+
+def test_reference_tables_are_typed():
+    """No notebook repairs a column: the numbers load as numbers (NaN where nothing was measured)."""
+    for column in ("threads", "gbps", "result", "rel_error", "gflops"):
+        assert SWEEP.table[column].dtype == float, column
+    for column in ("bytes_in_flight", "gbps", "unroll", "threads"):
+        assert FLIGHT.table[column].dtype.kind in "if", column
+
+
+def test_best_gbps_and_ceilings():
+    table = SWEEP.table
+    assert red_exp.best_gbps(table, "copy") == table.loc[table["variant"] == "copy", "gbps"].max()
+    assert red_exp.best_gbps(table, "sequential", 128) == pytest.approx(694.0, abs=0.5)
+    assert np.isnan(red_exp.best_gbps(table, "no_such_variant"))
+    assert list(red_exp.ceilings(table)) == list(red_exp.CEILINGS.values())
+    assert all(np.isfinite(v) for v in red_exp.ceilings(table).values())
+
+
+def test_gbps_grid_and_best_per_variant():
+    grid = red_exp.gbps_grid(LECTURE.table, red.CLASSIC[:6])
+    assert list(grid.index) == list(red.CLASSIC[:6]) and list(grid.columns) == list(red.BLOCK_SIZES)
+    assert grid.loc["unroll_last_warp", 128] == 68.38 and grid.loc["interleaved_divergent", 32] == 7.39
+    full = red_exp.gbps_grid(SWEEP.table)
+    assert list(full.index) == list(red.VARIANTS) and full.shape == (len(red.VARIANTS), len(red.BLOCK_SIZES))
+    best = red_exp.best_per_variant(LECTURE.table)
+    assert list(best.index) == list(red.VARIANTS) and best.loc["best"].isna().all()  # not in the lecture
+    assert set(best["threads"].dropna()) == {128}  # the lecture's best block size, for every variant
+
+
+def test_variant_summary_matches_the_chapter_text():
+    summary = red_exp.variant_summary(SWEEP.table, LECTURE.table)
+    assert list(summary.index) == [v.label for v in red.VARIANTS.values()]
+    first = summary.iloc[0]
+    assert first["lecture: x variant 1"] == 1 and first["here: x variant 1"] == 1
+    # the prose: "From variant 1 to 6: 7.0 times here, at most 4.1 in the lecture"; variant 7 at 85% of the copy
+    assert round(summary.iloc[5]["here: x variant 1"], 1) == 7.0
+    assert round(summary["lecture: x variant 1"].max(), 1) == 4.1
+    assert round(summary.iloc[6]["here: % of copy"]) == 85
+
+
+def test_max_rel_errors():
+    errors = red_exp.max_rel_errors(SWEEP.table, ["grid_stride", "atomic_per_element"])
+    assert list(errors.index) == ["grid_stride", "atomic_per_element"]
+    assert errors["grid_stride"] < 1e-6 and errors["atomic_per_element"] > 0.4  # the 2**24 stall of the text
+
+
+def test_verdict_matches_the_chapter_text():
+    best = red_exp.best_in_flight(FLIGHT.table)
+    assert best["gbps"] == FLIGHT.table["gbps"].max()
+    yardsticks = red_exp.ceilings(SWEEP.table)
+    table = red_exp.verdict(float(best["gbps"]), yardsticks)
+    assert list(table.index) == ["best kernel", *yardsticks]
+    share = table["best kernel as % of it"]
+    # the prose: "the best kernel reads 4,160 GB/s, 101.5% of `cupy.sum` and 100.3% of the copy"
+    assert round(best["gbps"], -1) == 4160
+    assert share["cupy.sum (CUB)"] == 101.5 and share["copy ceiling (read + write)"] == 100.3
+    assert red_exp.best_in_flight(FLIGHT.table.assign(gbps=np.nan)) is None
+
+
+def _texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def test_heatmaps_figure():
+    import matplotlib.pyplot as plt
+
+    fig = red_fig.plot_gbps_heatmaps(SWEEP, LECTURE)
+    here, lecture = fig.axes[:2]
+    assert [t.get_text() for t in here.get_yticklabels()] == [v.label for v in red.VARIANTS.values()]
+    assert [t.get_text() for t in lecture.get_yticklabels()] == [red.VARIANTS[k].label for k in red.CLASSIC[:6]]
+    assert [t.get_text() for t in here.get_xticklabels()] == [str(t) for t in red.BLOCK_SIZES]
+    assert SWEEP.label in here.get_title() and "2^26 float32" in here.get_title()
+    assert LECTURE.meta["date"] in lecture.get_title()
+    assert "68" in _texts(lecture) and len(_texts(lecture)) == 36  # every cell written out
+    assert len(_texts(here)) == len(red.VARIANTS) * len(red.BLOCK_SIZES)
+    plt.close(fig)
+
+
+def test_best_per_variant_figure():
+    import matplotlib.pyplot as plt
+
+    fig = red_fig.plot_best_per_variant(SWEEP)
+    ax = fig.axes[0]
+    assert len(ax.patches) == len(red.VARIANTS)
+    assert ax.get_legend_handles_labels()[1] == list(red_exp.CEILINGS.values())
+    best = red_exp.best_per_variant(SWEEP.table)["gbps"]
+    assert f"{best['best']:,.0f}" in _texts(ax)
+    assert SWEEP.label in ax.get_title()
+    plt.close(fig)
+
+
+def test_loads_in_flight_figure():
+    import matplotlib.pyplot as plt
+
+    fig = red_fig.plot_loads_in_flight(FLIGHT, red_exp.ceilings(SWEEP.table))
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert [f"threads={t} ({FLIGHT.label})" for t in (256, 1024)] == labels[:2]
+    assert labels[2:] == list(red_exp.CEILINGS.values())
+    assert [a.get_text() for a in ax.texts if a.get_text().startswith("unroll")] == [
+        f"unroll {u}" for u in (1, 2, 4, 8, 16)]
+    assert ax.get_xscale() == "log" and ax.get_ylim()[0] == 0
+    plt.close(fig)
+
+
+def test_figures_without_measurements_say_so():
+    import matplotlib.pyplot as plt
+
+    empty = lh.Reference("empty", SWEEP.table.assign(gbps=np.nan), SWEEP.meta)
+    fig = red_fig.plot_gbps_heatmaps(empty, LECTURE)
+    assert red_fig.NOT_MEASURED in _texts(fig.axes[0])
+    fig2 = red_fig.plot_best_per_variant(empty)
+    assert red_fig.NOT_MEASURED in _texts(fig2.axes[0]) and not fig2.axes[0].get_legend_handles_labels()[0]
+    fig3 = red_fig.plot_loads_in_flight(lh.Reference("f", FLIGHT.table.assign(gbps=np.nan), FLIGHT.meta))
+    assert fig3.axes[0].get_xscale() == "linear"
+    plt.close("all")

@@ -25,13 +25,15 @@ and finish with a second tiny pass or with one atomic addition per block.
 
 Under Numba's CUDA simulator there are no warp intrinsics (``syncwarp``, ``shfl_*_sync``):
 variants that need them raise :class:`~labhelpers.errors.GPUOnlyError` before launching.
+
+Timing the variants and the tables the chapter shows are in :mod:`labhelpers.experiments.reduction`,
+its figures in :mod:`labhelpers.figures.reduction`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from numba import cuda, float32, uint64
@@ -858,7 +860,7 @@ def reduce_sum(x, variant: str = "grid_stride", threads: int = 256, blocks: int 
 
 
 # ---------------------------------------------------------------------------------------------
-# Accuracy and measurement helpers
+# Accuracy: the float64 reference, the error bound, exact test data
 # ---------------------------------------------------------------------------------------------
 
 
@@ -896,60 +898,6 @@ def integer_valued(n: int, rng: np.random.Generator | None = None, low: int = -8
     return rng.integers(low, high + 1, size=n).astype(np.float32)
 
 
-def time_variant(x_d, key: str, threads: int, *, repeat: int = 20, number: int = 5, warmup: int = 2,
-                 blocks: int | None = None, unroll: int = 8):
-    """Check and time one variant on device array ``x_d``; return ``(Timing, sum)``.
-
-    The sum comes from one untimed call (which also compiles the kernel). The timed
-    callable is :meth:`Reducer.launch`: every pass, and the zeroing of the accumulator for
-    the atomic variants, but no allocation and no copy to the host. ``nbytes`` is the bytes
-    read (``4 n``), so ``Timing.gbps`` is the effective bandwidth. CUDA events
-    (:func:`labhelpers.benchmark`); ``number`` launches between two events hide the time
-    Python needs to launch them.
-    """
-    from ..timing import benchmark
-
-    reducer = Reducer(x_d, key, threads, blocks, unroll)
-    value = reducer()
-    timing = benchmark(reducer.launch, nbytes=reducer.nbytes, repeat=repeat, number=number, warmup=warmup,
-                       label=f"{key} ({threads} threads)")
-    return timing, value
-
-
-def sweep_variants(x_d, keys: Sequence[str] = CLASSIC, threads: Sequence[int] = BLOCK_SIZES, *,
-                   reference: float | None = None, repeat: int = 10, number: int = 3, progress: bool = True):
-    """Effective bandwidth of every variant in ``keys`` at every block size in ``threads``.
-
-    Returns the :func:`labhelpers.sweep` table (columns ``variant``, ``threads``,
-    ``median_ms``, ``gbps``, ``status``...) plus ``number`` (1-7 or NaN), ``title``,
-    ``result`` (the sum the kernel returned) and, given the exact ``reference`` sum,
-    ``rel_error``. GPU-only variants under the simulator are recorded as invalid.
-    """
-    from ..sweep import sweep
-
-    results: dict[tuple[str, int], float] = {}
-
-    def check(variant: str, threads: int) -> str | None:
-        v = VARIANTS[variant]
-        if v.gpu_only and backend.is_simulator():
-            return f"GPU only: needs {v.needs}"
-        return None
-
-    def run(variant: str, threads: int):
-        timing, value = time_variant(x_d, variant, threads, repeat=repeat, number=number)
-        results[(variant, threads)] = float(value)
-        return timing
-
-    table = sweep(run, {"variant": list(keys), "threads": list(threads)}, check=check, progress=progress,
-                  desc="reduction sweep")
-    table.insert(1, "number", [VARIANTS[k].number if VARIANTS[k].number else math.nan for k in table["variant"]])
-    table.insert(2, "title", [VARIANTS[k].title for k in table["variant"]])
-    table["result"] = [results.get((v, t), math.nan) for v, t in zip(table["variant"], table["threads"])]
-    if reference is not None:
-        table["rel_error"] = (table["result"] - reference).abs() / abs(reference)
-    return table
-
-
 def run_last_warp_unsafe(x, threads: int = 256) -> np.float32:
     """Sum ``x`` with the PITFALL kernel :func:`reduce_last_warp_unsafe` (one launch per level). GPU only.
 
@@ -979,5 +927,5 @@ __all__ = [
     "reduce_atomic_per_element", "reduce_first_add", "reduce_grid_stride", "reduce_interleaved",
     "reduce_interleaved_divergent", "reduce_last_warp_unsafe", "reduce_sequential", "reduce_sum",
     "reduce_unroll_last_warp", "reduce_warp_shuffle", "reference_sum", "require_gpu_for", "resident_blocks",
-    "run_last_warp_unsafe", "sweep_variants", "time_variant", "warp_sum", "last_warp_level",
+    "run_last_warp_unsafe", "warp_sum", "last_warp_level",
 ]

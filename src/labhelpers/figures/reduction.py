@@ -1,0 +1,137 @@
+"""Chapter "Parallel reduction": the figures of the reference sweep, the lecture's table and Little's law.
+
+Each function takes the data as :func:`labhelpers.load_reference` (a ``Reference``) or
+:func:`labhelpers.live_or_reference` (a ``Measured``) returns it, both with a typed ``table`` and a
+``label`` that names the GPU, and returns the matplotlib Figure (end the notebook cell with
+``plt.show()``). The numbers come from :mod:`labhelpers.experiments.reduction`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..experiments.reduction import best_per_variant, ceilings, gbps_grid
+from ..kernels.reduction import CLASSIC, VARIANTS
+from ..measured import Measured
+from ..plotting import plot_comparison
+
+#: What a panel says when its table has no measured number.
+NOT_MEASURED = "not measured yet"
+#: Line styles of the yardsticks (:data:`labhelpers.experiments.reduction.CEILINGS`), in their order.
+CEILING_COLORS = ("C3", "C1")
+
+
+def _size(table: pd.DataFrame) -> str:
+    """``"2^26 float32"`` from the ``n`` column of a sweep table (``"float32"`` without one)."""
+    n = table["n"].dropna().unique() if "n" in table else []
+    if len(n) == 1 and int(n[0]) > 0 and int(n[0]) & (int(n[0]) - 1) == 0:
+        return f"2^{int(math.log2(int(n[0])))} float32"
+    return "float32"
+
+
+def draw_heatmap(ax, grid: pd.DataFrame, title: str) -> None:
+    """Draw a variant x block size table of GB/s (:func:`~labhelpers.experiments.reduction.gbps_grid`) on ``ax``.
+
+    Colour is log10 of the bandwidth; every cell is written out; a table without numbers says so.
+    """
+    values = grid.to_numpy(dtype=float)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [VARIANTS[k].label for k in grid.index], fontsize=8)
+    ax.set_xlabel("threads per block")
+    if not np.isfinite(values).any():
+        ax.imshow(np.zeros_like(values), cmap="Greys", vmin=0, vmax=1, aspect="auto")
+        ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", va="center")
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log10(values)
+    ax.imshow(logs, cmap="viridis", aspect="auto")
+    top = np.nanmax(logs)
+    for (r, c), v in np.ndenumerate(values):
+        text = f"{v:,.0f}" if np.isfinite(v) else "–"
+        light = np.isfinite(v) and np.log10(v) < top - 0.6
+        ax.text(c, r, text, ha="center", va="center", fontsize=7, color="white" if light else "black")
+
+
+def plot_gbps_heatmaps(sweep, lecture, keys: Sequence[str] | None = None):
+    """Every variant at every block size: the sweep (left) beside the lecture's published table (right).
+
+    Args:
+        sweep: the reduction sweep (reference ``ch06_reduction_sweep``, or measured here).
+        lecture: the lecture's table (reference ``ch06_classic_lecture_table``): the classic variants 1-6.
+        keys: the sweep's variants, top to bottom (default: every variant).
+    """
+    fig, (ax_here, ax_lecture) = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw={"width_ratios": [1.3, 1]})
+    draw_heatmap(ax_here, gbps_grid(sweep.table, keys), f"GB/s, {sweep.label}, {_size(sweep.table)}")
+    meta = getattr(lecture, "meta", {})
+    draw_heatmap(ax_lecture, gbps_grid(lecture.table, list(CLASSIC[:6])),
+                 f"GB/s, the lecture's published table ({meta.get('date', '?')}):\n"
+                 f"{lecture.gpu}, {meta.get('elements', '')}".rstrip(", "))
+    fig.tight_layout()
+    return fig
+
+
+def _draw_ceilings(ax, yardsticks: dict[str, float], vertical: bool) -> None:
+    for (name, level), color in zip(yardsticks.items(), CEILING_COLORS):
+        if np.isfinite(level):
+            line = ax.axvline if vertical else ax.axhline
+            line(level, color=color, ls="--" if vertical else ":", lw=1.2 if vertical else 1, label=name)
+
+
+def plot_best_per_variant(sweep, keys: Sequence[str] | None = None):
+    """Horizontal bars: each variant at its best block size, with the copy and ``cupy.sum`` of the same run.
+
+    Classic variants (numbered 1-7) are blue, the later ones green; bars are labelled with their GB/s.
+    """
+    keys = list(VARIANTS) if keys is None else list(keys)
+    values = best_per_variant(sweep.table, keys)["gbps"].to_numpy(dtype=float)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    ax.barh(range(len(keys)), np.nan_to_num(values), color=["C0" if VARIANTS[k].number else "C2" for k in keys])
+    ax.set_yticks(range(len(keys)), [VARIANTS[k].label for k in keys], fontsize=8)
+    ax.invert_yaxis()
+    _draw_ceilings(ax, ceilings(sweep.table), vertical=True)
+    if not np.isfinite(values).any():
+        ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", va="center")
+    ax.set_xlabel("effective bandwidth, GB/s (bytes read / time)")
+    for y, v in enumerate(values):
+        if np.isfinite(v):
+            ax.text(v + 40, y, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", va="center", fontsize=7)
+    ax.set_title(f"Best block size of every variant: {sweep.label}, {_size(sweep.table)}", fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_loads_in_flight(flight, yardsticks: dict[str, float] | None = None):
+    """The best kernel's GB/s against the bytes it keeps in flight over the GPU, one line per block size.
+
+    Args:
+        flight: the loads-in-flight table (reference ``ch06_loads_in_flight``, or measured here).
+        yardsticks: name -> GB/s drawn as horizontal lines
+            (:func:`~labhelpers.experiments.reduction.ceilings` of the sweep of the same run).
+    """
+    table = flight.table
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    measured = bool(table["gbps"].notna().any())
+    data = {"live": flight} if isinstance(flight, Measured) else {"reference": flight}
+    plot_comparison(x="bytes_in_flight", y="gbps", group="threads", ax=ax, logx=measured,
+                    xlabel="bytes in flight over the GPU (resident threads x unroll x 4 B)",
+                    ylabel="GB/s (bytes read / time)", title="Bandwidth needs bytes in flight", **data)
+    yardsticks = yardsticks or {}
+    _draw_ceilings(ax, yardsticks, vertical=False)
+    for _, row in table[table["threads"] == table["threads"].min()].iterrows():
+        if np.isfinite(row["gbps"]) and np.isfinite(row["bytes_in_flight"]):
+            ax.annotate(f"unroll {row['unroll']:.0f}", (row["bytes_in_flight"], row["gbps"]), fontsize=7,
+                        textcoords="offset points", xytext=(4, -10))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="lower right")
+    if measured:
+        ax.set_ylim(0, 1.15 * np.nanmax([table["gbps"].max(), *yardsticks.values()]))
+    fig.tight_layout()
+    return fig
