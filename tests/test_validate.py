@@ -200,13 +200,15 @@ def test_integer():
     assert validate.integer(np.int64(5), "n") == 5 and type(validate.integer(5.0, "n")) is int
     assert validate.integer(np.array(7), "n") == 7
     for bad, words in [(None, "None"), ("x", "text"), (True, "bool"), (2.5, "2.5"), (float("nan"), "nan"),
-                       (np.ones(3), "array of shape")]:
+                       (np.ones(3), r"\[1.0, 1.0, 1.0\]"), (np.ones(9), "array of shape")]:
         with pytest.raises(lh.ArgumentError, match=words):
             validate.integer(bad, "n")
     with pytest.raises(lh.ArgumentError, match="between 1 and 10, got 11"):
         validate.integer(11, "n", minimum=1, maximum=10)
     with pytest.raises(lh.ArgumentError, match="at most 3"):
         validate.integer(4, "n", maximum=3)
+    with pytest.raises(lh.ArgumentError, match=r"a float\): pass an int"):
+        validate.integer(4.0, "n", allow_float=False)
 
 
 def test_number():
@@ -215,7 +217,7 @@ def test_number():
     for bad in (None, "1.5", True, float("nan"), float("inf"), 1j):
         with pytest.raises(lh.ArgumentError, match="x must be a"):
             validate.number(bad, "x")
-    with pytest.raises(lh.ArgumentError, match="between 0.0 and 1.0"):
+    with pytest.raises(lh.ArgumentError, match=r"in \[0, 1\], got 1.5"):
         validate.number(1.5, "x", minimum=0.0, maximum=1.0)
 
 

@@ -15,7 +15,7 @@ backends: the simulator refuses what a GPU refuses (see :func:`launch`).
 from __future__ import annotations
 
 import math
-import numbers
+import numbers as _numbers
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -43,7 +43,7 @@ def _describe(value: Any) -> str:
     if isinstance(value, (bool, np.bool_)):
         return f"{value} (a bool)"
     if isinstance(value, np.ndarray):
-        return f"an array of shape {value.shape}"
+        return repr(value.tolist()) if 0 < value.size <= 6 else f"an array of shape {value.shape}"
     text = repr(value)
     return text if len(text) <= 60 else f"a {type(value).__name__}"
 
@@ -63,9 +63,9 @@ def _integer_problem(value: Any) -> str | None:
         return f"got {_describe(value)}"
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
-    if isinstance(value, numbers.Integral):
+    if isinstance(value, _numbers.Integral):
         return None
-    if isinstance(value, numbers.Real):
+    if isinstance(value, _numbers.Real):
         if not math.isfinite(value):
             return f"got {value}"
         if float(value).is_integer():
@@ -75,23 +75,31 @@ def _integer_problem(value: Any) -> str | None:
     return f"got {_describe(value)}"
 
 
-def _range_text(minimum, maximum) -> str:
+def _scalar(value: Any) -> Any:
+    return value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def _range_text(minimum, maximum, *, interval: bool = False) -> str:
     if minimum is not None and maximum is not None:
-        return f"between {minimum} and {maximum}"
-    return f"at least {minimum}" if minimum is not None else f"at most {maximum}"
+        return f"in [{minimum:g}, {maximum:g}]" if interval else f"between {minimum} and {maximum}"
+    bound = minimum if minimum is not None else maximum
+    bound = f"{bound:g}" if interval else bound
+    return f"at least {bound}" if minimum is not None else f"at most {bound}"
 
 
 def integer(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None,
-            error: type[ArgumentError] = ArgumentError) -> int:
+            allow_float: bool = True, error: type[ArgumentError] = ArgumentError) -> int:
     """``value`` as an int, if it is a whole number within ``[minimum, maximum]``.
 
-    Accepts Python and NumPy integers and floats with no fractional part (``100.0``); rejects
-    None, text, bools and ``100.5``.
+    Accepts Python and NumPy integers and (unless ``allow_float=False``) floats with no fractional
+    part (``100.0``); rejects None, text, bools and ``100.5``.
 
     Raises:
         ArgumentError: (or ``error``) naming ``name``, the value and the fix.
     """
     problem = _integer_problem(value)
+    if problem is None and not allow_float and not isinstance(_scalar(value), _numbers.Integral):
+        problem = f"got {value} (a float): pass an int (int({value}), or compute it with //)"
     if problem:
         raise error(f"{name} must be a whole number, {problem}.")
     result = int(value.item() if isinstance(value, np.ndarray) else value)
@@ -109,15 +117,41 @@ def number(value: Any, name: str, *, minimum: float | None = None, maximum: floa
     """
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
-    if value is None or isinstance(value, (str, bool, np.bool_)) or not isinstance(value, numbers.Real):
+    if value is None or isinstance(value, (str, bool, np.bool_)) or not isinstance(value, _numbers.Real):
         extra = " (did a function return nothing?)" if value is None else ""
         raise ArgumentError(f"{name} must be a number, got {_describe(value)}{extra}.")
     result = float(value)
     if finite and not math.isfinite(result):
         raise ArgumentError(f"{name} must be a finite number, got {result}.")
     if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
-        raise ArgumentError(f"{name} must be {_range_text(minimum, maximum)}, got {value}.")
+        raise ArgumentError(f"{name} must be {_range_text(minimum, maximum, interval=True)}, got {value}.")
     return result
+
+
+def numbers(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
+            allow_inf: bool = False) -> np.ndarray:
+    """``value`` (a number, a list or an array of them) as a float array, each within the bounds.
+
+    For models that take a scalar or a whole sweep at once (``amdahl_speedup(0.1, [1, 2, 4])``).
+    NaN is always refused: it usually means a timing that is missing (under the simulator timings
+    are NaN), and the message says so. Infinity is refused unless ``allow_inf``.
+
+    Raises:
+        ArgumentError: naming ``name``, the offending value and the fix.
+    """
+    if value is None or isinstance(value, (str, bytes)):
+        raise ArgumentError(f"{name} must be a number or an array of numbers, got {_describe(value)}.")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{name} must be a number or an array of numbers, got {_describe(value)}.") from None
+    if np.isnan(arr).any():
+        raise ArgumentError(f"{name} contains NaN ({_describe(value)}): was a timing missing (no GPU)?")
+    if not allow_inf and np.isinf(arr).any():
+        raise ArgumentError(f"{name} must be finite, got {_describe(value)}.")
+    if (minimum is not None and (arr < minimum).any()) or (maximum is not None and (arr > maximum).any()):
+        raise ArgumentError(f"{name} must be {_range_text(minimum, maximum, interval=True)}, got {_describe(value)}.")
+    return arr
 
 
 def threads_per_block(value: Any, name: str = "threads") -> int:
@@ -147,7 +181,7 @@ def _dims(value: Any, name: str, what: str) -> tuple[int, ...]:
     for axis, v in zip("xyz", dims):
         where = "" if len(dims) == 1 else f" along {axis}"
         problem = _integer_problem(v)
-        if problem is None and not isinstance(v, numbers.Integral):  # 2.0: Numba launches take ints only
+        if problem is None and not isinstance(_scalar(v), _numbers.Integral):  # 2.0: Numba launches take ints only
             problem = f"got {v} (a float): launch sizes are ints, compute them with // (or lh.blocks_for)"
         if problem:
             raise LaunchConfigError(f"{name} must be a whole number of {what}{where}, {problem}.")
@@ -331,4 +365,4 @@ def function(obj: Any, name: str, *, example: str | None = None) -> Callable:
 
 
 __all__ = ["array", "block_shape", "choice", "function", "grid_shape", "integer", "kernel", "launch", "number",
-           "threads_per_block"]
+           "numbers", "threads_per_block"]

@@ -22,25 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _check_finite(value, name: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=float)
-    if np.any(np.isnan(arr)):
-        raise ValueError(f"{name} contains NaN ({value!r}): was a timing missing (no GPU)?")
-    return arr
-
-
-def _check_fraction(s, name: str = "serial fraction") -> None:
-    arr = _check_finite(s, name)
-    if np.any(arr < 0) or np.any(arr > 1):
-        raise ValueError(f"{name} must lie in [0, 1], got {s}")
-
-
-def _check_processors(n, minimum: float = 1.0) -> np.ndarray:
-    arr = _check_finite(n, "the number of processors")
-    if np.any(arr < minimum):
-        raise ValueError(f"the number of processors must be at least {minimum:g}, got {n}")
-    return arr
+from .. import validate
 
 
 def amdahl_speedup(serial_fraction, n):
@@ -50,8 +32,8 @@ def amdahl_speedup(serial_fraction, n):
         >>> float(amdahl_speedup(0.1, 10))
         5.263157894736842
     """
-    _check_fraction(serial_fraction)
-    n = _check_processors(n)
+    validate.numbers(serial_fraction, "serial fraction", minimum=0, maximum=1)
+    n = validate.numbers(n, "the number of processors", minimum=1, allow_inf=True)
     s = np.asarray(serial_fraction, dtype=float)
     return 1.0 / (s + (1.0 - s) / n)
 
@@ -62,8 +44,8 @@ def gustafson_speedup(serial_fraction, n):
     Here ``s`` is the serial share of the time measured *on the parallel machine*; the
     problem is assumed to grow with ``n`` so that the parallel part keeps every processor busy.
     """
-    _check_fraction(serial_fraction)
-    n = _check_processors(n)
+    validate.numbers(serial_fraction, "serial fraction", minimum=0, maximum=1)
+    n = validate.numbers(n, "the number of processors", minimum=1, allow_inf=True)
     s = np.asarray(serial_fraction, dtype=float)
     return s + (1.0 - s) * n
 
@@ -75,7 +57,7 @@ def max_speedup(serial_fraction):
         >>> float(max_speedup(0.1))  # 90 % parallel: at most 10x
         10.0
     """
-    _check_fraction(serial_fraction)
+    validate.numbers(serial_fraction, "serial fraction", minimum=0, maximum=1)
     s = np.asarray(serial_fraction, dtype=float)
     with np.errstate(divide="ignore"):
         return np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), np.inf)
@@ -90,8 +72,8 @@ def processors_for_speedup(serial_fraction, target):
     Raises:
         ValueError: ``target`` is below 1 (one processor already gives speedup 1).
     """
-    _check_fraction(serial_fraction)
-    target = _check_finite(target, "the target speedup")
+    validate.numbers(serial_fraction, "serial fraction", minimum=0, maximum=1)
+    target = validate.numbers(target, "the target speedup", allow_inf=True)
     if np.any(target < 1):
         raise ValueError(f"a target speedup below 1 needs no parallel machine, got {target}")
     s = np.asarray(serial_fraction, dtype=float)
@@ -102,8 +84,8 @@ def processors_for_speedup(serial_fraction, target):
 
 def efficiency(speedup, n):
     """Parallel efficiency ``S / n``: 1 means every processor was fully used."""
-    speedup = _check_finite(speedup, "the speedup")
-    n = _check_processors(n)
+    speedup = validate.numbers(speedup, "the speedup", allow_inf=True)
+    n = validate.numbers(n, "the number of processors", minimum=1, allow_inf=True)
     return speedup / n
 
 
@@ -115,8 +97,8 @@ def karp_flatt(speedup, n):
     (communication, synchronisation, load imbalance), a shrinking or negative one a
     superlinear effect such as the data starting to fit in the caches.
     """
-    speedup = _check_finite(speedup, "the speedup")
-    n = _check_finite(n, "the number of processors")
+    speedup = validate.numbers(speedup, "the speedup", allow_inf=True)
+    n = validate.numbers(n, "the number of processors", allow_inf=True)
     if np.any(n <= 1):
         raise ValueError("the Karp-Flatt metric needs n > 1 processors")
     if np.any(speedup <= 0):
@@ -133,8 +115,8 @@ def fit_serial_fraction(n, speedup) -> float:
     Raises:
         ValueError: fewer than two pairs, unequal lengths, NaN, or non-positive speedups.
     """
-    n = _check_finite(n, "the number of processors")
-    speedup = _check_finite(speedup, "the speedup")
+    n = validate.numbers(n, "the number of processors", allow_inf=True)
+    speedup = validate.numbers(speedup, "the speedup", allow_inf=True)
     if n.shape != speedup.shape or n.size < 2:
         raise ValueError("give at least two (n, speedup) pairs of equal length")
     if np.any(speedup <= 0):
@@ -162,7 +144,7 @@ def bsp_superstep_cost(w, h, g, l):
     """
     values = {"w": w, "h": h, "g": g, "l": l}
     for name, value in values.items():
-        arr = _check_finite(value, name)
+        arr = validate.numbers(value, name, allow_inf=True)
         if np.any(arr < 0):
             raise ValueError(f"BSP cost parameter {name} cannot be negative, got {value}")
     return np.asarray(w, dtype=float) + np.asarray(g, dtype=float) * np.asarray(h, dtype=float) + np.asarray(

@@ -28,6 +28,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import validate
+
 #: Banks of shared memory on every NVIDIA GPU since Fermi (compute capability 2.0).
 NUM_BANKS = 32
 #: Width of one bank: successive 4-byte words go to successive banks.
@@ -43,14 +45,9 @@ LINE_BYTES = 128
 # --------------------------------------------------------------------------- shared-memory banks
 
 
-def _check_positive(value: int, name: str) -> None:
-    if int(value) != value or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
 def bank_of(word: int | np.ndarray, num_banks: int = NUM_BANKS) -> int | np.ndarray:
     """The bank holding 4-byte word number ``word`` of shared memory: ``word % num_banks``."""
-    _check_positive(num_banks, "num_banks")
+    num_banks = validate.integer(num_banks, "num_banks", minimum=1)
     if np.any(np.asarray(word) < 0):
         raise ValueError(f"word indices cannot be negative, got {word!r}")
     return word % num_banks
@@ -61,11 +58,9 @@ def strided_words(stride: int, offset: int = 0, threads: int = WARP_SIZE) -> np.
 
     ``stride = 0`` (every thread reads the same word) is allowed: it is a broadcast.
     """
-    if int(stride) != stride or stride < 0:
-        raise ValueError(f"stride must be a non-negative integer, got {stride!r}")
-    if int(offset) != offset or offset < 0:
-        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-    _check_positive(threads, "threads")
+    stride = validate.integer(stride, "stride", minimum=0)
+    offset = validate.integer(offset, "offset", minimum=0)
+    threads = validate.integer(threads, "threads", minimum=1)
     return offset + stride * np.arange(threads, dtype=np.int64)
 
 
@@ -75,12 +70,10 @@ def tile_column_words(column: int, width: int, pad: int = 0, rows: int = WARP_SI
     This is the column read of a shared-memory transpose: with ``width = 32`` and no
     padding all 32 threads hit one bank; one word of padding per row spreads them out.
     """
-    _check_positive(width, "width")
-    if int(pad) != pad or pad < 0:
-        raise ValueError(f"pad must be a non-negative integer, got {pad!r}")
-    if not 0 <= column < width:
-        raise ValueError(f"column must lie in [0, {width}), got {column}")
-    _check_positive(rows, "rows")
+    width = validate.integer(width, "width", minimum=1)
+    pad = validate.integer(pad, "pad", minimum=0)
+    column = validate.integer(column, "column", minimum=0, maximum=width - 1)
+    rows = validate.integer(rows, "rows", minimum=1)
     return np.arange(rows, dtype=np.int64) * (width + pad) + column
 
 
@@ -114,9 +107,8 @@ def strided_conflict_degree(stride: int, num_banks: int = NUM_BANKS) -> int:
     happens for ``gcd(stride, 32)`` threads per bank. Odd strides are therefore always
     conflict-free, as the cs378 CUDA slides put it for the 16 banks of the G80: "s must be odd".
     """
-    if int(stride) != stride or stride < 0:
-        raise ValueError(f"stride must be a non-negative integer, got {stride!r}")
-    _check_positive(num_banks, "num_banks")
+    stride = validate.integer(stride, "stride", minimum=0)
+    num_banks = validate.integer(num_banks, "num_banks", minimum=1)
     if stride == 0:
         return 1
     return math.gcd(int(stride), num_banks)
@@ -170,12 +162,10 @@ def warp_byte_addresses(offset: int, stride: int, itemsize: int = 4, threads: in
     warp of the grid starts ``32 * stride * itemsize`` bytes further, a multiple of 128
     when ``stride * itemsize`` is a multiple of 4, so it touches the same number of sectors.
     """
-    if int(offset) != offset or offset < 0:
-        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-    if int(stride) != stride or stride < 0:
-        raise ValueError(f"stride must be a non-negative integer, got {stride!r}")
-    _check_positive(itemsize, "itemsize")
-    _check_positive(threads, "threads")
+    offset = validate.integer(offset, "offset", minimum=0)
+    stride = validate.integer(stride, "stride", minimum=0)
+    itemsize = validate.integer(itemsize, "itemsize", minimum=1)
+    threads = validate.integer(threads, "threads", minimum=1)
     return (offset + stride * np.arange(threads, dtype=np.int64)) * itemsize
 
 

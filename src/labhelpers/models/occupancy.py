@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
+from .. import validate
 from ..device import DeviceInfo, device_info
 from ..errors import GPUOnlyError, LaunchConfigError
 
@@ -255,12 +256,6 @@ class Occupancy:
         p.text(str(self))
 
 
-def _check_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise LaunchConfigError(f"{name} must be a whole number, got {value!r} ({type(value).__name__})")
-    return int(value)
-
-
 def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
 
@@ -295,9 +290,12 @@ def occupancy(
         >>> occupancy(256, 10, sm=FERMI_LECTURE).blocks_per_sm
         6
     """
-    threads = _check_int(threads_per_block, "threads_per_block")
-    regs = _check_int(registers_per_thread, "registers_per_thread")
-    shared = _check_int(shared_per_block, "shared_per_block")
+    threads = validate.integer(threads_per_block, "threads_per_block", allow_float=False,
+                              error=LaunchConfigError)
+    regs = validate.integer(registers_per_thread, "registers_per_thread", allow_float=False,
+                           error=LaunchConfigError)
+    shared = validate.integer(shared_per_block, "shared_per_block", allow_float=False,
+                             error=LaunchConfigError)
     if not 1 <= threads <= sm.max_threads_per_block:
         raise LaunchConfigError(f"{threads} threads per block: a block holds 1 to {sm.max_threads_per_block} threads "
                                 "on this GPU; choose a multiple of 32 such as 128 or 256.")
@@ -379,7 +377,7 @@ def shared_for_blocks(blocks: int, sm: SMLimits = HOPPER_H100, static_shared: in
         LaunchConfigError: ``blocks`` is below 1, or needs more shared memory than a block may use
             without opting in.
     """
-    blocks = _check_int(blocks, "blocks")
+    blocks = validate.integer(blocks, "blocks", allow_float=False, error=LaunchConfigError)
     if blocks < 1:
         raise LaunchConfigError(f"blocks must be at least 1, got {blocks}")
     alloc = _round_up(sm.shared_per_sm // (blocks + 1) + 1, sm.shared_unit)

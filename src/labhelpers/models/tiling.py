@@ -24,27 +24,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def _check_shape(m: int, k: int, n: int) -> None:
-    for name, v in (("m", m), ("k", k), ("n", n)):
-        if int(v) != v or v < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {v!r}")
-
-
-def _check_tile(name: str, v: int) -> None:
-    if int(v) != v or v < 1:
-        raise ValueError(f"{name} must be a positive whole number, got {v!r}")
+from .. import validate
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
     """Floating-point operations of ``C = A @ B``: ``2 m k n`` (a multiply and an add per term)."""
-    _check_shape(m, k, n)
+    m, k, n = (validate.integer(v, name, minimum=1) for name, v in zip("mkn", (m, k, n)))
     return 2 * m * k * n
 
 
 def naive_loads(m: int, k: int, n: int) -> int:
     """Elements read from global memory by the one-thread-per-output kernel: ``2 m n k``."""
-    _check_shape(m, k, n)
+    m, k, n = (validate.integer(v, name, minimum=1) for name, v in zip("mkn", (m, k, n)))
     return 2 * m * n * k
 
 
@@ -56,16 +47,16 @@ def tiled_loads(m: int, k: int, n: int, bm: int, bn: int | None = None) -> int:
     (the kernels store zeros for them). There are ``ceil(n / bn)`` block columns reading all of
     ``A`` and ``ceil(m / bm)`` block rows reading all of ``B``.
     """
-    _check_shape(m, k, n)
+    m, k, n = (validate.integer(v, name, minimum=1) for name, v in zip("mkn", (m, k, n)))
     bn = bm if bn is None else bn
-    _check_tile("bm", bm)
-    _check_tile("bn", bn)
+    bm = validate.integer(bm, "bm", minimum=1)
+    bn = validate.integer(bn, "bn", minimum=1)
     return m * k * math.ceil(n / bn) + k * n * math.ceil(m / bm)
 
 
 def minimum_loads(m: int, k: int, n: int) -> int:
     """Elements of ``A`` and ``B``: what any kernel must read at least once."""
-    _check_shape(m, k, n)
+    m, k, n = (validate.integer(v, name, minimum=1) for name, v in zip("mkn", (m, k, n)))
     return m * k + k * n
 
 
@@ -143,8 +134,8 @@ class Phase:
 
 def phases(k: int, tile: int) -> int:
     """Phases of the tiled kernel: ``ceil(k / tile)``."""
-    _check_tile("k", k)
-    _check_tile("tile", tile)
+    k = validate.integer(k, "k", minimum=1)
+    tile = validate.integer(tile, "tile", minimum=1)
     return math.ceil(k / tile)
 
 
@@ -154,8 +145,8 @@ def tile_phase(m: int, k: int, n: int, tile: int, block_row: int, block_col: int
     The block computes ``C[block_row*tile : ..., block_col*tile : ...]``; in phase ``p`` it loads
     ``A[rows, p*tile : (p+1)*tile]`` and ``B[p*tile : (p+1)*tile, cols]``, clipped to the matrices.
     """
-    _check_shape(m, k, n)
-    _check_tile("tile", tile)
+    m, k, n = (validate.integer(v, name, minimum=1) for name, v in zip("mkn", (m, k, n)))
+    tile = validate.integer(tile, "tile", minimum=1)
     rows_of_blocks, cols_of_blocks, count = math.ceil(m / tile), math.ceil(n / tile), phases(k, tile)
     for name, v, hi in (("block_row", block_row, rows_of_blocks), ("block_col", block_col, cols_of_blocks),
                         ("phase", phase, count)):

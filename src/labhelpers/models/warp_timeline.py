@@ -36,17 +36,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import validate
+
 #: Warp states stored in :attr:`Timeline.state`.
 READY = 0  # could issue, but the scheduler chose another warp
 ISSUE = 1  # issued an instruction this cycle
 STALL = 2  # waiting for memory
 POLICIES = ("greedy", "round-robin")
-
-
-def _check_positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -117,10 +113,11 @@ def simulate(n_warps: int, burst: int, stall: int, cycles: int | None = None, po
         >>> simulate(4, burst=20, stall=50, cycles=700).utilisation
         1.0
     """
-    n_warps = _check_positive_int(n_warps, "n_warps")
-    burst = _check_positive_int(burst, "burst")
-    stall = _check_positive_int(stall, "stall", minimum=0)
-    cycles = 6 * (burst + stall) if cycles is None else _check_positive_int(cycles, "cycles")
+    n_warps = validate.integer(n_warps, "n_warps", minimum=1, allow_float=False)
+    burst = validate.integer(burst, "burst", minimum=1, allow_float=False)
+    stall = validate.integer(stall, "stall", minimum=0, allow_float=False)
+    cycles = (6 * (burst + stall) if cycles is None
+              else validate.integer(cycles, "cycles", minimum=1, allow_float=False))
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
 
@@ -155,9 +152,9 @@ def steady_state_utilisation(n_warps: int, burst: int, stall: int) -> float:
     Each warp needs ``burst + stall`` cycles per round and keeps the scheduler busy for
     ``burst`` of them; ``n_warps`` warps offer ``n_warps * burst`` cycles of work per round.
     """
-    n_warps = _check_positive_int(n_warps, "n_warps")
-    burst = _check_positive_int(burst, "burst")
-    stall = _check_positive_int(stall, "stall", minimum=0)
+    n_warps = validate.integer(n_warps, "n_warps", minimum=1, allow_float=False)
+    burst = validate.integer(burst, "burst", minimum=1, allow_float=False)
+    stall = validate.integer(stall, "stall", minimum=0, allow_float=False)
     return min(1.0, n_warps * burst / (burst + stall))
 
 
@@ -168,8 +165,8 @@ def warps_to_hide(burst: int, stall: int) -> int:
     Little's law (:func:`littles_law`) with a latency of ``burst + stall`` cycles per round
     and a throughput of ``1 / burst`` rounds per cycle, rounded up to whole warps.
     """
-    burst = _check_positive_int(burst, "burst")
-    stall = _check_positive_int(stall, "stall", minimum=0)
+    burst = validate.integer(burst, "burst", minimum=1, allow_float=False)
+    stall = validate.integer(stall, "stall", minimum=0, allow_float=False)
     return -(-(burst + stall) // burst)
 
 
