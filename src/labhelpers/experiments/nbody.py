@@ -1,0 +1,313 @@
+"""Chapter "n-body": the measurements behind the chapter's tables (reference data ``ch08_*``).
+
+* :func:`throughput_sweep`: every kernel of the chapter's sequence (:data:`LADDER`) for n = 2^12 .. 2^18,
+  in G interactions/s and GFLOP/s (20 flops per interaction);
+* :func:`math_traps`: the same tiled kernel with the four ways of writing the reciprocal square root;
+* :func:`tuning_sweep`: the tiled kernel's tile size and bodies per thread at one size;
+* :func:`cpu_rates`: the NumPy float64 specification and a Numba-parallel CPU loop on this machine's CPU;
+* :func:`instruction_mix`: the instructions per interaction in each kernel's hot loop, from the PTX (and
+  the SASS where ``nvdisasm`` is installed): which unit binds.
+
+Everything here times real GPU work and raises :class:`~labhelpers.errors.GPUOnlyError` under the simulator,
+except :func:`instruction_mix` of the PTX (Numba compiles PTX without a GPU only on a machine with the CUDA
+toolkit: on a GPU).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import backend
+from ..errors import GPUOnlyError
+from ..kernels import nbody as nb
+from ..timing import Timing, benchmark, wall_time
+
+#: The chapter's sizes: 2^12 to 2^18 bodies.
+SIZES: tuple[int, ...] = tuple(2**k for k in range(12, 19))
+#: The kernel sequence of the chapter, measured at every size (``name -> Config``).
+LADDER: dict[str, nb.Config] = {
+    "naive, unroll 1": nb.Config("naive", unroll=1),
+    "naive, unroll 4": nb.Config("naive", unroll=4),
+    "naive, unroll 16": nb.Config("naive", unroll=16),
+    "naive SoA, unroll 1": nb.Config("naive", unroll=1, layout="soa"),
+    "tiled 256, unroll 1": nb.Config("tiled", tile=256, unroll=1),
+    "tiled 256, unroll 4": nb.Config("tiled", tile=256, unroll=4),
+    "tiled 256, unroll 16": nb.Config("tiled", tile=256, unroll=16),
+    "tiled SoA 256, unroll 4": nb.Config("tiled", tile=256, unroll=4, layout="soa"),
+    "tiled 128, 2 bodies/thread": nb.Config("tiled", tile=128, unroll=4, bodies=2),
+    "tiled 128, 4 bodies/thread": nb.Config("tiled", tile=128, unroll=4, bodies=4),
+    "tiled 64, 8 bodies/thread": nb.Config("tiled", tile=64, unroll=4, bodies=8),
+}
+#: The four ways of writing ``1 / sqrt(r2)``, in the tiled kernel (tile 256, unroll 4).
+MATH_TRAPS: dict[str, nb.Config] = {mode: nb.Config("tiled", tile=256, unroll=4, math_mode=mode)
+                                    for mode in nb.MATH_MODES}
+#: Size at which the traps are timed.
+TRAP_SIZE = 2**16
+#: The tuning grid of the tiled kernel (unroll 4).
+TUNING_TILES: tuple[int, ...] = (64, 128, 256, 512)
+TUNING_BODIES: tuple[int, ...] = (1, 2, 4, 8)
+#: Sizes of the CPU measurements (their rate hardly depends on n; n^2 work makes larger sizes slow).
+CPU_SIZES: tuple[int, ...] = (2**10, 2**11, 2**12)
+
+
+def _require_gpu(what: str) -> None:
+    if backend.is_simulator():
+        raise GPUOnlyError(f"{what} times kernels on a GPU, and there is none here: the chapter shows the reference "
+                           "data measured on one (labhelpers.load_reference('ch08_throughput')).")
+
+
+def _repeats(n: int) -> int:
+    return 10 if n <= 2**15 else (5 if n <= 2**17 else 3)
+
+
+def time_config(config: nb.Config, n: int, *, repeat: int | None = None, check: bool = True,
+                seed: int = 0) -> Timing:
+    """Time one force evaluation of ``config`` on ``n`` random bodies (CUDA events), checked against NumPy first.
+
+    The check compares the accelerations of 256 bodies with the float64 specification (all of them for
+    small n): a timing of a wrong kernel would mean nothing.
+    """
+    _require_gpu("time_config")
+    from numba import cuda
+
+    pos = nb.random_bodies(n, np.random.default_rng(seed), layout=config.layout)
+    pos_d = cuda.to_device(pos)
+    acc_d = cuda.device_array((n, 3) if config.layout == "aos" else (3, n), dtype=np.float32)
+    kernel, (blocks, threads) = config.kernel(), config.launch(n)
+    eps2 = np.float32(nb.DEFAULT_EPS2)
+    kernel[blocks, threads](pos_d, eps2, acc_d)
+    if check:
+        _check_sample(acc_d.copy_to_host(), pos, config, n)
+    return benchmark(lambda: kernel[blocks, threads](pos_d, eps2, acc_d), flops=nb.flops(n),
+                     nbytes=nb.bytes_moved(n, None if config.kind == "naive" else config.tile),
+                     warmup=1, repeat=repeat or _repeats(n), label=config.label)
+
+
+def _check_sample(acc: np.ndarray, pos: np.ndarray, config: nb.Config, n: int, sample: int = 256) -> None:
+    aos_pos = pos if config.layout == "aos" else nb.to_aos(pos)
+    acc = acc if config.layout == "aos" else acc.T
+    rows = np.arange(n) if n <= sample else np.linspace(0, n - 1, sample).astype(int)
+    p64 = aos_pos.astype(np.float64)
+    d = p64[None, :, :3] - p64[rows, None, :3]
+    r2 = np.einsum("ijk,ijk->ij", d, d) + np.float64(np.float32(nb.DEFAULT_EPS2))
+    w = p64[None, :, 3] * r2**-1.5
+    ref = np.einsum("ij,ijk->ik", w, d)
+    scale = np.sum(w * np.sqrt(r2 - np.float64(np.float32(nb.DEFAULT_EPS2))), axis=1)
+    err = np.max(np.abs(acc[rows] - ref), axis=1) / scale
+    if not np.all(np.isfinite(err)) or err.max() > nb.ACC_RTOL:
+        raise AssertionError(f"{config.label} is wrong at n={n}: relative error {np.nanmax(err):.3g} "
+                             f"(tolerance {nb.ACC_RTOL}): the timing would be meaningless")
+
+
+def _row(name: str, config: nb.Config, n: int, timing: Timing) -> dict:
+    seconds = timing.median_ms * 1e-3
+    return {"kernel": name, "kind": config.kind, "layout": config.layout, "math_mode": config.math_mode,
+            "tile": config.tile if config.kind == "tiled" else None, "threads": config.launch(n)[1],
+            "unroll": config.unroll, "bodies": config.bodies if config.kind == "tiled" else 1, "n": n,
+            "median_ms": timing.median_ms, "min_ms": timing.min_ms, "spread": timing.spread,
+            "ginteractions": nb.interactions(n) / seconds / 1e9, "gflops": timing.gflops}
+
+
+def throughput_sweep(sizes: Sequence[int] = SIZES, kernels: dict[str, nb.Config] | None = None, *,
+                     progress: bool = False) -> pd.DataFrame:
+    """G interactions/s and GFLOP/s of every kernel of :data:`LADDER` at every size (reference ``ch08_throughput``)."""
+    _require_gpu("throughput_sweep")
+    rows = []
+    for name, config in (kernels or LADDER).items():
+        for n in sizes:
+            rows.append(_row(name, config, n, time_config(config, n)))
+            if progress:
+                print(f"{name:32s} n=2^{int(np.log2(n))}: {rows[-1]['ginteractions']:9.1f} G interactions/s",
+                      flush=True)
+    return pd.DataFrame(rows)
+
+
+def math_traps(n: int = TRAP_SIZE) -> pd.DataFrame:
+    """The tiled kernel with each way of writing the reciprocal square root (reference ``ch08_math_traps``)."""
+    _require_gpu("math_traps")
+    rows = [_row(mode, config, n, time_config(config, n)) for mode, config in MATH_TRAPS.items()]
+    table = pd.DataFrame(rows)
+    base = table.loc[table["math_mode"] == "rsqrt", "median_ms"].iloc[0]
+    table["slowdown"] = table["median_ms"] / base
+    return table
+
+
+def tuning_sweep(n: int = SIZES[-1], tiles: Iterable[int] = TUNING_TILES,
+                 bodies: Iterable[int] = TUNING_BODIES) -> pd.DataFrame:
+    """Tile size x bodies per thread of the tiled kernel at ``n`` (reference ``ch08_tuning``)."""
+    _require_gpu("tuning_sweep")
+    rows = []
+    for tile in tiles:
+        for p in bodies:
+            config = nb.Config("tiled", tile=tile, unroll=4, bodies=p)
+            row = _row(f"tiled {tile}, {p} bodies/thread", config, n, time_config(config, n))
+            row["blocks"] = config.launch(n)[0]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def best_config(tuning: pd.DataFrame) -> nb.Config:
+    """The fastest configuration of a :func:`tuning_sweep` table."""
+    best = tuning.loc[tuning["ginteractions"].astype(float).idxmax()]
+    return nb.Config("tiled", tile=int(best["tile"]), unroll=int(best["unroll"]), bodies=int(best["bodies"]))
+
+
+def cpu_rates(sizes: Sequence[int] = CPU_SIZES, *, parallel: bool = True) -> pd.DataFrame:
+    """Interactions per second of the CPU: the NumPy float64 specification and (optionally) a Numba-parallel loop.
+
+    Runs on any machine (it times the CPU with the host clock), so its numbers describe the machine it
+    runs on; the chapter shows the ones measured on the GPU machine (reference ``ch08_cpu``).
+    """
+    import os
+
+    rows = []
+    for n in sizes:
+        pos = nb.random_bodies(n)
+        t = wall_time(lambda: nb.accelerations_numpy(pos), repeat=2, label="NumPy float64", flops=nb.flops(n))
+        rows.append({"kernel": "NumPy float64 (1 core)", "n": n, "median_ms": t.median_ms,
+                     "ginteractions": nb.interactions(n) / (t.median_ms * 1e-3) / 1e9, "gflops": t.gflops})
+        if parallel:
+            acc = np.empty((n, 3), dtype=np.float32)
+            eps2 = np.float32(nb.DEFAULT_EPS2)
+            t = wall_time(lambda: nb.accelerations_cpu(pos, eps2, acc), repeat=3, label="Numba CPU",
+                          flops=nb.flops(n))
+            rows.append({"kernel": f"Numba parallel float32 ({os.cpu_count()} cores)", "n": n,
+                         "median_ms": t.median_ms, "ginteractions": nb.interactions(n) / (t.median_ms * 1e-3) / 1e9,
+                         "gflops": t.gflops})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------- instruction mix
+
+_PTX_OP = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][a-z0-9_.]*)\s")
+_SASS_OP = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+def _hot_loop(lines: list[str], label_of, branch_target) -> list[str]:
+    """The lines of the longest innermost loop: a label, then a backward branch to it, no loop inside."""
+    labels, spans = {}, []
+    for idx, line in enumerate(lines):
+        name = label_of(line)
+        if name:
+            labels[name] = idx
+        target = branch_target(line)
+        if target in labels:
+            spans.append((labels[target], idx))
+    inner = [(a, b) for a, b in spans if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in spans)]
+    if not inner:
+        return []
+    a, b = max(inner, key=lambda span: span[1] - span[0])
+    return lines[a:b + 1]
+
+
+def ptx_ops(ptx: str) -> Counter:
+    """Opcodes (with their type suffixes) of the PTX hot loop."""
+    lines = ptx.splitlines()
+    loop = _hot_loop(lines, lambda s: s[:-1] if re.match(r"^\$L\w+:$", s.strip()) and s.strip() == s else None,
+                     lambda s: (re.search(r"bra(?:\.uni)?\s+(\$L\w+);", s) or [None, None])[1])
+    ops = Counter()
+    for line in loop:
+        m = _PTX_OP.match(line)
+        if m:
+            ops[m.group(1)] += 1
+    return ops
+
+
+def sass_ops(sass: str) -> Counter:
+    """Opcodes of the SASS hot loop (as printed by ``nvdisasm``)."""
+    lines = sass.splitlines()
+    loop = _hot_loop(lines, lambda s: (re.match(r"^\s*(\.L_x_\d+):", s) or [None, None])[1],
+                     lambda s: (re.search(r"BRA\s+(?:`\()?(\.L_x_\d+)", s) or [None, None])[1])
+    ops = Counter()
+    for line in loop:
+        m = _SASS_OP.search(line)
+        if m:
+            ops[m.group(1)] += 1
+    return ops
+
+
+def _signature(config: nb.Config):
+    from numba import float32 as f32
+    from numba import types
+
+    arr = types.Array(types.float32, 2, "C")
+    return (arr, f32, arr)
+
+
+def _ptx(config: nb.Config) -> str:
+    kernel = config.kernel()
+    sig = _signature(config)
+    kernel.compile(sig)
+    return kernel.inspect_asm(sig)
+
+
+def _sass(config: nb.Config) -> str | None:
+    if shutil.which("nvdisasm") is None:
+        return None
+    kernel = config.kernel()
+    sig = _signature(config)
+    kernel.compile(sig)
+    try:
+        return kernel.inspect_sass(sig)
+    except Exception:
+        return None
+
+
+def _classify_ptx(ops: Counter) -> dict:
+    def total(pred):
+        return sum(v for k, v in ops.items() if pred(k))
+
+    interactions = total(lambda k: k.startswith("sub.") and k.endswith("f32")) / 3
+    return {
+        "interactions_per_trip": interactions,
+        "fp32": total(lambda k: k.split(".")[0] in ("add", "sub", "mul", "fma", "neg", "abs") and k.endswith("f32")),
+        "fp64": total(lambda k: k.endswith("f64") and not k.startswith(("ld", "st", "cvt", "mov"))),
+        "special": total(lambda k: k.split(".")[0] in ("rsqrt", "sqrt", "rcp", "div", "ex2", "lg2", "sin", "cos")),
+        "convert": total(lambda k: k.startswith("cvt")),
+        "load": total(lambda k: k.startswith("ld.")),
+        "other": total(lambda k: not (k.startswith(("ld.", "cvt", "bra")) or k.split(".")[0] in
+                                      ("add", "sub", "mul", "fma", "rsqrt", "sqrt", "rcp", "div", "neg", "abs")))
+                 + total(lambda k: k.split(".")[0] in ("add", "sub", "mul") and not k.endswith(("f32", "f64"))),
+        "ops": " ".join(f"{k}:{v}" for k, v in sorted(ops.items())),
+    }
+
+
+def _classify_sass(ops: Counter) -> dict:
+    def total(names):
+        return sum(v for k, v in ops.items() if k.split(".")[0] in names)
+
+    return {
+        "sass_total": sum(ops.values()),
+        "sass_fp32": total(("FADD", "FMUL", "FFMA", "FMNMX", "FSETP", "FSEL")),
+        "sass_mufu": total(("MUFU",)),
+        "sass_fp64": total(("DADD", "DMUL", "DFMA", "DSETP")),
+        "sass_shared": total(("LDS",)),
+        "sass_global": total(("LDG", "LD")),
+        "sass_ops": " ".join(f"{k}:{v}" for k, v in sorted(ops.items())),
+    }
+
+
+def instruction_mix(kernels: dict[str, nb.Config] | None = None) -> pd.DataFrame:
+    """Instructions per interaction in the hot loop of each kernel (reference ``ch08_instruction_mix``).
+
+    The hot loop is the longest loop of the compiled code; its interactions are counted from its
+    float32 subtractions (every interaction starts with three, ``dx, dy, dz``). PTX counts always;
+    SASS counts (the machine code the GPU runs) where ``nvdisasm`` is on the PATH.
+    """
+    _require_gpu("instruction_mix")
+    rows = []
+    for name, config in (kernels or {**LADDER, **{f"tiled 256, unroll 4, {k}": v
+                                                   for k, v in MATH_TRAPS.items() if k != "rsqrt"}}).items():
+        ptx_counts = ptx_ops(_ptx(config))
+        row = {"kernel": name, "math_mode": config.math_mode, **_classify_ptx(ptx_counts)}
+        sass = _sass(config)
+        if sass:
+            row.update(_classify_sass(sass_ops(sass)))
+        rows.append(row)
+    return pd.DataFrame(rows)

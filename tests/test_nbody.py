@@ -1,0 +1,326 @@
+"""Chapter 8 (n-body): kernels against the float64 NumPy reference, integrator, errors, experiments' parsers.
+
+Under the simulator (the default here) the kernels run a few thousand interactions per second, so the
+default run checks every kernel on n = 1, 2, 31, 33 and a few block configurations, and 65 bodies on a
+selection. On a GPU (``LABHELPERS_BACKEND=gpu``) every kernel is checked for n = 1, 2, 31, 33, 1000, 4097
+and every tile size, unroll factor and bodies-per-thread count it supports.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import labhelpers as lh
+from labhelpers.experiments import nbody as exp
+from labhelpers.kernels import nbody as nb
+from markers import SIM, gpu_only, sim_only
+
+SMALL = (1, 2, 31, 33)
+SIZES = SMALL if SIM else SMALL + (1000, 4097)
+TILES = (32, 64) if SIM else nb.TILES
+
+
+def _ok(got, pos, layout="aos", eps2=nb.DEFAULT_EPS2):
+    err = nb.acceleration_error(got, pos, eps2, layout)
+    assert err <= nb.ACC_RTOL, f"relative error {err:.3g} > {nb.ACC_RTOL}"
+
+
+def _bodies(n, layout="aos"):
+    return nb.random_bodies(n, np.random.default_rng(n), layout=layout)
+
+
+# --- every kernel against NumPy ----------------------------------------------------------------
+
+@pytest.mark.parametrize("unroll", (1, 4, 16))
+@pytest.mark.parametrize("layout", nb.LAYOUTS)
+def test_naive_kernel_every_size(unroll, layout):
+    for n in SIZES:
+        pos = _bodies(n, layout)
+        _ok(nb.run_naive(pos, unroll=unroll, layout=layout, threads=32 if SIM else 256), pos, layout)
+
+
+@pytest.mark.parametrize("tile", TILES)
+@pytest.mark.parametrize("bodies", (1, 2) if SIM else nb.BODIES)
+def test_tiled_kernel_every_size(tile, bodies):
+    for n in SIZES:
+        pos = _bodies(n)
+        _ok(nb.run_tiled(pos, tile=tile, unroll=4, bodies=bodies), pos)
+
+
+@pytest.mark.parametrize("unroll", (1, 16) if SIM else nb.UNROLLS)
+def test_tiled_kernel_every_unroll(unroll):
+    for n in SIZES:
+        pos = _bodies(n)
+        _ok(nb.run_tiled(pos, tile=32, unroll=unroll), pos)
+
+
+def test_tiled_kernel_soa_and_several_bodies():
+    for n in (33, 65) if SIM else SIZES:
+        pos = _bodies(n, "soa")
+        _ok(nb.run_tiled(pos, tile=32, unroll=4, bodies=4, layout="soa"), pos, "soa")
+
+
+@pytest.mark.parametrize("mode", nb.MATH_MODES)
+def test_every_math_mode_is_correct(mode):
+    for n in (2, 33):
+        pos = _bodies(n)
+        _ok(nb.run_tiled(pos, tile=32, unroll=4, math_mode=mode), pos)
+        _ok(nb.run_naive(pos, math_mode=mode, threads=32), pos)
+
+
+def test_best_configuration_is_correct():
+    for n in (1, 33) if SIM else SIZES:
+        pos = _bodies(n)
+        _ok(nb.run_config(nb.BEST, pos), pos)
+
+
+def test_lone_body_feels_nothing_and_two_bodies_attract():
+    assert np.array_equal(nb.run_tiled(np.array([[0.3, 0.2, 0.1, 5.0]], np.float32), tile=32),
+                          np.zeros((1, 3), np.float32))
+    pos = np.array([[0, 0, 0, 1], [1, 0, 0, 1]], np.float32)
+    acc = nb.run_naive(pos, eps2=1e-6, threads=32)
+    assert acc[0, 0] == pytest.approx(1.0, rel=1e-4) and acc[1, 0] == pytest.approx(-1.0, rel=1e-4)
+    assert np.allclose(acc[:, 1:], 0)
+
+
+def test_device_arrays_stay_on_the_device():
+    from numba import cuda
+
+    pos = _bodies(33)
+    out = nb.run_config(nb.Config("tiled", tile=32), cuda.to_device(pos))
+    assert not isinstance(out, np.ndarray)
+    _ok(out.copy_to_host(), pos)
+
+
+def test_cpu_loop_matches_numpy():
+    pos = _bodies(257)
+    _ok(nb.accelerations_cpu(pos), pos)
+
+
+def test_reference_agrees_with_a_direct_double_loop():
+    pos = _bodies(7).astype(np.float64)
+    e = float(np.float32(nb.DEFAULT_EPS2))
+    direct = np.zeros((7, 3))
+    for i in range(7):
+        for j in range(7):
+            d = pos[j, :3] - pos[i, :3]
+            direct[i] += pos[j, 3] * d / (d @ d + e) ** 1.5
+    assert np.allclose(nb.accelerations_numpy(pos), direct, rtol=1e-12, atol=1e-12)
+
+
+def test_error_measure_sees_nan_a_wrong_body_and_the_scale():
+    pos = _bodies(33)
+    acc = nb.accelerations_numpy(pos).astype(np.float32)
+    assert nb.acceleration_error(acc, pos) < 1e-5
+    bad = acc.copy()
+    bad[5] *= 1.01
+    assert nb.acceleration_error(bad, pos) > nb.ACC_RTOL
+    bad[5] = np.nan
+    assert nb.acceleration_error(bad, pos) == math.inf
+
+
+# --- the lecture's pitfall kernel ----------------------------------------------------------------
+
+def test_seed_kernel_is_right_when_n_is_a_multiple_of_the_block():
+    pos = _bodies(64)
+    _ok(nb.run_seed_tiled(pos, threads=32), pos)
+
+
+@sim_only
+def test_seed_kernel_reads_past_the_end_under_the_simulator():
+    with pytest.raises(IndexError):
+        nb.run_seed_tiled(_bodies(33), threads=32)
+
+
+@gpu_only
+def test_seed_kernel_reads_the_nan_after_the_end_on_a_gpu():
+    got = nb.run_seed_tiled(_bodies(33), threads=32)
+    assert np.isnan(got).any()
+
+
+# --- integration and physics ----------------------------------------------------------------------
+
+def test_leapfrog_conserves_energy_and_momentum_on_a_circular_orbit():
+    pos, vel = nb.circular_binary()
+    period = nb.binary_period()
+    dt = period / 200
+    e0, p0 = nb.energy(pos, vel), nb.momentum(pos, vel)
+    p, v = nb.leapfrog_numpy(pos, vel, dt, 200)
+    assert abs(nb.energy(p, v) - e0) <= 1e-4 * abs(e0)
+    assert np.allclose(nb.momentum(p, v), p0, atol=1e-12)
+    assert np.allclose(p[:, :3], pos[:, :3], atol=2e-3)  # one full period: back where it started
+
+
+def test_gpu_leapfrog_follows_the_float64_one():
+    pos, vel = nb.galaxy_collision(48, np.random.default_rng(1))
+    traj = nb.simulate(pos, vel, 0.01, 6, every=3, engine="gpu", config=nb.Config("tiled", tile=32))
+    ref = nb.simulate(pos, vel, 0.01, 6, every=3, engine="numpy")
+    assert traj.positions.shape == (3, 48, 3) and np.allclose(traj.times, [0, 0.03, 0.06])
+    assert np.allclose(traj.positions, ref.positions, atol=1e-4)
+    assert np.all(traj.relative_energy_error < 1e-4)
+
+
+def test_simulation_energy_error_scales_like_dt_squared():
+    pos, vel = nb.galaxy_collision(64, np.random.default_rng(2))
+    err = []
+    for dt in (0.02, 0.01):
+        traj = nb.simulate(pos, vel, dt, int(round(0.4 / dt)), every=int(round(0.4 / dt)), engine="numpy")
+        err.append(traj.relative_energy_error[-1])
+    assert 2.0 < err[0] / err[1] < 8.0
+
+
+def test_plummer_sphere_is_centred_bound_and_near_virial_equilibrium():
+    pos, vel = nb.plummer_sphere(2000, np.random.default_rng(3))
+    assert pos[:, 3].sum() == pytest.approx(1.0)
+    assert np.allclose(np.average(pos[:, :3], axis=0, weights=pos[:, 3]), 0, atol=1e-12)
+    k, u = nb.kinetic_energy(pos, vel), nb.potential_energy(pos, 1e-6)
+    assert k + u < 0
+    assert 2 * k / -u == pytest.approx(1.0, abs=0.15)  # virial ratio, up to sampling noise and the clipped tail
+
+
+def test_galaxy_collision_layout_and_momentum():
+    pos, vel = nb.galaxy_collision(101)
+    assert pos.shape == (101, 4) and vel.shape == (101, 3) and pos.dtype == vel.dtype == np.float32
+    assert pos[:, 3].sum() == pytest.approx(1.0, rel=1e-5)
+    assert np.allclose(nb.momentum(pos, vel), 0, atol=1e-5)
+
+
+def test_potential_energy_of_two_bodies():
+    pos = np.array([[0, 0, 0, 2], [3, 4, 0, 1]], np.float64)
+    assert nb.potential_energy(pos, 1e-6) == pytest.approx(-2 / 5, rel=1e-6)
+
+
+# --- counts -------------------------------------------------------------------------------------
+
+def test_counts():
+    assert nb.interactions(1000) == 10**6 and nb.flops(1000) == 20 * 10**6
+    assert nb.bytes_moved(256, tile=256) == 16 * 256 + 12 * 256
+    assert nb.bytes_moved(256) == 16 * 256**2 + 12 * 256
+    assert nb.bytes_moved(257, tile=256) == 16 * 257 * 2 + 12 * 257
+
+
+def test_flop_convention_matches_the_roofline_chapter():
+    from labhelpers import roofline
+
+    count = getattr(roofline, "NBODY_FLOPS_PER_INTERACTION", nb.FLOPS_PER_INTERACTION)
+    assert count == nb.FLOPS_PER_INTERACTION == 20
+
+
+def test_float64_trap_is_visible_in_numba_typing():
+    import numba
+    from numba import float32
+
+    sig = (float32,) * 8
+    assert numba.njit(sig)(nb.body_body).nopython_signatures[0].return_type == numba.types.UniTuple(float32, 3)
+    ret = numba.njit(sig)(nb.body_body_float64).nopython_signatures[0].return_type
+    assert ret == numba.types.UniTuple(numba.types.float64, 3)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad,match", [
+    (np.ones((4, 4), np.float64), "dtype"),
+    (np.ones((4, 3), np.float32), "shape"),
+    (np.ones(8, np.float32), "dimension"),
+    (np.ones((0, 4), np.float32), "no bodies"),
+    (np.ones((8, 4), np.float32)[::2], "contiguous"),
+    (np.array([[0, 0, np.nan, 1]], np.float32), "NaN"),
+    ([[0.0, 0.0, 0.0, 1.0]], "array"),
+    (None, "array"),
+])
+def test_bad_positions_are_rejected(bad, match):
+    with pytest.raises(lh.ArrayArgumentError, match=match):
+        nb.run_tiled(bad, tile=32)
+
+
+def test_soa_shape_is_suggested():
+    with pytest.raises(lh.ArrayArgumentError, match="layout='soa'"):
+        nb.run_naive(np.ones((4, 10), np.float32))
+
+
+@pytest.mark.parametrize("eps2", (0.0, -1.0, float("nan"), "0.01", None))
+def test_softening_must_be_positive(eps2):
+    with pytest.raises(lh.LabError, match="eps2"):
+        nb.run_naive(_bodies(2), eps2=eps2, threads=32)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(tile=48), "tile"), (dict(unroll=3), "unroll"), (dict(bodies=3), "bodies"),
+    (dict(layout="AoS"), "layout"), (dict(math_mode="exact"), "math_mode"), (dict(tile=32, unroll=64), "unroll"),
+])
+def test_unknown_configurations_list_the_valid_ones(kwargs, match):
+    with pytest.raises(nb.UnknownKernelError, match=match):
+        nb.run_tiled(_bodies(2), **kwargs)
+
+
+@pytest.mark.parametrize("threads", (0, 2048, 31.5, True))
+def test_bad_block_sizes(threads):
+    with pytest.raises(lh.LaunchConfigError):
+        nb.run_naive(_bodies(2), threads=threads)
+
+
+def test_acc_argument_is_checked():
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        nb.run_config(nb.Config("naive"), _bodies(4), acc=np.zeros((4, 4), np.float32))
+
+
+def test_simulation_arguments_are_checked():
+    pos, vel = nb.circular_binary()
+    with pytest.raises(lh.ArrayArgumentError):
+        nb.simulate(pos, vel[:1], 0.01, 1)
+    with pytest.raises(lh.LabError, match="steps"):
+        nb.simulate(pos, vel, 0.01, -1)
+    with pytest.raises(lh.LabError, match="engine"):
+        nb.simulate(pos, vel, 0.01, 1, engine="cpu")
+    with pytest.raises(lh.LabError, match="n"):
+        nb.plummer_sphere(0)
+
+
+# --- experiments: GPU only, and the parsers of compiled code ---------------------------------------
+
+@sim_only
+def test_timing_functions_say_they_need_a_gpu():
+    with pytest.raises(lh.GPUOnlyError, match="GPU"):
+        exp.throughput_sweep(sizes=(64,))
+
+
+PTX = """
+$L__BB0_1:
+\tld.shared.v4.f32 \t{%f1, %f2, %f3, %f4}, [%rd1];
+$L__BB0_2:
+\tsub.ftz.f32 \t%f5, %f1, %f9;
+\tsub.ftz.f32 \t%f6, %f2, %f9;
+\tsub.ftz.f32 \t%f7, %f3, %f9;
+\tfma.rn.ftz.f32 \t%f8, %f5, %f5, %f9;
+\trsqrt.approx.ftz.f32 \t%f8, %f8;
+\tadd.s64 \t%rd1, %rd1, 16;
+\t@%p1 bra \t$L__BB0_2;
+\tbar.sync \t0;
+\t@%p2 bra \t$L__BB0_1;
+"""
+
+
+def test_ptx_hot_loop_is_the_innermost_loop():
+    ops = exp.ptx_ops(PTX)
+    assert ops["sub.ftz.f32"] == 3 and ops["rsqrt.approx.ftz.f32"] == 1 and "bar.sync" not in ops
+    row = exp._classify_ptx(ops)
+    assert row["interactions_per_trip"] == 1 and row["special"] == 1 and row["fp32"] == 4
+
+
+SASS = """
+.L_x_3:
+        /*0100*/                   FADD.FTZ R5, R1, -R9 ;
+        /*0110*/                   FFMA.FTZ R8, R5, R5, R9 ;
+        /*0120*/                   MUFU.RSQ R8, R8 ;
+        /*0130*/              @P0  BRA `(.L_x_3) ;
+"""
+
+
+def test_sass_hot_loop():
+    ops = exp.sass_ops(SASS)
+    assert ops == {"FADD.FTZ": 1, "FFMA.FTZ": 1, "MUFU.RSQ": 1, "BRA": 1}
+    row = exp._classify_sass(ops)
+    assert row["sass_mufu"] == 1 and row["sass_fp32"] == 2
