@@ -437,7 +437,227 @@ def test_record_point_stores_and_replaces():
     assert len(roofline.load_points(here)) == 0
 
 
+# ------------------------------------------------------------------------- impossible measurements
+
+HERE = SIMULATOR_NAME if lh.is_simulator() else lh.device_info().name  # where record_point stores
+
+
+def _gpu_timing(ms: float = 2.0) -> Timing:
+    return Timing(label="k", times_ms=(ms, ms, ms), clock="cuda-events")  # as a GPU run would give
+
+
+def _cache_ceilings_here(**kw) -> roofline.Ceilings:
+    """Ceilings 'measured on this GPU': copy 3,000 GB/s, L2 9,000 GB/s, FP32 60,000, FP64 30,000 GFLOP/s."""
+    c = _ceilings(gpu=HERE, details={"date": "2026-01-02"}, **kw)
+    roofline.save_cached_ceilings(c)
+    assert roofline.load_cached_ceilings(HERE) == c
+    return c
+
+
+def test_impossible_measurement_is_a_lab_error_exported_by_the_package():
+    assert issubclass(lh.ImpossibleMeasurement, lh.LabError) and lh.ImpossibleMeasurement is roofline.ImpossibleMeasurement
+
+
+def test_record_point_refuses_a_kernel_whose_check_failed():
+    with pytest.raises(lh.ImpossibleMeasurement, match="check failed"):
+        roofline.record_point("k", 1e9, 1e9, _gpu_timing(), chapter="07", checked=False)
+    with pytest.raises(TypeError, match="True or False"):
+        roofline.record_point("k", 1e9, 1e9, _gpu_timing(), chapter="07", checked="yes")
+    sim = Timing(label="k", times_ms=None)  # refused for the failed check first, on either backend
+    with pytest.raises(lh.ImpossibleMeasurement, match="check failed"):
+        roofline.record_point("k", 1e9, 1e9, sim, chapter="07", source="lab", checked=False)
+    assert len(roofline.load_points(HERE, include_labs=True)) == 0
+
+
+@pytest.mark.parametrize("ms", [0.0, -1.0, float("nan"), float("inf")])
+def test_record_point_refuses_a_time_of_zero_or_less(ms):
+    timing = Timing(label="k", times_ms=(1.0, ms, 1.0), clock="cuda-events")
+    with pytest.raises(lh.ImpossibleMeasurement, match="impossible.*positive number of milliseconds"):
+        roofline.record_point("k", 1e9, 1e9, timing, chapter="07")
+    assert len(roofline.load_points(HERE)) == 0
+
+
+def test_record_point_refuses_bytes_faster_than_any_memory_ceiling_of_this_gpu():
+    """Issue 11's case: an unfinished read_sum 'reads' 1 GiB in 0.05 ms, 7 times the copy ceiling."""
+    _cache_ceilings_here()
+    with pytest.raises(lh.ImpossibleMeasurement) as info:
+        roofline.record_point("read_sum (lab 7)", 2**28, 2**30, _gpu_timing(0.05), chapter="07", source="lab")
+    message = str(info.value)
+    for part in ("21,475 GB/s", "2.4 times", "L2 cache 9,000 GB/s", "copy ceiling is 3,000 GB/s", "2026-01-02",
+                 "did not do the work it claims", "unfinished exercise", "Not recorded"):
+        assert part in message, part
+    assert len(roofline.load_points(HERE, include_labs=True)) == 0
+
+
+def test_a_read_only_kernel_may_beat_the_copy_ceiling_but_not_the_l2():
+    """Reading alone skips a copy's read-write turnarounds (the chapter's matrix-vector product reads 9% faster
+    than the copy): only the fastest memory ceiling bounds bytes, with 5% of tolerance."""
+    _cache_ceilings_here()
+    nbytes = 2e9
+    fine = roofline.record_point("read-only", 1e6, nbytes, _gpu_timing(nbytes / 3300e9 * 1e3), chapter="07")
+    assert fine["gbps"] == pytest.approx(3300)  # 10% above the copy ceiling
+    roofline.record_point("near L2", 1e6, nbytes, _gpu_timing(nbytes / 9400e9 * 1e3), chapter="07")  # +4%
+    with pytest.raises(lh.ImpossibleMeasurement, match="9,000 GB/s"):
+        roofline.record_point("above L2", 1e6, nbytes, _gpu_timing(nbytes / 9600e9 * 1e3), chapter="07")
+    assert roofline.load_points(HERE)["name"].tolist() == ["read-only", "near L2"]
+
+
+def test_without_an_l2_ceiling_the_copy_ceiling_bounds_the_bytes():
+    _cache_ceilings_here(l2_gbs=None)
+    with pytest.raises(lh.ImpossibleMeasurement, match="device memory \\(DRAM\\) 3,000 GB/s"):
+        roofline.record_point("k", 1e6, 2e9, _gpu_timing(2e9 / 4000e9 * 1e3), chapter="07")
+
+
+def test_record_point_refuses_flops_above_the_fma_ceiling_of_its_precision():
+    _cache_ceilings_here()
+    flops = 1.3e11  # in 2 ms: 65,000 GFLOP/s, 8% above the FP32 ceiling, twice the FP64 one
+    with pytest.raises(lh.ImpossibleMeasurement) as info:
+        roofline.record_point("fp32 kernel", flops, 1e6, _gpu_timing(), chapter="07")
+    assert "65,000 GFLOP/s" in str(info.value) and "FP32 FMA ceiling, 60,000 GFLOP/s" in str(info.value)
+    assert "tensor_cores=True" in str(info.value)
+    with pytest.raises(lh.ImpossibleMeasurement, match="2.2 times this GPU's FP64 FMA"):
+        roofline.record_point("fp64 kernel", flops, 1e6, _gpu_timing(), chapter="07", precision="fp64")
+    # a library GEMM on tensor cores beats the FMA roof for real: the chapter's FP64 cupy.matmul, 1.9 times it
+    rec = roofline.record_point("cupy.matmul (FP64)", flops, 1e6, _gpu_timing(), chapter="07", precision="fp64",
+                                tensor_cores=True)
+    assert rec["gflops"] == pytest.approx(65000)
+    # within the tolerance: a re-measured ceiling kernel lands a little above its own ceiling
+    roofline.record_point("fma_chains (FP32)", 1.22e11, 1e6, _gpu_timing(), chapter="07")
+    assert len(roofline.load_points(HERE)) == 2
+
+
+def test_without_cached_ceilings_only_the_timing_is_checked():
+    assert roofline.load_cached_ceilings(HERE) is None
+    rec = roofline.record_point("fast", 1e15, 1e15, _gpu_timing(), chapter="07")
+    assert rec["gbps"] == pytest.approx(5e8)
+
+
+def test_record_point_validates_its_arguments():
+    t = _gpu_timing()
+    with pytest.raises(ValueError, match="chapter"):
+        roofline.record_point("k", 1e9, 1e9, t, chapter="")
+    with pytest.raises(ValueError, match="source"):
+        roofline.record_point("k", 1e9, 1e9, t, chapter="07", source="student")
+    with pytest.raises(ValueError, match="precision"):
+        roofline.record_point("k", 1e9, 1e9, t, chapter="07", precision="fp16")
+    with pytest.raises(ValueError, match="positive"):
+        roofline.record_point("k", float("nan"), 1e9, t, chapter="07")
+    with pytest.raises(TypeError, match="Timing"):
+        roofline.record_point("k", 1e9, 1e9, 2.0, chapter="07")
+    rec = roofline.record_point("k", np.int64(10**9), np.int64(10**9), t, chapter="07")  # NumPy counts are fine
+    assert rec["intensity"] == 1.0
+
+
+def test_lab_points_are_stored_apart_and_shown_only_on_request():
+    t = _gpu_timing()
+    roofline.record_point("saxpy", 2e8, 1.2e9, t, chapter="01")
+    roofline.record_point("read_sum (lab 7)", 2.5e8, 1e9, t, chapter="07", source="lab")
+    assert (roofline.device_cache_dir(HERE) / roofline.LAB_POINTS_FILE).exists()
+    chapter = roofline.load_points(HERE)
+    assert chapter["name"].tolist() == ["saxpy"] and chapter["source"].tolist() == ["chapter"]
+    both = roofline.load_points(HERE, include_labs=True)
+    assert both["name"].tolist() == ["saxpy", "read_sum (lab 7)"] and both["source"].tolist() == ["chapter", "lab"]
+    roofline.clear_points(HERE, include_labs=False)
+    assert roofline.load_points(HERE, include_labs=True)["name"].tolist() == ["read_sum (lab 7)"]
+    roofline.clear_points(HERE)
+    assert len(roofline.load_points(HERE, include_labs=True)) == 0
+
+
+def test_check_against_ceilings_is_usable_on_a_run_of_its_own():
+    """bench/roofline.py checks its points against the ceilings measured in the same run."""
+    c = _ceilings()
+    roofline.check_against_ceilings("ok", gflops=1000.0, gbps=2900.0, ceilings=c)
+    with pytest.raises(lh.ImpossibleMeasurement, match="^bench: x"):
+        roofline.check_against_ceilings("bench: x", gflops=1000.0, gbps=20000.0, ceilings=c)
+    with pytest.raises(AssertionError, match="not recorded"):
+        rx._expect(np.array([1.0, 2.0]), 1.0, "a kernel")
+
+
+# ------------------------------------------------------------------------------- the copy measurement
+
+@pytest.mark.parametrize("kernel, dtype", [("stream_copy", np.float32), ("stream_copy", np.float64),
+                                           ("stream_copy16", None)])
+def test_time_copy_really_copies_and_counts_read_plus_write(kernel, dtype, monkeypatch):
+    import labhelpers.timing as timing
+
+    calls = []
+    monkeypatch.setattr(timing, "benchmark", lambda fn, **kw: (fn(), calls.append(kw))[0] or
+                        Timing(label=kw["label"], times_ms=None, nbytes=kw["nbytes"]))
+    x = np.random.default_rng(0).random(64).astype(np.float64)  # 512 bytes, a whole number of 16-byte elements
+    src, out = cuda.to_device(x), cuda.device_array(64, dtype=np.float64)
+    t = roofline.time_copy(src, out, kernel=kernel, dtype=dtype, threads=32, grid="one element per thread")
+    np.testing.assert_array_equal(out.copy_to_host(), x)
+    assert t.nbytes == 2 * 512 and calls[0]["number"] == 5 and calls[0]["repeat"] == 10
+    assert kernel in t.label
+
+
+def test_time_copy_rejects_what_it_cannot_copy():
+    with pytest.raises(ValueError, match="library"):
+        roofline.time_copy(cuda.device_array(4), kernel="memcpy")
+    with pytest.raises(ValueError, match="multiple of 16"):
+        roofline.time_copy(cuda.device_array(3, dtype=np.float32), kernel="stream_copy16")
+
+
+@sim_only
+def test_the_library_copy_needs_cupy():
+    with pytest.raises(lh.GPUOnlyError, match="CuPy"):
+        roofline.time_copy(cuda.device_array(4))
+
+
+def test_there_is_one_copy_measurement():
+    """The copy ceiling is timed in one place: no other module of the package builds its own copy timing."""
+    for path in (ROOT / "src" / "labhelpers").rglob("*.py"):
+        text = path.read_text()
+        assert "__setitem__(slice(None)" not in text, (
+            f"{path.relative_to(ROOT)} times a copy by hand: call labhelpers.roofline.time_copy(src, ...) (the one "
+            "copy measurement, bytes counted read + written), or ctx.copy_bandwidth_gbs() in a bench")
+    bench = (ROOT / "bench" / "common.py").read_text()
+    assert "roofline.measure_dram_bandwidth()" in bench and "__setitem__" not in bench
+
+
+# ---------------------------------------------------------------------------------- tables for reading
+
+def test_format_table_prints_integers_as_integers_and_rounds_rates():
+    table = pd.DataFrame({"kernel": ["a", "b"], "threads": [256.0, np.nan], "blocks": [1048576, 264],
+                          "gbps": [4143.340901, 3807.4], "intensity": [682.666667, 0.166667],
+                          "fraction of roof": [0.8123, 0.5], "ok": [True, False]})
+    shown = roofline.format_table(table)
+    assert shown["threads"].tolist() == ["256", "–"] and shown["blocks"].tolist() == ["1,048,576", "264"]
+    assert shown["gbps"].tolist() == ["4,143", "3,807"] and shown["intensity"].tolist() == ["683", "0.167"]
+    assert shown["fraction of roof"].tolist() == ["81%", "50%"] and shown["ok"].tolist() == [True, False]
+    assert roofline.format_table(table, {"gbps": "{:,.1f}"})["gbps"].tolist() == ["4,143.3", "3,807.4"]
+    assert table["gbps"].iloc[0] == 4143.340901  # the original is untouched
+    ref = pd.DataFrame({"ms": [1.5, None], "x": [None, None]})  # a reference file's nulls
+    assert roofline.format_table(ref)["ms"].tolist() == ["1.50", "–"]
+
+
 # ---------------------------------------------------------------------------------------- plotting
+
+def test_roofline_title_names_the_gpu_once_and_says_what_each_date_dates():
+    ref = _ceilings(source="reference", label="reference: Test GPU (2026-11-22)", details={"date": "2026-11-22"})
+    title, name = roofline.roofline_title(ref, "reference: Test GPU (2026-11-21)")
+    assert title == "Roofline of the reference Test GPU (measured ceilings 2026-11-22, kernels 2026-11-21)"
+    assert name == "kernels"
+    title, _ = roofline.roofline_title(ref, "reference: Test GPU (2026-11-22)")
+    assert title == "Roofline of the reference Test GPU (measured 2026-11-22)"
+    live = _ceilings(label="measured on Test GPU (2026-11-23)", details={"date": "2026-11-23"})
+    assert roofline.roofline_title(live, "this GPU: Test GPU")[0] == \
+        "Roofline of this GPU, Test GPU (ceilings measured 2026-11-23)"
+    title, name = roofline.roofline_title(ref, "reference: Other GPU (2026-01-01)")
+    assert "Test GPU" in title and name == "reference: Other GPU (2026-01-01)"
+
+
+def test_plot_roofline_can_write_names_beside_the_points():
+    fig, ax = plt.subplots()
+    points = pd.DataFrame({"name": ["a", "b"], "intensity": [0.25, 100.0], "gflops": [700.0, 50000.0],
+                           "precision": ["fp32", "fp64"]})
+    roofline.plot_roofline(ax, _ceilings(), points, point_labels="beside")
+    assert {"a", "b"} <= {t.get_text() for t in ax.texts}
+    with pytest.raises(ValueError, match="point_labels"):
+        roofline.plot_roofline(ax, _ceilings(), points, point_labels="above")
+    plt.close(fig)
+
+
 
 def test_plot_roofline_draws_roofs_and_skips_nan_points():
     fig, ax = plt.subplots()
@@ -665,6 +885,28 @@ def test_read_sum_checker_rejects_skeleton_and_typical_mistakes():
 def test_time_read_sum_runs_without_gpu_timing():
     t = ex.time_read_sum(_solutions().read_sum)
     assert not t.is_gpu_timing and "no GPU timing" in str(t)
+    assert len(roofline.load_points(HERE, include_labs=True)) == 0  # nothing recorded without a GPU timing
+
+
+def test_time_read_sum_times_nothing_until_the_check_passes(monkeypatch):
+    monkeypatch.setattr(ex, "benchmark", lambda *a, **k: pytest.fail("an unchecked kernel must not be timed"))
+    with pytest.raises(lh.CheckFailed, match="not timed until it is correct.*Every sum is 0"):
+        ex.time_read_sum(_read_sum_skeleton)
+
+
+def test_time_read_sum_records_a_lab_point_after_the_check(monkeypatch):
+    def gpu_benchmark(fn, *, nbytes, flops, label, **kwargs):  # what a GPU would return
+        fn()
+        return Timing(label=label, times_ms=(0.5, 0.5, 0.5), nbytes=nbytes, flops=flops)
+
+    monkeypatch.setattr(ex, "benchmark", gpu_benchmark)
+    t = ex.time_read_sum(_solutions().read_sum, n=4096)
+    assert t.gbps == pytest.approx(4 * 4096 / 0.5e-3 / 1e9)
+    assert len(roofline.load_points(HERE)) == 0  # not among the chapters' points
+    labs = roofline.load_points(HERE, include_labs=True)
+    assert labs["name"].tolist() == [ex.READ_SUM_POINT] and labs["source"].tolist() == ["lab"]
+    ex.time_read_sum(_solutions().read_sum, n=4096, record=False)
+    assert len(roofline.load_points(HERE, include_labs=True)) == 1
 
 
 def test_measure_ceilings_caches_per_device(monkeypatch):
