@@ -24,9 +24,9 @@ from typing import Callable
 import numpy as np
 from numba import cuda, float32
 
-from ..arrays import check_array, to_host
-from ..errors import LaunchConfigError
-from ..launch import check_launch, launch_1d
+from .. import validate
+from ..arrays import to_host
+from ..launch import launch_1d
 
 #: Coefficients of the map ``v -> A * v + B`` that :func:`fixed_work` applies ``reps`` times.
 #: |A| < 1 keeps values bounded however many times it is applied.
@@ -79,30 +79,6 @@ def fixed_work_flops(n: int, reps: int) -> int:
     return 2 * reps * n
 
 
-def _check_vector(a, name: str, shape: tuple[int, ...] | None = None) -> None:
-    """:func:`~labhelpers.check_array` for a float32 vector, accepting the simulator's device arrays too."""
-    if hasattr(a, "copy_to_host") and not hasattr(a, "__cuda_array_interface__"):
-        a = a.copy_to_host()  # a simulator device array lives in host memory: check a copy
-    check_array(a, name, dtype=np.float32, ndim=1, shape=shape)
-
-
-def _check_grid(blocks: int, threads: int) -> None:
-    if isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < 1:
-        raise LaunchConfigError(f"blocks must be a whole number of at least 1, got {blocks!r}")
-    if blocks > 2**31 - 1:
-        raise LaunchConfigError(f"{blocks} blocks exceeds the grid limit of 2**31 - 1 in x")
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
-        raise LaunchConfigError(f"threads per block must be a whole number, got {threads!r}")
-    reason = check_launch(int(threads))
-    if reason:
-        raise LaunchConfigError(f"{reason}: choose threads per block between 1 and 1024, ideally a multiple of 32.")
-
-
-def _check_reps(reps: int) -> None:
-    if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or reps < 0:
-        raise ValueError(f"reps (multiply-adds per element) must be a whole number >= 0, got {reps!r}")
-
-
 def fixed_work_launcher(x_d, out_d, blocks: int, threads: int, reps: int,
                         a: float = A, b: float = B) -> Callable[[], None]:
     """Validate once and return a function that launches :func:`fixed_work` (for :func:`~labhelpers.benchmark`).
@@ -112,10 +88,11 @@ def fixed_work_launcher(x_d, out_d, blocks: int, threads: int, reps: int,
         blocks, threads: the grid, any size: the kernel's grid-stride loop covers every element.
         reps: multiply-adds per element.
     """
-    _check_vector(x_d, "x")
-    _check_vector(out_d, "out", shape=tuple(x_d.shape))
-    _check_grid(blocks, threads)
-    _check_reps(reps)
+    validate.array(x_d, "x", dtype=np.float32, ndim=1)
+    validate.array(out_d, "out", dtype=np.float32, ndim=1, shape=tuple(x_d.shape))
+    validate.grid_shape(blocks, "blocks")
+    threads = validate.threads_per_block(threads)
+    reps = validate.integer(reps, "reps (multiply-adds per element)", minimum=0, allow_float=False)
     a32, b32, r = np.float32(a), np.float32(b), int(reps)
     kernel = fixed_work[int(blocks), int(threads)]
 
@@ -132,7 +109,7 @@ def run_fixed_work(x: np.ndarray, blocks: int, threads: int = 256, reps: int = 8
 
     Any grid gives the same answer; that is the point of the grid-stride loop.
     """
-    _check_vector(x, "x")
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     x_d = cuda.to_device(x)
     out_d = cuda.device_array_like(x_d)
     fixed_work_launcher(x_d, out_d, blocks, threads, reps, a, b)()
@@ -159,10 +136,10 @@ def serial_chain(state, steps, a, b):
 
 def serial_chain_launcher(state_d, steps: int, a: float = A, b: float = B) -> Callable[[], None]:
     """Validate once and return a function that launches :func:`serial_chain` on one thread."""
-    _check_vector(state_d, "state")
+    validate.array(state_d, "state", dtype=np.float32, ndim=1)
     if state_d.shape[0] < 1:
         raise ValueError("state must hold at least one element")
-    _check_reps(steps)
+    steps = validate.integer(steps, "steps", minimum=0, allow_float=False)
     a32, b32, s = np.float32(a), np.float32(b), int(steps)
     kernel = serial_chain[1, 1]
 
@@ -225,7 +202,7 @@ def device_sum(x_d) -> tuple[object, int]:
     Returns:
         ``(total_d, supersteps)``: a one-element device array and the number of launches.
     """
-    _check_vector(x_d, "x")
+    validate.array(x_d, "x", dtype=np.float32, ndim=1)
     if x_d.shape[0] < 1:
         raise ValueError("cannot sum an empty vector")
     current, launches = x_d, 0
@@ -241,7 +218,7 @@ def device_sum(x_d) -> tuple[object, int]:
 
 def normalize(x: np.ndarray) -> tuple[np.ndarray, int]:
     """``x / x.sum()`` as a sequence of BSP supersteps (kernel launches); returns the result and their count."""
-    _check_vector(x, "x")
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     if x.shape[0] < 1:
         raise ValueError("cannot normalise an empty vector")
     x_d = cuda.to_device(x)
