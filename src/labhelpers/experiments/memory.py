@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
-from .. import backend
+from .. import backend, validate
 from ..device import DeviceInfo, device_info
 from ..errors import GPUOnlyError
 from ..kernels.memory import (
@@ -34,7 +34,6 @@ from ..kernels.memory import (
     SHARED_WORDS,
     WARP_SIZE,
     _check_distinct,
-    _check_int,
     chase_chain,
     constant_lookup,
     copy_footprint,
@@ -51,6 +50,7 @@ from ..kernels.memory import (
     shared_stride_read,
 )
 from ..launch import check_launch, launch_1d
+from ..measured import live_or_reference
 from ..models import banks
 from ..refdata import load_reference
 from ..sweep import sweep
@@ -58,10 +58,11 @@ from ..timing import Timing, benchmark
 
 
 def measured(live: pd.DataFrame | None, reference) -> pd.DataFrame:
-    """The table to read numbers from: ``live``'s GPU-timed rows if it has any, else the reference's table."""
-    if live is not None and "status" in live and (live["status"] == "ok").any():
-        return live[live["status"] == "ok"].reset_index(drop=True)
-    return reference.table
+    """The table to read numbers from: ``live``'s GPU-timed rows if it has any, else the reference's table.
+
+    Shorthand for ``lh.live_or_reference(live, reference).table`` (typed columns either way).
+    """
+    return live_or_reference(live, reference).table
 
 
 def _sim_or_gpu(gpu, sim):
@@ -325,7 +326,7 @@ def transfer_sweep(sizes: Sequence[int] | None = None, *, repeat: int = 10, prog
     engines read it directly); pageable memory is an ordinary NumPy array, which the driver
     copies through a pinned staging buffer. ``transfer`` names the line of the plot, e.g. ``"H2D pinned"``.
     """
-    sizes = transfer_sizes() if sizes is None else [_check_int(s, "size", 1) for s in sizes]
+    sizes = transfer_sizes() if sizes is None else [validate.integer(s, "size", minimum=1) for s in sizes]
     largest = max(sizes)
     hosts = {"pageable": np.ones(largest, dtype=np.uint8), "pinned": cuda.pinned_array(largest, dtype=np.uint8)}
     hosts["pinned"][:] = 1

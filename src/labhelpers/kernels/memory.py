@@ -18,21 +18,12 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, uint32
 
+from .. import validate
 from ..arrays import check_array, to_host
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import blocks_for, check_launch, launch_1d
 
 WARP_SIZE = 32
-
-
-def _check_int(value, name: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or int(value) != value:
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < lo or (hi is not None and value > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return value
 
 
 # =========================================================================== global memory: coalescing
@@ -54,9 +45,9 @@ def offset_stride_copy(src, dst, n, offset, stride):
 
 def copy_footprint(n: int, offset: int, stride: int) -> int:
     """Elements ``src`` and ``dst`` need for :func:`offset_stride_copy`: one past the last index touched."""
-    n = _check_int(n, "n", 1)
-    offset = _check_int(offset, "offset", 0)
-    stride = _check_int(stride, "stride", 1)
+    n = validate.integer(n, "n", minimum=1)
+    offset = validate.integer(offset, "offset", minimum=0)
+    stride = validate.integer(stride, "stride", minimum=1)
     return offset + (n - 1) * stride + 1
 
 
@@ -131,9 +122,9 @@ def shared_stride_reference(size: int, threads: int, stride: int, reps: int) -> 
 
 def run_shared_stride_read(stride: int, reps: int, blocks: int = 1, threads: int = 32) -> np.ndarray:
     """Launch :func:`shared_stride_read` with ``blocks`` blocks of ``threads`` and return ``out`` on the host."""
-    stride = _check_int(stride, "stride", 0)
-    reps = _check_int(reps, "reps", 0)
-    blocks = _check_int(blocks, "blocks", 1)
+    stride = validate.integer(stride, "stride", minimum=0)
+    reps = validate.integer(reps, "reps", minimum=0)
+    blocks = validate.integer(blocks, "blocks", minimum=1)
     reason = check_launch(threads, SHARED_WORDS * 4)
     if reason:
         raise LaunchConfigError(f"{reason}: use a multiple of 32 threads, at most 1024.")
@@ -174,8 +165,8 @@ def chase_chain(working_set_bytes: int, stride_bytes: int = 128, *, shuffle: boo
     any slot covers the whole working set: a plain random permutation would split it
     into several shorter cycles.
     """
-    working_set_bytes = _check_int(working_set_bytes, "working_set_bytes", 8)
-    stride_bytes = _check_int(stride_bytes, "stride_bytes", 4)
+    working_set_bytes = validate.integer(working_set_bytes, "working_set_bytes", minimum=8)
+    stride_bytes = validate.integer(stride_bytes, "stride_bytes", minimum=4)
     if stride_bytes % 4:
         raise ValueError(f"stride_bytes must be a multiple of 4 (one uint32 slot), got {stride_bytes}")
     if working_set_bytes % stride_bytes or working_set_bytes < 2 * stride_bytes:
@@ -202,8 +193,8 @@ def walk_reference(next_slot: np.ndarray, start: int, steps: int) -> int:
 def run_pointer_chase(next_slot, start: int, steps: int) -> int:
     """Launch :func:`pointer_chase` once (one thread) and return the slot it stopped at."""
     check_array(next_slot, "next_slot", dtype=np.uint32, ndim=1)
-    start = _check_int(start, "start", 0, next_slot.shape[0] - 1)
-    steps = _check_int(steps, "steps", 0)
+    start = validate.integer(start, "start", minimum=0, maximum=next_slot.shape[0] - 1)
+    steps = validate.integer(steps, "steps", minimum=0)
     chain_d = cuda.to_device(next_slot) if isinstance(next_slot, np.ndarray) else next_slot
     state_d = cuda.to_device(np.array([start], dtype=np.uint32))
     pointer_chase[1, 1](chain_d, state_d, steps)
@@ -258,7 +249,7 @@ def lookup_reference(size: int, threads: int, reps: int, distinct: int) -> np.nd
 
 
 def _check_distinct(distinct: int) -> int:
-    distinct = _check_int(distinct, "distinct", 1, 32)
+    distinct = validate.integer(distinct, "distinct", minimum=1, maximum=32)
     if distinct & (distinct - 1):
         raise ValueError(f"distinct must be a power of two between 1 and 32 (addresses per warp), got {distinct}")
     return distinct
@@ -270,7 +261,7 @@ def run_lookup(memory: str, reps: int, distinct: int, blocks: int = 1, threads: 
     Returns ``out`` on the host.
     """
     distinct = _check_distinct(distinct)
-    reps = _check_int(reps, "reps", 0, 2**24 // 100)
+    reps = validate.integer(reps, "reps", minimum=0, maximum=2**24 // 100)
     launch_1d(blocks * threads, threads)  # validates threads
     out_d = cuda.device_array(blocks * threads, dtype=np.float32)
     if memory == "constant":
@@ -333,7 +324,7 @@ def run_local_array(x, k: int | None = None, threads: int = 128) -> np.ndarray:
     if k is None:
         local_array_static[launch.blocks, launch.threads](x_d, out_d)
     else:
-        local_array_dynamic[launch.blocks, launch.threads](x_d, out_d, _check_int(k, "k", 0))
+        local_array_dynamic[launch.blocks, launch.threads](x_d, out_d, validate.integer(k, "k", minimum=0))
     return to_host(out_d)
 
 
