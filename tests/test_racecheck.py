@@ -416,3 +416,88 @@ def test_the_subprocess_route_rebuilds_closures_and_notebook_kernels_from_source
     exec(compile(source.replace("s[t] = t\n", "s[t] = t if lock else t\n"), cell, "exec"), namespace)  # noqa: S102
     with pytest.raises(lh.GPUOnlyError, match="'lock'.*LABHELPERS_BACKEND=sim.*compute-sanitizer --tool racecheck"):
         rc._run_in_subprocess(namespace["notebook_kernel"], (1, 1, 1), (BLOCK, 1, 1), (out,), 0, 20)
+
+
+# ------------------------------------------------------------------------------ the matrix-multiply checkers
+
+TILED = '''
+from numba import cuda, float32
+TILE = 8
+
+
+@cuda.jit
+def k(A, B, C):
+    As = cuda.shared.array((TILE, TILE), float32)
+    Bs = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    m, kd = A.shape
+    n = B.shape[1]
+    acc = float32(0)
+    for k0 in range(0, kd, TILE):
+        a = float32(0)
+        if row < m and k0 + tx < kd:
+            a = A[row, k0 + tx]
+        As[ty, tx] = a
+        b = float32(0)
+        if k0 + ty < kd and col < n:
+            b = B[k0 + ty, col]
+        Bs[ty, tx] = b
+        cuda.syncthreads()
+        for kk in range(TILE):
+            acc += As[ty, kk] * Bs[kk, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        C[row, col] = acc
+'''
+WAR_BARRIER = "            acc += As[ty, kk] * Bs[kk, tx]\n        cuda.syncthreads()\n"
+NO_WAR_BARRIER = TILED.replace(WAR_BARRIER, "            acc += As[ty, kk] * Bs[kk, tx]\n")
+
+
+def _tiled(tmp_path, name, source):
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.k
+
+
+def test_the_matmul_checkers_report_a_missing_barrier_as_its_race(tmp_path):
+    from labhelpers.exercises import matmul as ex
+
+    no_war = _tiled(tmp_path, "no_war", NO_WAR_BARRIER)
+    with pytest.raises(lh.CheckFailed) as failure:
+        ex.check_tiled_square(no_war, 8)
+    text = str(failure.value)
+    assert "WAR race on As[0, 0] in block (0, 0, 0)" in text and "no_war.py:27: acc += As[ty, kk]" in text
+    assert "no_war.py:20: As[ty, tx] = a" in text and "at the end of the loop body" in text
+    with pytest.raises(lh.CheckFailed) as failure:  # exercise 4: the race, but not its kind (the next exercise)
+        ex.check_barriers(no_war, 8)
+    text = str(failure.value)
+    assert "a race is still possible. The race detector found a race on As[0, 0]" in text
+    assert "reads it" in text and "WAR" not in text and "RAW" not in text
+    no_raw = _tiled(tmp_path, "no_raw", TILED.replace("        Bs[ty, tx] = b\n        cuda.syncthreads()\n",
+                                                      "        Bs[ty, tx] = b\n"))
+    raw = r"RAW race on As\[0, 0\].*thread \(0, 0, 0\) writes it and thread \(1, 0, 0\) reads it"
+    with pytest.raises(lh.CheckFailed, match=raw):
+        ex.check_tiled_rect(no_raw, 8)
+    clean = _tiled(tmp_path, "clean", TILED)
+    assert ex.race_report(clean, 8).ok
+
+
+def test_the_matmul_checkers_fall_back_to_the_source_when_the_detector_cannot_run(tmp_path, monkeypatch):
+    from labhelpers.exercises import matmul as ex
+
+    def cannot(kernel, tile):
+        raise lh.GPUOnlyError("cannot be rebuilt")
+
+    monkeypatch.setattr(ex, "race_report", cannot)
+    no_war = _tiled(tmp_path, "no_war_static", NO_WAR_BARRIER)
+    with pytest.raises(lh.CheckFailed, match="write-after-read, WAR"):
+        ex.check_tiled_square(no_war, 8)
+    with pytest.raises(lh.CheckFailed, match="a race is still possible: some thread"):
+        ex.check_barriers(no_war, 8)

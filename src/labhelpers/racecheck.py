@@ -220,8 +220,8 @@ class BarrierProblem:
         total: threads in the block.
         waiting: some of the threads at ``lines[0]``.
         others: some of the threads not there (ended, or waiting elsewhere).
-        context: the enclosing ``if`` / loop of the barrier when the source shows one, e.g.
-            ``inside an `if` (line 12: if tid < 16:)``, else ``""``.
+        contexts: for each of ``lines``, where the barrier sits when the source shows it (the enclosing
+            ``if`` or loop, a ``return`` above it), e.g. ``inside an `if`, line 12: if tid < 16:``; else ``""``.
         count: in how many blocks the same problem happened.
     """
 
@@ -232,22 +232,29 @@ class BarrierProblem:
     total: int
     waiting: tuple[tuple[int, int, int], ...]
     others: tuple[tuple[int, int, int], ...]
-    context: str = ""
+    contexts: tuple[str, ...] = ()
     count: int = 1
 
+    @property
+    def context(self) -> str:
+        """The ``contexts`` that say something, joined: where the barrier(s) sit in the source."""
+        return "; ".join(c for c in dict.fromkeys(self.contexts) if c)
+
+    def _at(self, i: int) -> str:
+        ctx = self.contexts[i] if i < len(self.contexts) else ""
+        return f"{self.lines[i].where} ({ctx})" if ctx else self.lines[i].where
+
     def __str__(self) -> str:
-        where = self.lines[0]
-        ctx = f" ({self.context})" if self.context else ""
         others = self.total - self.reached
         named = ", ".join(_t(t) for t in self.others) + (", ..." if others > len(self.others) else "")
         if self.kind == "partial":
             text = (f"barrier reached by only {self.reached} of the {self.total} threads of block {_t(self.block)}: "
-                    f"cuda.syncthreads() at {where.where}{ctx}; {others} thread(s) ({named}) ended without reaching "
+                    f"cuda.syncthreads() at {self._at(0)}; {others} thread(s) ({named}) ended without reaching "
                     "it (they returned early or skipped it in a branch)")
         else:
             text = (f"threads of block {_t(self.block)} wait at different barriers at once: {self.reached} of "
-                    f"{self.total} at {where.where}{ctx}, {others} ({named}) at "
-                    + ", ".join(line.where for line in self.lines[1:]))
+                    f"{self.total} at {self._at(0)}, {others} ({named}) at "
+                    + ", ".join(self._at(i) for i in range(1, len(self.lines))))
         text += "".join(f"\n    {line}" for line in dict.fromkeys(self.lines))
         if self.count > 1:
             text += f"\n    (the same in {self.count} blocks)"
@@ -782,9 +789,10 @@ def _barrier_problems(recorder: _Recorder, blocks: list, block_threads: int) -> 
                 kind = "divergent"
                 others = [t for _, ts in groups[1:] for t in ts]
                 lines = tuple(_source_line(s) for (s, _), _ in groups)
+            contexts = tuple(_context((line.file, line.line), partial=kind == "partial") for line in lines)
             problem = BarrierProblem(kind, block, lines, len(waiting), block_threads,
                                      tuple(waiting[:THREADS_NAMED]), tuple(sorted(others)[:THREADS_NAMED]),
-                                     _context(site, partial=kind == "partial"))
+                                     contexts)
             key = (kind, tuple((s, n) for (s, n), _ in groups), len(waiting))
             if key in grouped:
                 grouped[key][1] += 1

@@ -9,12 +9,16 @@ one that writes outside ``C`` leaves a finite value in ``C``'s padding (a NaN re
 padding would hide such a write), so both are caught on either backend.
 
 A missing barrier is a race, and whether a race shows in a test run depends on timing: on a GPU
-the warps of a block often stay close enough together for a racy kernel to pass; the simulator
-runs each thread up to its next barrier before the next thread starts, which exposes some races
-and hides others. So the checkers of the shared-memory kernels also read the kernel's source and
-check its barriers deterministically (:func:`barrier_problems`): none inside an ``if`` or after a
-``return``, one between the stores into shared memory and the reads (RAW), one between the reads
-and the next phase's stores (WAR).
+the warps of a block often stay close enough together for a racy kernel to pass, and the
+simulator's order of threads exposes some races and hides others. So the checkers of the
+shared-memory kernels first run the kernel once through the race detector (:func:`race_report`,
+built on :func:`labhelpers.check_races`), on a small product with two phases of the k loop and
+partial tiles at the edges: every pair of threads of a block that touch one tile element with no
+barrier between them is reported as the race it is (RAW, WAR or WAW, with the element, the two
+threads and the two lines), and so is a barrier only part of a block reaches (inside an ``if``,
+after a ``return``). On a GPU the detector runs the kernel in a simulator subprocess; only if the
+kernel cannot be rebuilt there do the checkers fall back to reading the source
+(:func:`barrier_problems`, which chapter 5 also uses to show what a static check can see).
 
 * :func:`check_naive`: ``kernel(A, B, C)``, one thread per element of ``C``, any shapes.
 * :func:`check_tiled_square`: ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of the tile.
@@ -32,7 +36,7 @@ import numpy as np
 
 from .. import backend
 from ..checkers import diagnose, launch_student_kernel, require_kernel
-from ..errors import CheckFailed
+from ..errors import CheckFailed, GPUOnlyError
 from ..launch import blocks_for
 from ..source import source_of
 
@@ -248,6 +252,61 @@ def _check_barriers_of(kernel: Any, name: str) -> None:
         raise CheckFailed(f"{name}: " + " Also: ".join(problems))
 
 
+def race_size(tile: int) -> int:
+    """``n`` of the ``n x n`` product the race check runs: two phases of the k loop, partial tiles at the edges."""
+    return tile + 1
+
+
+def race_report(kernel: Any, tile: int):
+    """Run ``kernel(A, B, C)`` once through :func:`labhelpers.check_races` (``tile x tile`` blocks, n = tile + 1).
+
+    Returns the :class:`~labhelpers.racecheck.RaceReport`, or None when the kernel fails to run (an
+    access out of bounds, a compile error: the correctness checks then say what to change).
+
+    Raises:
+        GPUOnlyError: on a GPU, when the kernel cannot be rebuilt in the simulator.
+    """
+    from ..racecheck import check_races
+
+    n = race_size(tile)
+    a, b = _inputs(n, n, n, seed=7)
+    c = np.full((n, n), np.nan, dtype=np.float32)
+    grid = (blocks_for(n, tile), blocks_for(n, tile))
+    try:
+        return check_races(kernel, grid, (tile, tile), a, b, c)
+    except GPUOnlyError:
+        if backend.is_simulator():
+            return None
+        raise
+    except Exception:  # noqa: BLE001  (any failure to run is reported by the correctness checks)
+        return None
+
+
+def _shared_tiles_problem(report, name: str) -> str | None:
+    if not report.arrays:
+        return f"{name}: the kernel declares no cuda.shared.array: the tiles belong in shared memory"
+    if not any(a.writes for a in report.arrays):
+        tiles = " or ".join(a.name for a in report.arrays)
+        return (f"{name}: no loop stores into the shared tiles (no thread wrote to {tiles}): each phase of the k "
+                "loop loads one tile of A and B")
+    return None
+
+
+def _check_races_of(kernel: Any, name: str, tile: int) -> None:
+    """The race check of the shared-memory checkers: every race and barrier problem named with its lines."""
+    try:
+        report = race_report(kernel, tile)
+    except GPUOnlyError:  # on a GPU, a kernel the simulator process cannot rebuild: read the source instead
+        _check_barriers_of(kernel, name)
+        return
+    if report is None:
+        return
+    problem = _shared_tiles_problem(report, name)
+    if problem:
+        raise CheckFailed(problem)
+    report.raise_for_problems(name)
+
+
 # --------------------------------------------------------------------------------------------- the checkers
 
 
@@ -280,15 +339,15 @@ def square_sizes(tile: int) -> tuple[int, ...]:
 def check_tiled_square(kernel: Any, tile: int) -> None:
     """Check the shared-memory kernel ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of ``tile``.
 
-    Launched with ``tile x tile`` threads per block. The barriers are also checked in the source
-    (see :func:`barrier_problems`), because a race may not show in a run.
+    Launched with ``tile x tile`` threads per block. The kernel also runs once through the race
+    detector (:func:`race_report`), because a race may not show in a run.
 
     Raises:
-        CheckFailed: with the size that failed and what to change.
+        CheckFailed: with the race, or the size that failed, and what to change.
     """
     name = "matmul_tiled_kernel"
     require_kernel(kernel, name)
-    _check_barriers_of(kernel, name)
+    _check_races_of(kernel, name, tile)
     sizes = square_sizes(tile)
     _check_shapes(kernel, name, [(n, n, n) for n in sizes], (tile, tile),
                   "Every thread loads one element of each tile per phase, storing 0 where the tile hangs over the "
@@ -308,7 +367,7 @@ def check_tiled_rect(kernel: Any, tile: int, *, shapes: Sequence[tuple[int, int,
     """
     name = "matmul_rect_kernel"
     require_kernel(kernel, name)
-    _check_barriers_of(kernel, name)
+    _check_races_of(kernel, name, tile)
     shapes = tuple(shapes) if shapes is not None else _shapes()
     _check_shapes(kernel, name, shapes, (tile, tile),
                   "Three sizes now: m = A.shape[0] bounds the rows (of A and C), n = B.shape[1] the columns (of B and "
@@ -318,18 +377,37 @@ def check_tiled_rect(kernel: Any, tile: int, *, shapes: Sequence[tuple[int, int,
 
 
 def check_barriers(kernel: Any, tile: int) -> None:
-    """Check the repaired racy kernel: its barriers (read from the source) and its results on rectangular shapes.
+    """Check the repaired racy kernel: one run through the race detector, then its results on rectangular shapes.
 
-    Finding the missing barrier is the exercise, so while one is missing the message says that a race
-    remains and how to look for it, not where it is (a barrier in a branch or an early ``return`` is
-    named outright).
+    Finding the missing barrier is the exercise, and naming its hazard the next one, so while a race
+    remains the message shows the race the detector found (the element, the two threads and the two
+    lines) without naming its kind, and asks where the fast thread must wait. A barrier in a branch or
+    after an early ``return`` is named outright.
 
     Raises:
         CheckFailed: a race is still possible, or the shape that failed.
     """
     name = "matmul_tiled_fixed"
     require_kernel(kernel, name)
-    findings = _barrier_findings(kernel)
+    try:
+        report = race_report(kernel, tile)
+    except GPUOnlyError:  # on a GPU, a kernel the simulator process cannot rebuild: read the source instead
+        report = None
+        findings = _barrier_findings(kernel)
+    else:
+        findings = []
+    if report is not None:
+        problem = _shared_tiles_problem(report, name)
+        if problem:
+            raise CheckFailed(problem)
+        if report.barrier_problems:
+            raise CheckFailed(f"{name}: " + str(report.barrier_problems[0]) + " Every thread of the block must reach "
+                              "every cuda.syncthreads(): guard the loads and the write, never the barrier.")
+        if report.races:
+            found = report.races[0].describe(show_kind=False)
+            raise CheckFailed(
+                f"{name}: a race is still possible. The race detector found {found}\nFollow the two threads, a fast "
+                "one and a slow one, through two phases of the k loop: where must the fast one wait?")
     named = [message for kind, message in findings if kind not in ("RAW", "WAR")]
     if named:
         raise CheckFailed(f"{name}: " + " Also: ".join(named))
@@ -340,8 +418,8 @@ def check_barriers(kernel: Any, tile: int) -> None:
             "the k loop: where must the fast one wait?")
     shapes = _shapes()
     _check_shapes(kernel, name, shapes, (tile, tile), "The barriers look right; check the lines you changed.")
-    print(f"Correct: {name} has a barrier after the loads (RAW) and one after the reads (WAR), none in a branch, "
-          f"and matches NumPy on all {len(shapes)} shapes tried.")
+    print(f"Correct: {name} has no race and no barrier problem left, and matches NumPy on all {len(shapes)} shapes "
+          "tried.")
 
 
 #: The answers :func:`check_hazard` understands.
