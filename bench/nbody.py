@@ -51,8 +51,11 @@ def _table(name: str, build):
 
 def _meta() -> dict:
     fma = _fma_peak()
+    if "dram" not in _measured:
+        _measured["dram"] = rl.measure_dram_bandwidth()
+    dram = _measured["dram"]
     return {**current_meta(), "fp32_fma_peak_gflops": fma.value, "fp32_fma_peak_how": fma.how,
-            "flops_per_interaction": nb.FLOPS_PER_INTERACTION}
+            "dram_gbs": dram.value, "dram_how": dram.how, "flops_per_interaction": nb.FLOPS_PER_INTERACTION}
 
 
 def collect(out_dir) -> None:
