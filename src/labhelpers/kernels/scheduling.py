@@ -24,11 +24,11 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, float64
 
-from .. import backend
+from .. import backend, validate
 from ..arrays import check_array, to_host
 from ..device import device_info
 from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
-from ..launch import DEFAULT_SHARED_PER_BLOCK, WARP_SIZE, blocks_for, check_launch, launch_1d
+from ..launch import DEFAULT_SHARED_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d
 
 #: The Park-Miller generator ``v -> v * 48271 mod (2**31 - 1)`` (Park, Miller and Stockmeyer, 1993).
 LCG_MULTIPLIER = 48271
@@ -200,15 +200,6 @@ def divergence_reference(kind: str, x: np.ndarray, steps: int, threads: int = 25
     return out
 
 
-def _check_lcg_input(x, steps: int) -> None:
-    check_array(x, "x", dtype=np.int64, ndim=1)
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ArrayArgumentError(f"steps must be a whole number >= 0, got {steps!r}")
-    if isinstance(x, np.ndarray) and x.size and (x.min() < 0 or x.max() >= LCG_MODULUS):
-        raise ArrayArgumentError(f"x must hold values in [0, 2**31 - 1) (got {x.min()}..{x.max()}): products with "
-                                 f"{LCG_MULTIPLIER} would overflow int64. Use lcg_inputs(n) or x % {LCG_MODULUS}.")
-
-
 def launch_divergence(kind: str, x_d, out_d, steps: int, threads: int = 256) -> None:
     """Launch divergence kernel ``kind`` on device arrays (no checks, no copies: for timing)."""
     n = x_d.shape[0]
@@ -224,7 +215,11 @@ def run_divergence(kind: str, x, steps: int, threads: int = 256) -> np.ndarray:
     """Run divergence kernel ``kind`` on ``x`` (int64 values in [0, 2**31 - 1)) and return the result."""
     if kind not in DIVERGENCE_KERNELS:
         raise ValueError(f"unknown kernel {kind!r}: use one of {list(DIVERGENCE_KERNELS)}")
-    _check_lcg_input(x, steps)
+    validate.array(x, "x", dtype=np.int64, ndim=1)
+    steps = validate.integer(steps, "steps", minimum=0, allow_float=False, error=ArrayArgumentError)
+    if isinstance(x, np.ndarray) and x.size and (x.min() < 0 or x.max() >= LCG_MODULUS):
+        raise ArrayArgumentError(f"x must hold values in [0, 2**31 - 1) (got {x.min()}..{x.max()}): products with "
+                                 f"{LCG_MULTIPLIER} would overflow int64. Use lcg_inputs(n) or x % {LCG_MODULUS}.")
     if threads % WARP_SIZE:
         raise LaunchConfigError(f"threads={threads}: use a multiple of 32 so that every warp is full "
                                 "(the divergence model assumes it)")
@@ -364,14 +359,9 @@ def scale_grid(n: int, threads: int, ilp: int, blocks_per_sm: int | None) -> int
 
 
 def _check_scale_args(threads: int, ilp: int, shared_bytes: int) -> None:
-    if ilp not in SCALE_KERNELS:
-        raise ValueError(f"ilp={ilp!r}: use one of {sorted(SCALE_KERNELS)}")
-    if isinstance(shared_bytes, bool) or not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
-        raise LaunchConfigError(f"shared_bytes must be a whole number >= 0, got {shared_bytes!r}")
-    reason = check_launch(threads, shared_bytes, max_shared=DEFAULT_SHARED_PER_BLOCK)
-    if reason:
-        raise LaunchConfigError(f"{reason}: use 1 to 1024 threads and at most {DEFAULT_SHARED_PER_BLOCK} B of "
-                                "dynamic shared memory per block")
+    """The arguments of the scale kernels: ``ilp`` one of :data:`SCALE_KERNELS`, and a launch a GPU accepts."""
+    validate.choice(ilp, "ilp", sorted(SCALE_KERNELS))
+    validate.launch(1, threads, shared_bytes, max_shared=DEFAULT_SHARED_PER_BLOCK)
 
 
 def launch_scale(x_d, out_d, a: float, threads: int, ilp: int = 1, shared_bytes: int = 0,
@@ -389,8 +379,8 @@ def run_scale(x, a: float, threads: int = 256, ilp: int = 1, shared_bytes: int =
     """
     check_array(x, "x", dtype=np.float32, ndim=1)
     _check_scale_args(threads, ilp, shared_bytes)
-    if blocks is not None and (isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < 1):
-        raise LaunchConfigError(f"blocks must be a whole number >= 1, got {blocks!r}")
+    if blocks is not None:
+        validate.grid_shape(blocks, "blocks")
     x_d = cuda.to_device(x)
     out_d = cuda.device_array_like(x_d)
     launch_scale(x_d, out_d, a, threads, ilp, shared_bytes, blocks)
@@ -435,9 +425,8 @@ def sixteen_accumulators_capped(max_registers: int):
     The compiler keeps what does not fit in local memory (spills). Under the simulator, which
     compiles nothing, this is :func:`sixteen_accumulators` itself.
     """
-    whole = isinstance(max_registers, (int, np.integer)) and not isinstance(max_registers, bool)
-    if not whole or not 16 <= max_registers <= 255:
-        raise LaunchConfigError(f"max_registers must be a whole number from 16 to 255, got {max_registers!r}")
+    max_registers = validate.integer(max_registers, "max_registers", minimum=16, maximum=255, allow_float=False,
+                                     error=LaunchConfigError)
     if backend.is_simulator() or max_registers == 255:
         return sixteen_accumulators
     return cuda.jit(max_registers=int(max_registers))(sixteen_accumulators.py_func)
