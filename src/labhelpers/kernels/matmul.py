@@ -31,8 +31,8 @@ from typing import Any, Callable
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .. import backend
-from ..arrays import check_array, to_host
+from .. import backend, validate
+from ..arrays import to_host
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import blocks_for, check_launch
 
@@ -472,21 +472,6 @@ def plan(variant: str, m: int, k: int, n: int, *, tile: int = DEFAULT_TILE,
     return Plan(variant, factory(t, guarded), t.grid(m, n), t.block, t.label(), guarded)
 
 
-def _check_operands(a, b, out) -> tuple[int, int, int]:
-    for name, x in (("a", a), ("b", b)):
-        check_array(x, name, ndim=2)
-        check_array(x, name, dtype=np.float32)
-        check_array(x, name)
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2:
-        raise ArrayArgumentError(
-            f"inner dimensions differ: a is {m} x {k} and b is {k2} x {n}; a @ b needs as many columns in a as "
-            f"rows in b (did you mean b.T, or a.T?)")
-    if out is not None:
-        check_array(out, "out", dtype=np.float32, ndim=2, shape=(m, n))
-    return m, k, n
-
-
 def matmul(a, b, *, variant: str = "register", tile: int = DEFAULT_TILE, tiling: RegisterTiling | None = None,
            out=None):
     """``a @ b`` with one of this chapter's kernels.
@@ -506,7 +491,16 @@ def matmul(a, b, *, variant: str = "register", tile: int = DEFAULT_TILE, tiling:
             ``xp.matmul``, which is cuBLAS on a GPU), memory layout, or inner dimensions that differ.
         ValueError, LaunchConfigError: an unknown variant or an impossible tile.
     """
-    m, k, n = _check_operands(a, b, out)
+    for name, x in (("a", a), ("b", b)):
+        validate.array(x, name, ndim=2, contiguous=False)  # the number of dimensions first, then the rest
+        validate.array(x, name, dtype=np.float32)
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ArrayArgumentError(
+            f"inner dimensions differ: a is {m} x {k} and b is {k2} x {n}; a @ b needs as many columns in a as "
+            f"rows in b (did you mean b.T, or a.T?)")
+    if out is not None:
+        validate.array(out, "out", dtype=np.float32, ndim=2, shape=(m, n))
     p = plan(variant, m, k, n, tile=tile, tiling=tiling)
     on_host = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
     if isinstance(out, np.ndarray) or out is None:
