@@ -323,35 +323,28 @@ def jacobi_naive(u, v):
 def jacobi_shared(u, v):
     """The Jacobi step from a shared tile of ``(blockDim.y + 2) x (blockDim.x + 2)`` values (halo of 1).
 
-    The block loads its tile with a block-stride loop over the tile's words, so every value is
-    read from device memory once per block. The tile's left and right columns are the "vertical
-    halo": one float per row, each a separate memory transaction.
+    Every thread loads its own point into the tile; the first and last row of threads also load
+    the halo rows above and below the block (contiguous, coalesced), the first and last column of
+    threads the halo columns left and right: the "vertical halo", one float per row, each in a
+    memory sector of its own. Corners are not loaded: the 5-point stencil never reads them.
     """
     tile = cuda.shared.array((TILE_Y, TILE_X), float32)
-    bx = cuda.blockDim.x
-    by = cuda.blockDim.y
+    j, i = cuda.grid(2)
     ny, nx = u.shape
-    i0 = cuda.blockIdx.y * by - 1  # global row of tile row 0 (the halo row above)
-    j0 = cuda.blockIdx.x * bx - 1  # global column of tile column 0
-    width = bx + 2
-    words = (by + 2) * width
-    w = cuda.threadIdx.y * bx + cuda.threadIdx.x
-    while w < words:
-        r = w // width
-        c = w - r * width
-        gi = i0 + r
-        gj = j0 + c
-        if gi >= 0 and gi < ny and gj >= 0 and gj < nx:
-            tile[r, c] = u[gi, gj]
-        else:
-            tile[r, c] = float32(0)  # outside the grid: never used (border points copy themselves)
-        w += bx * by
-    cuda.syncthreads()  # RAW: the halo, loaded by other threads, is in the tile before anyone reads it
-    r = cuda.threadIdx.y + 1
+    r = cuda.threadIdx.y + 1  # this thread's point in the tile
     c = cuda.threadIdx.x + 1
-    i = i0 + r
-    j = j0 + c
-    if i < ny and j < nx:
+    inside = i < ny and j < nx
+    tile[r, c] = u[i, j] if inside else float32(0)
+    if cuda.threadIdx.y == 0:  # halo row above
+        tile[0, c] = u[i - 1, j] if inside and i > 0 else float32(0)
+    if cuda.threadIdx.y == cuda.blockDim.y - 1:  # halo row below
+        tile[r + 1, c] = u[i + 1, j] if j < nx and i + 1 < ny else float32(0)
+    if cuda.threadIdx.x == 0:  # halo column left (strided: one float per row)
+        tile[r, 0] = u[i, j - 1] if inside and j > 0 else float32(0)
+    if cuda.threadIdx.x == cuda.blockDim.x - 1:  # halo column right
+        tile[r, c + 1] = u[i, j + 1] if i < ny and j + 1 < nx else float32(0)
+    cuda.syncthreads()  # RAW: the halo, loaded by other threads, is in the tile before anyone reads it
+    if inside:
         if i == 0 or j == 0 or i == ny - 1 or j == nx - 1:
             v[i, j] = tile[r, c]
         else:
