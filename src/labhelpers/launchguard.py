@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import backend
 from . import validate
 
@@ -40,20 +42,21 @@ def check_configuration(configuration: Any) -> None:
     shared = configuration[3] if len(configuration) == 4 else 0
     try:
         key = (grid, block, shared)
-        if key in _known_good and all(type(v) is int for v in _flat(key)):
+        if key in _known_good and _integers_only(key):  # 128.0 == 128 and True == 1: look at the types too
             return
     except TypeError:  # a list: unhashable, check it every time
         key = None
     validate.launch(grid, block, shared, max_shared=_max_shared())
-    if key is not None and all(type(v) is int for v in _flat(key)):
+    if key is not None and _integers_only(key):
         _known_good.add(key)
 
 
-def _flat(key: tuple) -> list:
-    out = []
+def _integers_only(key: tuple) -> bool:
     for v in key:
-        out.extend(v if isinstance(v, tuple) else (v,))
-    return out
+        for x in (v if isinstance(v, tuple) else (v,)):
+            if type(x) is not int and not isinstance(x, np.integer):
+                return False
+    return True
 
 
 def _kernel_class() -> type:
