@@ -380,9 +380,11 @@ def test_the_simulator_is_restored_also_when_the_kernel_raises():
 
 def test_the_subprocess_route_gives_the_same_report():
     x = _x(2 * BLOCK)
-    here = rc._run_simulated(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, np.zeros_like(x)), 0, 20)
-    there = rc._run_in_subprocess(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, np.zeros_like(x)), 0, 20)
+    here = lh.check_races(stencil_no_barrier, 2, BLOCK, x, np.zeros_like(x))  # in this process under the simulator
+    out = np.zeros_like(x)
+    there = rc._run_in_subprocess(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, out), 0, 20)
     assert there == here and str(there) == str(here)
+    assert np.count_nonzero(out) > BLOCK  # what the simulated launch wrote comes back into the arrays passed
 
 
 def test_the_subprocess_route_rebuilds_closures_and_notebook_kernels_from_source(tmp_path):

@@ -42,8 +42,9 @@ On a GPU (``numba.cuda`` is the real CUDA target, so the simulator is not loaded
 same analysis runs in a child Python process with ``NUMBA_ENABLE_CUDASIM=1``: the kernel is rebuilt
 there from its Python source (``inspect.getsource`` of ``kernel.py_func``, plus the module-level
 constants, modules and device functions it uses, or by importing it when it is defined at the top of an
-importable module), and array arguments are sent as NumPy copies (your device arrays are not changed).
-The report, its text and its errors are the same as under the simulator. A kernel that cannot be rebuilt
+importable module), and array arguments are sent as NumPy copies.
+The report, its text and its errors are the same as under the simulator, and the arrays you passed
+receive what the simulated launch wrote into their copies. A kernel that cannot be rebuilt
 (its source is not available, or it uses a global that cannot be sent to another process) raises
 :class:`~labhelpers.errors.GPUOnlyError` saying how to check it instead: run the notebook with
 ``LABHELPERS_BACKEND=sim``, or use NVIDIA's race checker on the GPU,
@@ -523,19 +524,14 @@ class _Recorder:
         if st is None:
             return
         site, atomic = self.site(frame)
-        view = self.views[vid]
         if isinstance(keys, np.ndarray):
             keys = [int(k) for k in keys.ravel()]
         else:
             keys = [int(keys)]
-        if self.count + len(keys) > MAX_ACCESSES:
+        if self.count + len(keys) > MAX_ACCESSES:  # only a guard: threads update it without a lock
             self.complete = False
             return
         self.count += len(keys)
-        if write:
-            view.writes += len(keys)
-        else:
-            view.reads += len(keys)
         log = st.log
         for key in keys:
             log.append((st.epoch, st.seq, vid, key, write, atomic, site))
@@ -860,12 +856,20 @@ def _run_simulated(target, grid, block, args, shared_bytes: int, max_reported: i
     blocks = sorted(np.ndindex(*grid), key=lambda b: (b[2], b[1], b[0]))
     blocks = [tuple(int(v) for v in b) for b in blocks]
     block_threads = block[0] * block[1] * block[2]
+    for st in recorder.states.values():  # counted from the logs (deterministic), not by the racing threads
+        for entry in st.log:
+            view = recorder.views[entry[2]]
+            if entry[4]:
+                view.writes += 1
+            else:
+                view.reads += 1
+    accesses = sum(len(st.log) for st in recorder.states.values())
     problems = _barrier_problems(recorder, blocks, block_threads)
     races, counts = _races(recorder, blocks)
     arrays = tuple(SharedArray(v.name, v.shape, v.dtype, _source_line(v.site), v.reads, v.writes)
                    for v in recorder.views)
     return RaceReport(name, grid, block, tuple(races[:max_reported]), tuple(problems[:max_reported]),
-                      {k: counts[k] for k in KINDS if counts.get(k)}, arrays, recorder.count, recorder.complete,
+                      {k: counts[k] for k in KINDS if counts.get(k)}, arrays, accesses, recorder.complete,
                       len(races), len(problems))
 
 
@@ -996,6 +1000,22 @@ def _host_copy(value: Any) -> Any:
     return value
 
 
+def _write_back(original: Any, written: np.ndarray | None) -> None:
+    """Give an argument the contents the simulated launch left in its copy (as a launch would)."""
+    if written is None or original is written:
+        return
+    try:
+        if isinstance(original, np.ndarray):
+            if original.flags.writeable:
+                np.copyto(original, written)
+        elif hasattr(original, "copy_to_device"):
+            original.copy_to_device(np.ascontiguousarray(written))
+        elif hasattr(original, "set") and hasattr(original, "__cuda_array_interface__"):
+            original.set(written)
+    except Exception:  # noqa: BLE001  (a view that cannot be written as a whole keeps its old contents)
+        pass
+
+
 def _rebuild(spec: dict, built: dict | None = None) -> Any:
     """In the simulator process: the kernel (or device function) a spec describes."""
     from numba import cuda
@@ -1060,6 +1080,8 @@ def _run_in_subprocess(target, grid, block, args, shared_bytes: int, max_reporte
         with open(out, "rb") as f:
             result = pickle.load(f)
     if result[0] == "ok":
+        for original, written in zip(args, result[2]):
+            _write_back(original, written)
         return result[1]
     _, module, qualname, message = result
     if result[0] == "rebuild":
@@ -1087,7 +1109,8 @@ def _child_main() -> None:  # pragma: no cover  (runs in the subprocess; tested 
         else:
             report = check_races(kernel, payload["grid"], payload["block"], *payload["args"],
                                  shared_bytes=payload["shared_bytes"], max_reported=payload["max_reported"])
-            result = ("ok", report)
+            written = [a if isinstance(a, np.ndarray) else None for a in payload["args"]]
+            result = ("ok", report, written)
     except Exception as exc:  # noqa: BLE001  (passed back to the parent, which re-raises it)
         result = ("error", type(exc).__module__, type(exc).__qualname__, str(exc))
     with open(out, "wb") as f:
