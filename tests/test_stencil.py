@@ -289,7 +289,7 @@ def test_experiments_run_small_on_a_gpu():
     from labhelpers.experiments import stencil as exp
 
     jac = exp.jacobi_table(512, configs=(("naive", 32, 8), ("shared", 32, 8), ("marching", 128, 1)), repeat=3,
-                           number=2)
+                           number=2, fma_peak=False)
     assert set(jac["variant"]) >= {"naive", "shared", "marching", "cupy slicing", "copy"}
     assert (jac["gbps"] > 0).all()
     assert exp.best_jacobi(jac)["variant"] in st.JACOBI

@@ -63,14 +63,17 @@ def _local_loads(kernel) -> float:
 
 
 def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI_CONFIGS, *,
-                 repeat: int = 20, number: int = 10, check_n: tuple[int, int] = (1023, 1029)) -> pd.DataFrame:
+                 repeat: int = 20, number: int = 10, check_n: tuple[int, int] = (1023, 1029),
+                 fma_peak: bool = True) -> pd.DataFrame:
     """Time one Jacobi step of every configuration on an ``n x n`` float32 grid. GPU only.
 
     Each kernel is first checked bit for bit against :func:`~labhelpers.kernels.stencil.jacobi_reference`
     on an awkward ``check_n`` grid (3 steps), and on the big grid against the CuPy step. Rows: ``kernel``
     (``variant`` + block), ``median_ms``, ``gbps`` (8 n^2 bytes / time), ``gpoints_s``, ``local_loads``;
-    then ``cupy slicing`` (same 8 n^2 bytes credited, whatever it really moves) and ``copy`` (a CuPy
-    device-to-device copy of one grid, bytes read + written = 8 n^2 as well).
+    then ``cupy slicing`` (same 8 n^2 bytes credited, whatever it really moves), ``copy`` (a CuPy
+    device-to-device copy of one grid, bytes read + written = 8 n^2 as well) and, with ``fma_peak``,
+    the float32 FMA peak of chapter 7's kernel (``gflops`` only): the two roofs of the roofline.
+    ``gflops`` of a step counts 4 flops per interior point.
     """
     cp = _require_gpu("jacobi_table")
     rng = np.random.default_rng(0)
@@ -80,6 +83,7 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
     want = u0.copy()
     st.cupy_jacobi_step(u0, want)
     nbytes = st.JACOBI_BYTES_PER_POINT * n * n
+    flops = st.jacobi_counts(n, n)["flops"]
     rows = []
     for variant, bx, by in configs:
         got = st.run_jacobi(small, 3, variant, (bx, by))
@@ -89,7 +93,8 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
         solver.step()
         if not bool(cp.array_equal(cp.asarray(solver.current), want)):
             raise AssertionError(f"jacobi {variant} {bx}x{by} disagrees with the CuPy step on {n}x{n}")
-        t = benchmark(solver.step, nbytes=nbytes, repeat=repeat, number=number, label=f"{variant} {bx}x{by}")
+        t = benchmark(solver.step, nbytes=nbytes, flops=flops, repeat=repeat, number=number,
+                      label=f"{variant} {bx}x{by}")
         row = {"kernel": f"{variant} {bx}x{by}", "variant": variant, "block_x": bx, "block_y": by,
                "rows_per_thread": st.ROWS if variant == "marching" else 1, "n": n}
         row.update(t.as_row())
@@ -98,13 +103,21 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
         rows.append(row)
         del solver
     v = u0.copy()
-    t = benchmark(lambda: st.cupy_jacobi_step(u0, v), nbytes=nbytes, repeat=repeat, number=number,
+    t = benchmark(lambda: st.cupy_jacobi_step(u0, v), nbytes=nbytes, flops=flops, repeat=repeat, number=number,
                   label="cupy slicing")
     rows.append(_extra("cupy slicing", t, n))
     dst = cp.empty_like(u0)
     t = benchmark(lambda: dst.__setitem__(slice(None), u0), nbytes=2 * u0.nbytes, repeat=repeat, number=number,
                   label="copy")
     rows.append(_extra("copy", t, n))
+    if fma_peak:
+        from .. import roofline as rl
+
+        peak = rl.measure_fma_peak(np.float32)
+        rows.append({"kernel": "fp32 FMA peak", "variant": "fp32 FMA peak", "block_x": float("nan"),
+                     "block_y": float("nan"), "rows_per_thread": float("nan"), "n": n, "median_ms": float("nan"),
+                     "min_ms": float("nan"), "spread": float("nan"), "gbps": float("nan"), "gflops": peak.value,
+                     "gpoints_s": float("nan"), "local_loads": float("nan")})
     return pd.DataFrame(rows)
 
 
