@@ -1,0 +1,237 @@
+"""Chapter "Stencils, halos and connected components": figures and widget draw functions.
+
+Draw functions for widgets take an axes first (``draw(ax, **controls)``); the others build and return
+a Figure. Measured tables come from :mod:`labhelpers.experiments.stencil` or from the reference data
+``ch09_*``; their label (``this GPU: ...`` or ``reference: ...``) goes into the title.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib import colors, patches
+import matplotlib.pyplot as plt
+
+from ..kernels import stencil as st
+from ..models import stencil as model
+
+HALO = "#f4a259"
+OWN = "#5b8fd6"
+STRIDED = "#d1495b"
+
+
+def plot_tile_1d(ax, threads: int = 16, radius: int = 3) -> None:
+    """The shared tile of one block: ``radius`` halo words on each side of the block's ``threads`` words.
+
+    Each word is loaded once; the title compares loads per output with the ``2R + 1`` reads per
+    output of the kernel without a tile.
+    """
+    m = model.tile_1d(threads, radius)
+    words = m["words"]
+    for w in range(words):
+        halo = w < radius or w >= radius + threads
+        ax.add_patch(patches.Rectangle((w, 0), 0.92, 1, color=HALO if halo else OWN, lw=0))
+    if words <= 48:
+        for w in range(words):
+            ax.text(w + 0.46, 0.5, str(w - radius), ha="center", va="center", fontsize=7, color="white")
+    ax.set_xlim(-0.5, max(words, 8) + 0.5)
+    ax.set_ylim(-1.2, 1.6)
+    ax.set_yticks([])
+    ax.set_xlabel("tile word (numbers: offset from the block's first element)")
+    ax.legend(handles=[patches.Patch(color=OWN, label=f"the block's {threads} elements"),
+                       patches.Patch(color=HALO, label=f"halo: {radius} on each side")],
+              loc="lower center", ncol=2, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.05))
+    ax.set_title(f"block of {threads} threads, radius {radius}: {words} loads for {threads} outputs = "
+                 f"{m['loads_per_output']:.2f} per output (without a tile: {m['global_reads_per_output']} reads "
+                 "per output)", fontsize=9)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+
+
+def plot_tile_2d(ax, bx: int = 8, by: int = 4) -> None:
+    """The 2D tile of a 5-point stencil: the block's points, halo rows (coalesced) and halo columns (strided)."""
+    m = model.tile_2d(bx, by)
+    for r in range(by + 2):
+        for c in range(bx + 2):
+            corner = r in (0, by + 1) and c in (0, bx + 1)
+            if corner:
+                continue
+            if 0 < r < by + 1 and 0 < c < bx + 1:
+                color = OWN
+            elif c in (0, bx + 1):
+                color = STRIDED
+            else:
+                color = HALO
+            ax.add_patch(patches.Rectangle((c, by + 1 - r), 0.92, 0.92, color=color, lw=0))
+    ax.set_xlim(-0.5, bx + 2.5)
+    ax.set_ylim(-0.5, by + 2.5)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.legend(handles=[patches.Patch(color=OWN, label="the block's points"),
+                       patches.Patch(color=HALO, label="halo rows: contiguous, coalesced"),
+                       patches.Patch(color=STRIDED, label="halo columns: one float per row")],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
+    ax.set_title(f"{bx}x{by} block: {m['loads_per_point']:.2f} loads per point, "
+                 f"{m['sector_efficiency']:.0%} of the bytes moved are used", fontsize=9)
+
+
+def plot_heat(ax, field: np.ndarray, steps: int, vmax: float = 100.0) -> None:
+    """A temperature field as an image (hot = bright), after ``steps`` Jacobi steps."""
+    im = ax.imshow(field, cmap="inferno", vmin=0, vmax=vmax, interpolation="nearest")
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="temperature")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(f"after {steps} Jacobi steps", fontsize=10)
+
+
+def heat_widget_draw(snapshots: dict[int, np.ndarray], vmax: float = 100.0):
+    """A ``draw(ax, steps)`` for :func:`labhelpers.interactive_figure` over precomputed snapshots."""
+    keys = sorted(snapshots)
+
+    def draw(ax, steps: int) -> None:
+        k = min(keys, key=lambda s: abs(s - steps))
+        plot_heat(ax, snapshots[k], k, vmax)
+
+    return draw
+
+
+def plot_photo_filters(img: np.ndarray, blurred: np.ndarray, edges: np.ndarray, title: str = ""):
+    """The photograph, its box blur and its Sobel edge magnitude side by side. Returns the Figure."""
+    fig, axes = plt.subplots(1, 3, figsize=(11, 4.4))
+    for ax, a, name, cmap in ((axes[0], img, "original", "gray"), (axes[1], blurred, "3x3 box blur", "gray"),
+                              (axes[2], edges, "Sobel magnitude", "magma")):
+        ax.imshow(a, cmap=cmap, interpolation="nearest")
+        ax.set_title(f"{name} ({a.shape[0]}x{a.shape[1]})", fontsize=10)
+        ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _kernel_rows(table: pd.DataFrame) -> pd.DataFrame:
+    rows = table[~table["variant"].isin(["copy", "fp32 FMA peak"])].dropna(subset=["gbps"])
+    return rows
+
+
+def plot_jacobi_bandwidth(table: pd.DataFrame, label: str):
+    """Effective bandwidth of every Jacobi kernel (and the CuPy step) against the copy of the same grid."""
+    rows = _kernel_rows(table)
+    copy = table.loc[table["variant"] == "copy", "gbps"]
+    copy_gbs = float(copy.iloc[0]) if len(copy) and pd.notna(copy.iloc[0]) else float("nan")
+    fig, ax = plt.subplots(figsize=(8, 0.35 * max(len(rows), 4) + 1.2))
+    palette = {"naive": "C0", "shared": "C1", "marching": "C2"}
+    y = np.arange(len(rows))
+    ax.barh(y, rows["gbps"].astype(float), color=[palette.get(v, "0.5") for v in rows["variant"]])
+    ax.set_yticks(y, rows["kernel"], fontsize=8)
+    ax.invert_yaxis()
+    if np.isfinite(copy_gbs):
+        ax.axvline(copy_gbs, color="C3", ls="--", lw=1.2, label=f"copy of the same grid: {copy_gbs:,.0f} GB/s")
+        for yy, g in zip(y, rows["gbps"].astype(float)):
+            ax.text(g, yy, f" {g / copy_gbs:.0%}", va="center", fontsize=7)
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("effective bandwidth, GB/s (8 bytes per point / time of one step)")
+    ax.set_title(f"One Jacobi step on a {int(table['n'].iloc[0])}² float32 grid\n{label}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_jacobi_roofline(ax, table: pd.DataFrame, label: str) -> None:
+    """The roofline (copy bandwidth, FP32 FMA peak, both from ``table``) with every Jacobi kernel at 0.5 flop/B."""
+    copy = float(table.loc[table["variant"] == "copy", "gbps"].iloc[0])
+    peak_rows = table.loc[table["variant"] == "fp32 FMA peak", "gflops"]
+    peak = float(peak_rows.iloc[0]) if len(peak_rows) else float("nan")
+    x = np.logspace(-2, 3, 200)
+    roof = copy * x if not np.isfinite(peak) else np.minimum(copy * x, peak)
+    ax.loglog(x, roof, color="0.2", lw=1.5, label="roofline (copy bandwidth, FP32 FMA peak)")
+    rows = _kernel_rows(table)
+    intensity = st.JACOBI_FLOPS_PER_POINT / st.JACOBI_BYTES_PER_POINT
+    for k, (_, r) in enumerate(rows.iterrows()):
+        ax.plot([intensity], [float(r["gflops"])], "o", ms=5, color=f"C{k % 10}", label=r["kernel"])
+    if np.isfinite(peak):
+        ax.axvline(peak / copy, color="0.6", ls=":", lw=1)
+        ax.text(peak / copy, peak * 0.5, f" ridge: {peak / copy:.0f} flop/B", fontsize=8, color="0.4")
+    ax.set_xlabel("arithmetic intensity (flop/byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", ncol=2)
+
+
+def label_colors(labels: np.ndarray) -> np.ndarray:
+    """An RGB image: each label its own colour (a fixed pseudo-random palette), background black."""
+    lab = np.asarray(labels).astype(np.int64)
+    rng = np.random.default_rng(12345)
+    palette = rng.uniform(0.25, 1.0, size=(4096, 3))
+    rgb = palette[lab % 4096]
+    rgb[lab == 0] = 0.0
+    return rgb
+
+
+def plot_labels(ax, labels: np.ndarray, title: str = "") -> None:
+    """Labels as colours (background black)."""
+    ax.imshow(label_colors(labels), interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=9)
+
+
+def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
+    """Labels of ``mask`` after each number of propagation steps (NumPy reference), side by side. Returns the Figure."""
+    steps = sorted(int(s) for s in steps)
+    fig, axes = plt.subplots(1, len(steps), figsize=(2.6 * len(steps), 2.9))
+    axes = np.atleast_1d(axes)
+    lab = st.initial_labels(mask)
+    done = 0
+    for ax, k in zip(axes, steps):
+        for _ in range(k - done):
+            lab, _changed = st.propagate_reference(lab)
+        done = k
+        n = len(np.unique(lab[lab != 0]))
+        plot_labels(ax, lab, f"after {k} steps: {n} label{'s' * (n != 1)}")
+    fig.tight_layout()
+    return fig
+
+
+def plot_ccl_steps(table: pd.DataFrame, label: str):
+    """Propagation steps against the image side for every shape (log-log), union-find's 3 launches beside."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, (shape, part) in enumerate(table.groupby("shape", sort=False)):
+        ax.loglog(part["side"], part["steps"], "o-", color=f"C{k}", label=f"propagation: {shape}")
+    sides = np.array(sorted(table["side"].unique()), dtype=float)
+    ax.loglog(sides, sides**2 / 2, ":", color="0.5", label="side² / 2 (half the pixels)")
+    ax.loglog(sides, np.full_like(sides, 3.0), "k--", label="union-find: 3 launches")
+    ax.set_xlabel("image side (pixels)")
+    ax.set_ylabel("propagation steps until no label changes")
+    ax.set_title(f"Label propagation needs as many steps as the longest path\n{label}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ccl_times(table: pd.DataFrame, label: str):
+    """Time of each labelling method against the density of the random image (log scale)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, (method, part) in enumerate(table.groupby("method", sort=False)):
+        ax.semilogy(part["density"], part["median_ms"].astype(float), "o-", color=f"C{k}", label=method)
+    n = int(table["n"].iloc[0])
+    ax.set_xlabel("density (fraction of foreground pixels)")
+    ax.set_ylabel("time per labelling (ms)")
+    ax.axvline(0.5927, color="0.6", ls=":", lw=1)
+    ax.text(0.5927, ax.get_ylim()[1] * 0.6, " percolation\n threshold", fontsize=8, color="0.4")
+    ax.set_title(f"Connected components of a random {n}² image\n{label}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def norm_for(values: np.ndarray) -> colors.Normalize:
+    """A colour normalisation that ignores NaN."""
+    finite = np.asarray(values)[np.isfinite(values)]
+    return colors.Normalize(vmin=float(finite.min()) if finite.size else 0.0,
+                            vmax=float(finite.max()) if finite.size else 1.0)
+
+
+__all__ = ["heat_widget_draw", "label_colors", "norm_for", "plot_ccl_steps", "plot_ccl_times", "plot_heat",
+           "plot_jacobi_bandwidth", "plot_jacobi_roofline", "plot_labels", "plot_photo_filters",
+           "plot_propagation_frames", "plot_tile_1d", "plot_tile_2d"]
