@@ -372,3 +372,114 @@ def test_counter_runs_table():
     assert list(table.columns) == ["variant", "run", "n", "count", "lost"]
     assert (table[table["variant"] == "atomic"]["lost"] == 0).all()
     assert isinstance(table, pd.DataFrame)
+
+
+# --- lab checkers ---------------------------------------------------------------------------------
+
+from pathlib import Path  # noqa: E402
+import importlib.util  # noqa: E402
+
+from labhelpers.exercises import consistency as ex  # noqa: E402
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "labs" / "solutions" / "13_consistency_lab.py"
+
+
+def _solution(name, tmp_path=None, old=None, new=None):
+    """The solution's function ``name``, or a buggy variant with ``old`` replaced by ``new`` (a file: AST checks see it)."""
+    source = SOLUTIONS.read_text()
+    path = SOLUTIONS
+    if old is not None:
+        assert old in source, old
+        path = tmp_path / f"variant_{abs(hash((old, new)))}.py"
+        path.write_text(source.replace(old, new))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def test_checkers_accept_the_solutions(capsys):
+    ex.check_count_atomic(_solution("count_atomic"))
+    ex.check_float_max_cas(_solution("max_cas"))
+    ex.check_last_block_fences(_solution("sum_last_block"))
+    ex.check_litmus_answers(_solution("litmus_answers"))
+    assert capsys.readouterr().out.count("Correct") == 4
+
+
+def test_block_counter_checker_accepts_the_solution():
+    ex.check_count_block(_solution("count_block"))
+
+
+@pytest.mark.parametrize("name, old, new, message", [
+    ("count_atomic", "cuda.atomic.add(counter, 0, 1)", "counter[0] += 1", "does not call cuda.atomic.add"),
+    ("count_atomic", "if i < x.size and x[i] > threshold:", "if x[i] > threshold:", "outside x"),
+    ("count_atomic", "        cuda.atomic.add(counter, 0, 1)",
+     "        c = counter[0]\n        cuda.atomic.add(hits_, 0, 1) if False else None\n        counter[0] = c + 1",
+     "plain store"),
+    ("max_cas", "b ^ int32(0x7FFFFFFF)", "b", "negative floats"),
+    ("max_cas", "found = cuda.atomic.cas(best_key, 0, seen, key)", "found = cuda.atomic.max(best_key, 0, key)",
+     "does not call cuda.atomic.cas"),
+    ("sum_last_block", "        cuda.threadfence()\n        t =", "        t =", "between the store"),
+    ("sum_last_block", "        cuda.threadfence()\n        t =", "        cuda.threadfence_block()\n        t =",
+     "threadfence_block"),
+    ("sum_last_block", "        cuda.threadfence()\n        am_last", "        am_last", "after the atomic ticket"),
+])
+def test_checkers_reject_typical_bugs(tmp_path, name, old, new, message):
+    checker = {"count_atomic": ex.check_count_atomic, "max_cas": ex.check_float_max_cas,
+               "sum_last_block": ex.check_last_block_fences}[name]
+    with pytest.raises(lh.CheckFailed, match=message):
+        checker(_solution(name, tmp_path, old, new))
+
+
+def test_block_counter_checker_rejects_one_atomic_per_thread(tmp_path):
+    buggy = _solution("count_block", tmp_path, "cuda.atomic.add(hits, 0, 1)", "cuda.atomic.add(counter, 0, 1)")
+    with pytest.raises(lh.CheckFailed, match="at most one per block|atomic additions"):
+        ex.check_count_block(buggy)
+
+
+@sim_only
+def test_fence_checker_runs_the_relaxed_simulator(tmp_path, monkeypatch):
+    """Without the source (AST) check, the relaxed simulator alone finds the missing release fence."""
+    buggy = _solution("sum_last_block", tmp_path, "        cuda.threadfence()\n        t =", "        t =")
+    monkeypatch.setattr(ex, "_tree", lambda kernel: None)
+    with pytest.raises(lh.CheckFailed, match="relaxed simulator"):
+        ex.check_last_block_fences(buggy)
+
+
+def test_litmus_answers_checker():
+    good = _solution("litmus_answers")()
+    flipped = dict(good)
+    flipped[("SB", (0, 0))] = True
+    with pytest.raises(lh.CheckFailed, match="SB"):
+        ex.check_litmus_answers(lambda: flipped)
+    with pytest.raises(lh.CheckFailed, match="not answered"):
+        ex.check_litmus_answers(lambda: {**good, ("MP", (1, 0)): None})
+    with pytest.raises(lh.CheckFailed, match="dict"):
+        ex.check_litmus_answers(lambda: None)
+    with pytest.raises(lh.CheckFailed, match="CUDA kernel"):
+        ex.check_count_atomic(lambda: None)
+
+
+# --- figures --------------------------------------------------------------------------------------
+
+def test_figures_draw_from_model_and_tables():
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from labhelpers.figures import consistency as fig
+
+    counters = pd.DataFrame({"variant": ["racy"] * 3 + ["atomic"], "run": [0, 1, 2, 0], "n": 100,
+                             "count": [40, 55, 61, 100], "lost": [60, 45, 39, 0]})
+    litmus = pd.DataFrame([{"test": t, "fence": f, "access": "plain", "pairing": "different blocks",
+                            "instances": 1000, "r00": 10, "r01": 500, "r10": w, "r11": 490 - w, "weak": w}
+                           for t in ("MP", "SB") for f, w in (("none", 3), ("device", 0))])
+    throughput = pd.DataFrame({"kind": ["one address", "one address per thread"], "atomics": [10, 10],
+                               "increments_per_s": [1e9, 2e10]})
+    last = pd.DataFrame({"n": [2**24] * 3, "what": ["a", "b", "c"], "gbps": [1.0, 2.0, np.nan]})
+    figures = [fig.plot_counter_runs(counters, "test"), fig.plot_litmus(litmus, "test", tests=("MP", "SB")),
+               fig.plot_litmus_histogram(litmus, "test", "MP"), fig.plot_atomic_throughput(throughput, "test"),
+               fig.plot_last_block(last, "test"), fig.plot_outcome_sets("IRIW")]
+    _, ax = plt.subplots()
+    figures.append(fig.draw_interleaving(ax, "MP", 7))
+    assert all(isinstance(f, Figure) for f in figures)
+    plt.close("all")

@@ -416,19 +416,25 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# A relaxed simulator for real kernels: stores wait until a fence
+# A relaxed simulator for real kernels: a plain load sees only the stores that happen before it
 # ---------------------------------------------------------------------------------------------
 #
 # Numba's CUDA simulator runs blocks one after another, so a block always sees everything the
 # blocks before it wrote: a missing fence can never show. ``relaxed_launch`` runs a kernel in the
-# simulator on a weaker memory, one the PTX memory model allows: every plain store to a global
-# array waits in a buffer of the storing thread, and becomes visible
-#   * to its own block after ``cuda.syncthreads()`` or ``cuda.threadfence_block()``,
-#   * to every thread after ``cuda.threadfence()`` / ``threadfence_system()`` by the storing
-#     thread (or, cumulatively, by a thread of its block that saw it), and
-#   * to everyone at the end of the kernel, and not before.
-# Atomics act on memory at once (after the thread's own buffered store to the same element).
-# A load that misses a store another thread has already executed is recorded as a *stale read*.
+# simulator on a weaker memory, one the PTX memory model allows for plain (weak) accesses: a
+# plain load of a global array returns the newest store to that element that *happens before*
+# the load, and otherwise the value the element had when the kernel started. A store happens
+# before a load when
+#   * the same thread made it (program order), or
+#   * a ``cuda.syncthreads()`` of their block lies between them, or
+#   * the writer fenced (``cuda.threadfence()``) and then wrote an atomic, the reader's atomic
+#     read that value (or a later read-modify-write of the same element), and the reader fenced
+#     before the load: the release and acquire patterns of the PTX memory model, cumulative
+#     (everything the writer had seen travels along). ``cuda.threadfence_block()`` does the
+#     same only for threads of the writer's own block.
+# Atomics always act on the element's newest value. At the end of the kernel every element
+# holds its newest value. A load that misses a store another thread has already executed is a
+# *stale read*: on a GPU it is a data race, whose result nobody promises.
 
 import threading as _threading  # noqa: E402
 from contextlib import contextmanager as _contextmanager  # noqa: E402
@@ -440,7 +446,7 @@ from .. import backend as _backend  # noqa: E402
 
 @dataclass(frozen=True)
 class StaleRead:
-    """A load that returned memory's old value while another thread's executed store to it waited in a buffer."""
+    """A plain load that did not see a store another thread had already executed (nothing ordered them)."""
 
     array: str
     index: tuple
@@ -451,133 +457,141 @@ class StaleRead:
 
     def __str__(self) -> str:
         where = self.index[0] if len(self.index) == 1 else self.index
-        return (f"block {self.reader_block} thread {self.reader_thread} read {self.array}[{where}] before the store "
-                f"of block {self.writer_block} thread {self.writer_thread} to it was visible")
+        return (f"block {self.reader_block} thread {self.reader_thread} read {self.array}[{where}] without seeing "
+                f"the store of block {self.writer_block} thread {self.writer_thread} (nothing orders the two)")
 
 
 @dataclass
 class RelaxedReport:
-    """What :func:`relaxed_launch` saw: stores delayed, made visible by fences, and stale reads."""
+    """What :func:`relaxed_launch` saw: plain stores, atomics, and stale reads."""
 
     stores: int = 0
-    fenced: int = 0
-    drained_at_end: int = 0
+    atomics: int = 0
     stale_reads: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when no load missed an executed store."""
+        """True when no plain load missed an executed store of another thread."""
         return not self.stale_reads
 
     def __str__(self) -> str:
-        head = (f"{self.stores} plain global stores; {self.fenced} made visible by fences or barriers, "
-                f"{self.drained_at_end} only at the end of the kernel; {len(self.stale_reads)} stale read(s)")
+        head = f"{self.stores} plain global stores, {self.atomics} atomics; {len(self.stale_reads)} stale read(s)"
         shown = [f"  {s}" for s in self.stale_reads[:3]]
         if len(self.stale_reads) > 3:
             shown.append(f"  ... and {len(self.stale_reads) - 3} more")
         return "\n".join([head] + shown)
 
 
+class _Thread:
+    """What one simulated thread has seen: the stores in its view, what it released, what it may acquire."""
+
+    def __init__(self, block):
+        self.block = block
+        self.view: set = set()
+        self.released: frozenset = frozenset()        # view at its last device-scope fence
+        self.released_block: frozenset = frozenset()  # view at its last fence of any scope
+        self.pending: list = []                       # (scope block or None, stores) read by atomics since a fence
+
+
 class _Session:
     def __init__(self):
         self.lock = _threading.RLock()
-        self.thread_buf: dict = {}   # thread -> [(array, key, value)]
-        self.block_buf: dict = {}    # block -> [(array, key, value, writer thread)]
+        self.stores: list = []       # seq -> (array, key, value, thread object)
+        self.by_loc: dict = {}       # (id(array), key) -> [seq, ...]
+        self.latest: dict = {}       # (id(array), key) -> newest value (coherence order = execution order)
+        self.messages: dict = {}     # (id(array), key) -> [(scope block or None, frozenset of seqs)]
+        self.threads: dict = {}      # thread object -> _Thread
+        self.block_pool: dict = {}   # block -> set of seqs (the union at the last barrier)
         self.report = RelaxedReport()
 
-    @staticmethod
-    def who():
+    def me(self):
         t = _threading.current_thread()
-        return t, tuple(t.blockIdx), tuple(t.threadIdx)
+        state = self.threads.get(t)
+        if state is None:
+            state = self.threads[t] = _Thread(tuple(t.blockIdx))
+        return t, state
 
     def store(self, arr, key, value):
         with self.lock:
-            t, _b, _i = self.who()
-            self.thread_buf.setdefault(t, []).append((arr, key, value))
+            t, me = self.me()
+            seq = len(self.stores)
+            self.stores.append((arr, key, value, t))
+            self.by_loc.setdefault((id(arr), key), []).append(seq)
+            self.latest[(id(arr), key)] = value
+            self.messages.pop((id(arr), key), None)  # a plain store heads no release sequence
+            me.view.add(seq)
             self.report.stores += 1
 
     def load(self, arr, key):
         with self.lock:
-            t, block, tid = self.who()
-            for a, k, v in reversed(self.thread_buf.get(t, [])):
-                if a is arr and k == key:
-                    return v
-            for a, k, v, _w in reversed(self.block_buf.get(block, [])):
-                if a is arr and k == key:
-                    return v
-            value = arr.base[key]
-            if len(self.report.stale_reads) < 1000:
-                writer = self._pending_writer(arr, key, t, block)
-                if writer is not None:
-                    self.report.stale_reads.append(StaleRead(arr.name, key, block, tid, writer[0], writer[1]))
-            return value
+            t, me = self.me()
+            seqs = self.by_loc.get((id(arr), key), [])
+            for seq in reversed(seqs):
+                if seq in me.view:
+                    return self.stores[seq][2]
+            for seq in reversed(seqs):
+                writer = self.stores[seq][3]
+                if writer is not t and len(self.report.stale_reads) < 1000:
+                    self.report.stale_reads.append(StaleRead(arr.name, key, me.block, tuple(t.threadIdx),
+                                                             tuple(writer.blockIdx), tuple(writer.threadIdx)))
+                    break
+            return arr.base[key]
 
-    def _pending_writer(self, arr, key, reader, block):
-        for t, buf in self.thread_buf.items():
-            if t is not reader and any(a is arr and k == key for a, k, _v in buf):
-                return tuple(t.blockIdx), tuple(t.threadIdx)
-        for b, buf in self.block_buf.items():
-            if b != block:
-                for a, k, _v, w in buf:
-                    if a is arr and k == key:
-                        return tuple(w.blockIdx), tuple(w.threadIdx)
-        return None
-
-    def to_block(self):
-        """syncthreads / threadfence_block: this thread's stores become visible to its block."""
+    def atomic(self, arr, key, op):
+        """Apply ``op(scratch)`` (a simulator atomic on a 1-element array) to the element's newest value."""
         with self.lock:
-            t, block, _i = self.who()
-            buf = self.thread_buf.pop(t, [])
-            self.block_buf.setdefault(block, []).extend((a, k, v, t) for a, k, v in buf)
+            t, me = self.me()
+            loc = (id(arr), key)
+            scratch = _np.array([self.latest.get(loc, arr.base[key])], dtype=arr.base.dtype)
+            old = op(scratch)
+            self.report.atomics += 1
+            for scope, seqs in self.messages.get(loc, []):  # the atomic reads: what it may acquire
+                if scope is None or scope == me.block:
+                    me.pending.append((scope, seqs))
+            new = scratch[0]
+            if new != self.latest.get(loc, arr.base[key]) or loc not in self.latest:
+                seq = len(self.stores)
+                self.stores.append((arr, key, new, t))
+                self.by_loc.setdefault(loc, []).append(seq)
+                me.view.add(seq)
+            self.latest[loc] = new
+            message = list(self.messages.get(loc, []))  # read-modify-writes continue a release sequence
+            message.append((None, me.released))
+            message.append((me.block, me.released_block))
+            self.messages[loc] = message
+            return old
 
-    def to_memory(self):
-        """threadfence: this thread's stores and those its block made visible to it reach memory."""
+    def fence(self, device: bool):
         with self.lock:
-            t, block, _i = self.who()
-            for a, k, v, _w in self.block_buf.pop(block, []):
-                a.base[k] = v
-                self.report.fenced += 1
-            for a, k, v in self.thread_buf.pop(t, []):
-                a.base[k] = v
-                self.report.fenced += 1
+            _t, me = self.me()
+            for scope, seqs in me.pending:
+                if device or scope == me.block:
+                    me.view |= seqs
+            me.pending = []
+            me.released_block = frozenset(me.view)
+            if device:
+                me.released = me.released_block
 
-    def flush_element(self, arr, key):
-        """Before an atomic: this thread's (and its block's visible) stores to the element reach memory first."""
+    def barrier_arrive(self):
         with self.lock:
-            t, block, _i = self.who()
-            keep = []
-            for a, k, v, w in self.block_buf.get(block, []):
-                if a is arr and k == key:
-                    a.base[k] = v
-                else:
-                    keep.append((a, k, v, w))
-            if block in self.block_buf:
-                self.block_buf[block] = keep
-            keep_t = []
-            for a, k, v in self.thread_buf.get(t, []):
-                if a is arr and k == key:
-                    a.base[k] = v
-                else:
-                    keep_t.append((a, k, v))
-            if t in self.thread_buf:
-                self.thread_buf[t] = keep_t
+            _t, me = self.me()
+            self.block_pool.setdefault(me.block, set()).update(me.view)
 
-    def drain(self):
+    def barrier_leave(self):
         with self.lock:
-            for buf in self.block_buf.values():
-                for a, k, v, _w in buf:
-                    a.base[k] = v
-                    self.report.drained_at_end += 1
-            for buf in self.thread_buf.values():
-                for a, k, v in buf:
-                    a.base[k] = v
-                    self.report.drained_at_end += 1
-            self.block_buf.clear()
-            self.thread_buf.clear()
+            _t, me = self.me()
+            me.view |= self.block_pool.get(me.block, set())
+
+    def drain(self, arrays):
+        with self.lock:
+            for arr in arrays:
+                for (aid, key), value in self.latest.items():
+                    if aid == id(arr):
+                        arr.base[key] = value
 
 
 class RelaxedArray:
-    """A global array whose plain stores are delayed (see :func:`relaxed_launch`)."""
+    """A global array of :func:`relaxed_launch`: plain loads see only the stores that happen before them."""
 
     def __init__(self, base: _np.ndarray, name: str, session: _Session):
         self.base = base
@@ -589,24 +603,17 @@ class RelaxedArray:
         return len(self.base)
 
     def _key(self, index):
-        if isinstance(index, tuple):
-            return tuple(int(i) for i in index)
-        return (int(index),)
-
-    def __getitem__(self, index):
-        key = self._key(index)
-        self._check(key)
-        return self._session.load(self, key)
-
-    def __setitem__(self, index, value):
-        key = self._key(index)
-        self._check(key)
-        self._session.store(self, key, self.base.dtype.type(value))
-
-    def _check(self, key):
+        key = tuple(int(i) for i in index) if isinstance(index, tuple) else (int(index),)
         if len(key) != self.base.ndim or any(not 0 <= k < s for k, s in zip(key, self.base.shape)):
             raise IndexError(f"index {key if len(key) > 1 else key[0]} is out of bounds for {self.name} with shape "
                              f"{self.base.shape}")
+        return key
+
+    def __getitem__(self, index):
+        return self._session.load(self, self._key(index))
+
+    def __setitem__(self, index, value):
+        self._session.store(self, self._key(index), self.base.dtype.type(value))
 
 
 _ATOMICS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin", "cas")
@@ -621,36 +628,32 @@ def _patched(session: _Session):
     saved_mod = {name: getattr(module_cls, name) for name in
                  ("syncthreads", "threadfence", "threadfence_block", "threadfence_system")}
 
-    def wrap(name, original):
+    def wrap(original):
         def atomic(self, array, index, *rest):
             if isinstance(array, RelaxedArray):
-                key = array._key(index)
-                array._check(key)
-                with session.lock:
-                    session.flush_element(array, key)
-                    return original(self, array.base, key, *rest)
+                return session.atomic(array, array._key(index), lambda a: original(self, a, 0, *rest))
             return original(self, array, index, *rest)
         return atomic
 
     def cas_old(self, array, old, val):
         if isinstance(array, RelaxedArray):
-            with session.lock:
-                session.flush_element(array, (0,) * array.ndim)
-                return saved["compare_and_swap"](self, array.base, old, val)
+            return session.atomic(array, (0,) * array.ndim,
+                                  lambda a: saved["compare_and_swap"](self, a, old, val))
         return saved["compare_and_swap"](self, array, old, val)
 
     def syncthreads(self):
-        session.to_block()
-        return saved_mod["syncthreads"](self)
+        session.barrier_arrive()
+        saved_mod["syncthreads"](self)
+        session.barrier_leave()
 
     try:
         for name in _ATOMICS:
-            setattr(atomic_cls, name, wrap(name, saved[name]))
+            setattr(atomic_cls, name, wrap(saved[name]))
         atomic_cls.compare_and_swap = cas_old
         module_cls.syncthreads = syncthreads
-        module_cls.threadfence_block = lambda self: session.to_block()
-        module_cls.threadfence = lambda self: session.to_memory()
-        module_cls.threadfence_system = lambda self: session.to_memory()
+        module_cls.threadfence_block = lambda self: session.fence(device=False)
+        module_cls.threadfence = lambda self: session.fence(device=True)
+        module_cls.threadfence_system = lambda self: session.fence(device=True)
         yield
     finally:
         for name, fn in saved.items():
@@ -663,14 +666,13 @@ _RELAXED_LOCK = _threading.Lock()
 
 
 def relaxed_launch(kernel, griddim, blockdim, *args, names: Sequence[str] | None = None) -> RelaxedReport:
-    """Run ``kernel[griddim, blockdim](*args)`` in the simulator with delayed stores; return what happened.
+    """Run ``kernel[griddim, blockdim](*args)`` in the simulator on relaxed memory; return what happened.
 
-    Every NumPy array argument becomes global memory whose plain stores stay in the storing
-    thread's buffer until a fence, a barrier (for its own block) or the end of the kernel (see
-    the comment above :class:`StaleRead`); the arrays hold the final values afterwards, as after
-    an ordinary simulator launch. A kernel that is correct under the PTX memory model gives the
-    same results here; one that relies on stores becoming visible without a fence shows it, in
-    its results and in :attr:`RelaxedReport.stale_reads`.
+    Every NumPy array argument is global memory on which a plain load sees only the stores
+    that happen before it (see the comment above :class:`StaleRead`); afterwards the arrays
+    hold their final values, as after an ordinary simulator launch. A kernel that is correct
+    under the PTX memory model gives the same results here; one that needs a fence it lacks
+    returns old values, and :attr:`RelaxedReport.stale_reads` says which load missed which store.
 
     Args:
         kernel: a ``@cuda.jit`` kernel.
@@ -679,10 +681,10 @@ def relaxed_launch(kernel, griddim, blockdim, *args, names: Sequence[str] | None
         names: names of the arguments, for the report (default ``arg0, arg1, ...``).
 
     Raises:
-        GPUOnlyError: never; but on a GPU this raises LabError (the point is the simulator's serial blocks).
+        LabError: not a kernel, or not under the simulator (on a GPU the real memory system is the test).
     """
     if not _backend.is_simulator():
-        raise LabError("relaxed_launch runs kernels in Numba's CUDA simulator with delayed stores; on a GPU, run "
+        raise LabError("relaxed_launch runs kernels in Numba's CUDA simulator on relaxed memory; on a GPU, run "
                        "the kernel itself many times instead (the real memory system is the test)")
     if not callable(getattr(kernel, "__getitem__", None)):
         raise LabError(f"kernel must be a @cuda.jit kernel, got {type(kernel).__name__}")
@@ -697,7 +699,7 @@ def relaxed_launch(kernel, griddim, blockdim, *args, names: Sequence[str] | None
             try:
                 kernel[griddim, blockdim](*wrapped)
             finally:
-                session.drain()
+                session.drain([w for w in wrapped if isinstance(w, RelaxedArray)])
         return session.report
 
 

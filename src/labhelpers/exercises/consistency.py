@@ -1,0 +1,340 @@
+"""Checkers for the lab "Memory consistency and coherence" (labs/13_consistency_lab.ipynb).
+
+1. :func:`check_count_atomic`: count the elements above a threshold with ``cuda.atomic.add``;
+2. :func:`check_count_block`: the same with a shared-memory counter per block and one global atomic per block;
+3. :func:`check_float_max_cas`: a float32 maximum from a compare-and-swap loop on order-preserving keys;
+4. :func:`check_last_block_fences`: the fences that make the last-block sum correct;
+5. :func:`check_litmus_answers`: which litmus outcomes sequential consistency allows.
+
+A race is a bug that may not show: on a GPU the counters run on a million elements, where a
+lost update is all but certain, and the last-block sum runs hundreds of times with poisoned
+partial sums; under the simulator (one block after another) the checkers also read the
+kernel's source (an atomic, the fences in the right places) and run the last-block sum on the
+relaxed simulator of :func:`labhelpers.models.consistency.relaxed_launch`, whose stores wait
+until a fence. Failures raise :class:`~labhelpers.errors.CheckFailed` saying what to change.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from contextlib import contextmanager
+
+import numpy as np
+from numba import cuda
+
+from .. import backend
+from ..checkers import launch_student_kernel, require_kernel
+from ..errors import CheckFailed
+from ..kernels import consistency as k
+from ..models import consistency as model
+
+#: Sizes the counting checkers try (the last, on a GPU, loses updates without atomics).
+SIZES_SIM: tuple[int, ...] = (1, 31, 33, 257, 1003)
+SIZES_GPU: tuple[int, ...] = (1, 31, 33, 257, 1_000_003, 2**22 + 5)
+#: The threshold of the counting exercises.
+THRESHOLD = np.float32(0.25)
+#: Block size of the lab's last-block sum (its shared array has this many words).
+LAB_THREADS = 64
+
+
+def _sizes() -> tuple[int, ...]:
+    return SIZES_SIM if backend.is_simulator() else SIZES_GPU
+
+
+def _tree(kernel):
+    func = getattr(kernel, "py_func", kernel)
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+        return ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+def _calls(tree, name: str) -> list[ast.Call]:
+    """Calls whose dotted name ends with ``name`` (e.g. ``atomic.add``, ``threadfence``)."""
+    found = []
+    for node in ast.walk(tree) if tree is not None else []:
+        if isinstance(node, ast.Call):
+            parts = []
+            f = node.func
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                parts.append(f.id)
+            dotted = ".".join(reversed(parts))
+            if dotted == name or dotted.endswith("." + name):
+                found.append(node)
+    return found
+
+
+def _plain_updates(tree, array: str) -> list[int]:
+    """Lines where ``array[...]`` is assigned or augmented with a plain store."""
+    lines = []
+    for node in ast.walk(tree) if tree is not None else []:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) \
+            else []
+        for t in targets:
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == array:
+                lines.append(node.lineno)
+    return lines
+
+
+def count_above_reference(x: np.ndarray, threshold) -> int:
+    """The specification: how many elements of ``x`` are greater than ``threshold``."""
+    return int(np.count_nonzero(np.asarray(x) > threshold))
+
+
+@contextmanager
+def _counting_global_atomics(counter_device):
+    """Under the simulator: count the atomic additions whose target is ``counter_device`` (the global counter)."""
+    from numba.cuda.simulator import kernelapi
+
+    calls = {"n": 0}
+    original = kernelapi.FakeCUDAAtomic.add
+
+    def add(self, array, index, val):
+        if array is counter_device or getattr(array, "__dict__", {}).get("_item") is counter_device:
+            calls["n"] += 1
+        return original(self, array, index, val)
+
+    kernelapi.FakeCUDAAtomic.add = add
+    try:
+        yield calls
+    finally:
+        kernelapi.FakeCUDAAtomic.add = original
+
+
+def _run_count(kernel, x: np.ndarray, threads: int, what: str, count_atomics: bool = False):
+    counter = cuda.to_device(np.zeros(1, dtype=np.int32))
+    blocks = -(-x.size // threads)
+    args = (cuda.to_device(x), THRESHOLD, counter)
+    if count_atomics and backend.is_simulator():
+        with _counting_global_atomics(counter) as calls:
+            launch_student_kernel(kernel, blocks, threads, args, what)
+        return int(counter.copy_to_host()[0]), calls["n"]
+    launch_student_kernel(kernel, blocks, threads, args, what)
+    return int(counter.copy_to_host()[0]), None
+
+
+def _check_counting(kernel, what: str, block_level: bool) -> None:
+    require_kernel(kernel, what)
+    tree = _tree(kernel)
+    if tree is not None and not _calls(tree, "atomic.add"):
+        raise CheckFailed(
+            f"{what} does not call cuda.atomic.add: `counter[0] += 1` is a load, an add and a store, and threads "
+            "that load the same old value lose each other's updates. Use cuda.atomic.add(counter, 0, 1).")
+    plain = _plain_updates(tree, "counter")
+    if plain:
+        raise CheckFailed(
+            f"{what} writes counter with a plain store (line {plain[0] - 1} of the kernel): every update of the "
+            "global counter must be an atomic (cuda.atomic.add(counter, 0, ...)); a copy in a local variable or "
+            "a plain `counter[0] = ...` loses other threads' updates.")
+    rng = np.random.default_rng(13)
+    threads = 64 if backend.is_simulator() else 256
+    for n in _sizes():
+        for name, x in (("random", rng.random(n, dtype=np.float32)), ("all above", np.ones(n, np.float32)),
+                        ("none above", np.zeros(n, np.float32))):
+            try:
+                got, atomics = _run_count(kernel, x, threads, what, count_atomics=block_level)
+            except IndexError:
+                raise CheckFailed(f"{what} read outside x for n={n}: guard the test with `if i < x.size:` "
+                                  "(threads past the end must count nothing)") from None
+            expected = count_above_reference(x, THRESHOLD)
+            where = f"for n={n} ({name} data, {threads} threads per block)"
+            if got != expected:
+                if got < expected:
+                    hint = (f"{expected - got} of {expected} updates were lost: every addition to the global "
+                            "counter must be atomic" + (", and the block's shared counter must be complete (a "
+                                                        "barrier) before thread 0 adds it" if block_level else ""))
+                else:
+                    hint = ("too many: count only elements with x[i] > threshold, and only threads with i < x.size"
+                            + ("; start the shared counter at 0 (thread 0, then a barrier): shared memory is "
+                               "not initialised" if block_level else ""))
+                raise CheckFailed(f"{what} counted {got} {where}, expected {expected}: {hint}.")
+            if block_level and atomics is not None:
+                blocks = -(-n // threads)
+                if atomics > blocks:
+                    raise CheckFailed(
+                        f"{what} made {atomics} atomic additions to the global counter {where}, one per thread with "
+                        f"a hit; the exercise asks for at most one per block ({blocks} blocks): count in the shared "
+                        "counter, then let thread 0 add the block's total after a barrier.")
+    if block_level and tree is not None and not _calls(tree, "shared.array"):
+        raise CheckFailed(f"{what} uses no shared array: count the block's hits in a "
+                          "`cuda.shared.array(1, int32)` first, then add them to the global counter once per block.")
+    print(f"Correct: {what} matches np.count_nonzero(x > {float(THRESHOLD)}) for n in {list(_sizes())} "
+          "on random, all-above and none-above data.")
+
+
+def check_count_atomic(kernel) -> None:
+    """Exercise 1: ``kernel(x, threshold, counter)`` adds 1 to ``counter[0]`` for each ``x[i] > threshold``, atomically."""
+    _check_counting(kernel, "your atomic counter", block_level=False)
+
+
+def check_count_block(kernel) -> None:
+    """Exercise 2: the same count with a shared-memory counter per block and one global atomic per block."""
+    _check_counting(kernel, "your block-aggregated counter", block_level=True)
+
+
+def check_float_max_cas(kernel) -> None:
+    """Exercise 3: ``kernel(x_bits, best_key)`` leaves the largest order-preserving key in ``best_key[0]``.
+
+    Tried on one value, equal values, negative values only, signed zeros, infinities and large
+    random inputs (where threads really compete). The kernel must use ``cuda.atomic.cas``.
+    """
+    what = "your compare-and-swap max"
+    require_kernel(kernel, what)
+    tree = _tree(kernel)
+    if tree is not None and not _calls(tree, "atomic.cas"):
+        raise CheckFailed(f"{what} does not call cuda.atomic.cas: the exercise is the compare-and-swap loop "
+                          "(cuda.atomic.max would do it for you).")
+    rng = np.random.default_rng(3)
+    big = 1_000_003 if backend.is_gpu() else 1003
+    cases = {
+        "one value": np.array([-2.5], np.float32),
+        "all equal": np.full(257, 1.5, np.float32),
+        "all negative": -rng.random(257, dtype=np.float32) - 1,
+        "signed zeros": np.array([-0.0, 0.0, -0.0] * 11, np.float32),
+        "infinities": np.array([-np.inf, 3.0, np.inf, -np.inf], np.float32),
+        "only -inf": np.full(33, -np.inf, np.float32),
+        "random": (rng.standard_normal(big) * 100).astype(np.float32),
+        "max at the end": np.append(-rng.random(big - 1, dtype=np.float32), np.float32(7.0)),
+    }
+    for name, x in cases.items():
+        try:
+            got = k.run_float_max(x, threads=64 if backend.is_simulator() else 256, kernel=kernel)
+        except IndexError:
+            raise CheckFailed(f"{what} read outside x_bits ({name}, n={x.size}): guard with `if i < x_bits.size:`") \
+                from None
+        except CheckFailed:
+            raise
+        except Exception as exc:  # a compile error in the student's kernel
+            raise CheckFailed(f"{what} did not compile or run ({type(exc).__name__}): {str(exc)[:800]}") from None
+        expected = np.float32(k.key_float(k.float_key(x).max()))  # +0.0 is above -0.0 in the key order
+        if got.view(np.int32) != expected.view(np.int32):
+            hint = ("the loop must retry while the key it read is smaller than its own: `found = cuda.atomic.cas("
+                    "best_key, 0, seen, key)`; if found == seen the key is in, else seen = found and compare again")
+            if np.signbit(x).any():
+                hint = ("negative floats: the key must be `b if b >= 0 else b ^ 0x7FFFFFFF` (flip the 31 low bits), "
+                        "so that a more negative float gets a smaller key")
+            raise CheckFailed(f"{what} returned {got!r} for {name} (n={x.size}), expected {expected!r}: {hint}.")
+    print(f"Correct: {what} matches np.max on {len(cases)} inputs (signed zeros, infinities and n={big:,} included).")
+
+
+def _fence_lines(tree) -> tuple[list[int], int | None, int | None]:
+    fences = sorted(c.lineno for c in _calls(tree, "threadfence"))
+    stores = _plain_updates(tree, "partial")
+    ticket = [c.lineno for c in _calls(tree, "atomic.inc") + _calls(tree, "atomic.add")
+              if c.args and isinstance(c.args[0], ast.Name) and c.args[0].id == "ticket"]
+    return fences, (stores[0] if stores else None), (ticket[0] if ticket else None)
+
+
+def check_last_block_fences(kernel, *, threads: int = LAB_THREADS) -> None:
+    """Exercise 4: the fences of the last-block sum ``kernel(x, partial, ticket, out)``.
+
+    The kernel must put ``cuda.threadfence()`` between the store of the block's partial sum
+    and the atomic ticket (release) and one after the ticket (acquire). Checked three ways:
+    its source; under the simulator, a run on the relaxed simulator (stores wait until a fence);
+    on a GPU, 300 launches with the partial sums poisoned with NaN before each.
+    """
+    what = "your last-block sum"
+    require_kernel(kernel, what)
+    tree = _tree(kernel)
+    if tree is not None:
+        fences, store, ticket = _fence_lines(tree)
+        if store is None or ticket is None:
+            raise CheckFailed(f"{what} must still store partial[cuda.blockIdx.x] and take a ticket with "
+                              "cuda.atomic.inc(ticket, 0, ...): only add lines to the skeleton.")
+        blocks_fences = _calls(tree, "threadfence_block")
+        if not any(store < f < ticket for f in fences):
+            extra = (" (cuda.threadfence_block() orders the accesses only as seen by this block's own threads; the "
+                     "last block is another block)") if blocks_fences else ""
+            raise CheckFailed(
+                f"{what} has no cuda.threadfence() between the store of the partial sum and the atomic ticket"
+                f"{extra}: without it the ticket can be seen before the partial sum, and the last block adds an old "
+                "value. Put cuda.threadfence() right after `partial[cuda.blockIdx.x] = ...` (release).")
+        if not any(f > ticket for f in fences):
+            raise CheckFailed(
+                f"{what} has no cuda.threadfence() after the atomic ticket: the last block may read partial sums "
+                "that are older than the tickets it saw (its loads can be performed, or served from its SM's L1 "
+                "cache, before the ticket). Put cuda.threadfence() right after the cuda.atomic.inc (acquire).")
+    x_small = np.random.default_rng(4).integers(-4, 5, size=threads * 5 + 3).astype(np.float32)
+    expected = np.float32(np.sum(x_small, dtype=np.float64))
+    if backend.is_simulator():
+        for blocks in (1, 3):
+            partial = np.full(blocks, np.nan, np.float32)
+            out = np.full(1, np.nan, np.float32)
+            try:
+                report = model.relaxed_launch(kernel, blocks, threads, x_small, partial, np.zeros(1, np.uint32), out,
+                                              names=["x", "partial", "ticket", "out"])
+            except IndexError:
+                raise CheckFailed(f"{what} read outside an array with {blocks} blocks: guard the loads") from None
+            if not report.ok:
+                raise CheckFailed(f"{what} is wrong on the relaxed simulator ({blocks} blocks of {threads} threads, "
+                                  f"stores visible only after a fence): {report.stale_reads[0]}. Fence between the "
+                                  "partial sum and the ticket, and after the ticket.")
+            if out[0] != expected:
+                raise CheckFailed(f"{what} returned {out[0]} with {blocks} blocks, expected {expected}: check the "
+                                  "loop over partial[0 .. gridDim.x-1] and the tree in the last block.")
+        print(f"Correct: {what} has both fences and is right on the relaxed simulator (stores delayed until a "
+              "fence), with 1 and 3 blocks. On a GPU this checker also runs it 300 times.")
+        return
+    x = np.random.default_rng(5).integers(-4, 5, size=2**21 + 3).astype(np.float32)
+    exact = np.float32(np.sum(x, dtype=np.float64))
+    x_d = cuda.to_device(x)
+    blocks = 1024
+    partial = cuda.device_array(blocks, np.float32)
+    ticket = cuda.to_device(np.zeros(1, np.uint32))
+    out = cuda.device_array(1, np.float32)
+    wrong = 0
+    for _ in range(300):
+        k.fill_float32[8, 128](partial, np.float32(np.nan))
+        launch_student_kernel(kernel, blocks, threads, (x_d, partial, ticket, out), what)
+        if out.copy_to_host()[0] != exact:
+            wrong += 1
+    if wrong:
+        raise CheckFailed(f"{what} returned a wrong sum in {wrong} of 300 launches ({blocks} blocks): check the "
+                          "fences and the ticket's wrap (cuda.atomic.inc(ticket, 0, cuda.gridDim.x - 1)).")
+    print(f"Correct: {what} has both fences and returned the exact sum in 300 of 300 launches of {blocks} blocks "
+          "(partial sums poisoned before each).")
+
+
+#: The (test, outcome) pairs of exercise 5.
+LITMUS_QUESTIONS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("MP", (1, 0)), ("MP", (0, 1)), ("MP", (0, 0)), ("SB", (0, 0)), ("SB", (1, 1)), ("LB", (1, 1)),
+    ("LB", (0, 0)), ("CoRR", (1, 0)), ("CoRR", (0, 1)), ("IRIW", (1, 0, 1, 0)), ("IRIW", (1, 1, 0, 0)),
+    ("MP-reversed", (1, 0)),
+)
+
+
+def check_litmus_answers(answers_fn) -> None:
+    """Exercise 5: ``answers_fn()`` returns ``{(test, outcome): True if SC allows it}`` for :data:`LITMUS_QUESTIONS`."""
+    answers = answers_fn()
+    if not isinstance(answers, dict):
+        raise CheckFailed(f"litmus_answers() must return a dict {{(test, outcome): True/False}}, got "
+                          f"{type(answers).__name__}")
+    missing = [q for q in LITMUS_QUESTIONS if answers.get(q) is None]
+    if missing:
+        raise CheckFailed(f"{len(missing)} question(s) not answered yet, e.g. {missing[0]}: replace None by True "
+                          "(some interleaving gives it) or False (none does).")
+    wrong = []
+    for test, outcome in LITMUS_QUESTIONS:
+        truth = model.is_sc(model.get_test(test), outcome)
+        if bool(answers[(test, outcome)]) != truth:
+            wrong.append((test, outcome, truth))
+    if wrong:
+        test, outcome, truth = wrong[0]
+        t = model.get_test(test)
+        why = ("an interleaving gives it: try the widget or model.sc_outcomes" if truth else
+               "no interleaving gives it: in every order, " + ", ".join(t.registers) +
+               " cannot take these values together")
+        raise CheckFailed(f"{len(wrong)} of {len(LITMUS_QUESTIONS)} answers are wrong, e.g. {test} with "
+                          f"{dict(zip(t.registers, outcome))}: sequential consistency "
+                          f"{'allows' if truth else 'forbids'} it ({why}).")
+    print(f"Correct: all {len(LITMUS_QUESTIONS)} outcomes classified as the interleaving enumerator does.")
+
+
+__all__ = ["LAB_THREADS", "LITMUS_QUESTIONS", "THRESHOLD", "check_count_atomic", "check_count_block",
+           "check_float_max_cas", "check_last_block_fences", "check_litmus_answers", "count_above_reference"]
