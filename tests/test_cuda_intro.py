@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from labhelpers.figures import intro as intro_fig
 from labhelpers.kernels import intro
 from labhelpers.models import launch_calc
 from markers import gpu_only, sim_only
+from mutants import lab_skeletons, load_solutions, mutant
 
 from numba import cuda  # noqa: E402  (after labhelpers: it chooses the simulator)
 
@@ -27,15 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ODD_SIZES = [1, 31, 33, 257, 1003]
 
 
-def _solutions():
-    path = ROOT / "labs" / "solutions" / "01_cuda_in_python_lab.py"
-    spec = importlib.util.spec_from_file_location("solutions_01_cuda_in_python_lab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SOL = _solutions()
+SOL = load_solutions("01_cuda_in_python_lab")
+SKEL = lab_skeletons("01_cuda_in_python_lab", "import labhelpers as lh\nfrom numba import cuda\n")
 
 
 # --- kernels against NumPy ----------------------------------------------------------------------
@@ -276,66 +269,17 @@ def test_bench_refuses_the_simulator():
 
 # --- the lab's checkers ----------------------------------------------------------------------------
 
-@cuda.jit
-def fill_skeleton(out):
-    """The skeleton: nothing written."""
-
-
-@cuda.jit
-def fill_unguarded(out):
-    i = cuda.grid(1)
-    out[i] = i
-
-
-@cuda.jit
-def fill_off_by_one(out):
-    i = cuda.grid(1)
-    if i <= out.size:
-        out[i] = i
-
-
-@cuda.jit
-def fill_thread_only(out):
-    i = cuda.threadIdx.x  # forgets the block: every block writes the first 64 elements
-    if i < out.size:
-        out[i] = i
-
-
-@cuda.jit
-def add_skeleton(x, y, out):
-    i = cuda.grid(1)
-
-
-@cuda.jit
-def add_unguarded(x, y, out):
-    i = cuda.grid(1)
-    out[i] = x[i] + y[i]
-
-
-@cuda.jit
-def add_wrong_op(x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] - y[i]
-
-
-@cuda.jit
-def scale_skeleton(a, alpha, out):
-    """The skeleton: nothing written."""
-
-
-@cuda.jit
-def scale_swapped(a, alpha, out):
-    row, col = cuda.grid(2)  # the other convention: does not match the checker's launch
-    if row < out.shape[0] and col < out.shape[1]:
-        out[row, col] = alpha * a[row, col]
-
-
-@cuda.jit
-def scale_rows_unguarded(a, alpha, out):
-    col, row = cuda.grid(2)
-    if col < out.shape[1]:
-        out[row, col] = alpha * a[row, col]
+# Typical mistakes: the solution with one line changed.
+fill_unguarded = mutant(SOL.fill_index, "if i < out.size:", "if True:")
+fill_off_by_one = mutant(SOL.fill_index, "if i < out.size:", "if i <= out.size:")
+fill_thread_only = mutant(SOL.fill_index, "i = cuda.grid(1)",
+                          "i = cuda.threadIdx.x  # forgets the block: every block writes the first elements")
+add_unguarded = mutant(SOL.vector_add, "if i < out.size:", "if True:")
+add_wrong_op = mutant(SOL.vector_add, "out[i] = x[i] + y[i]", "out[i] = x[i] - y[i]")
+scale_swapped = mutant(SOL.scale_2d, "col, row = cuda.grid(2)",
+                       "row, col = cuda.grid(2)  # the other convention: does not match the checker's launch")
+scale_rows_unguarded = mutant(SOL.scale_2d, "if row < out.shape[0] and col < out.shape[1]:",
+                              "if col < out.shape[1]:")
 
 
 def test_checkers_pass_the_solutions(capsys):
@@ -347,7 +291,7 @@ def test_checkers_pass_the_solutions(capsys):
 
 
 @pytest.mark.parametrize("kernel, message", [
-    (fill_skeleton, "never written"),
+    (SKEL["fill_index"], "never written"),
     (fill_unguarded, "bounds check"),
     (fill_off_by_one, "bounds check"),
     (fill_thread_only, "wrong for n=257"),
@@ -358,7 +302,7 @@ def test_check_fill_index_rejects(kernel, message):
 
 
 @pytest.mark.parametrize("kernel, message", [
-    (add_skeleton, "never written"),
+    (SKEL["vector_add"], "never written"),
     (add_unguarded, "bounds check"),
     (add_wrong_op, "wrong for n=1"),
 ])
@@ -368,7 +312,7 @@ def test_check_vector_add_rejects(kernel, message):
 
 
 @pytest.mark.parametrize("kernel, message", [
-    (scale_skeleton, "1 x 1 matrix"),
+    (SKEL["scale_2d"], "1 x 1 matrix"),
     (scale_swapped, "col, row = cuda.grid"),
     (scale_rows_unguarded, "bounds check|outside|out of bounds"),
 ])

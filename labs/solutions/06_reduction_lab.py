@@ -35,7 +35,7 @@ def reduce_first_add(x, partial):
     v = float32(0)
     # FILL ME IN (roughly 4 lines): add x[i] and x[i + cuda.blockDim.x] to v, each only if it exists
     if i < x.size:
-        v += x[i]
+        v = x[i]
     if i + cuda.blockDim.x < x.size:
         v += x[i + cuda.blockDim.x]
     s[tid] = v
