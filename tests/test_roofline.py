@@ -483,7 +483,7 @@ def test_record_point_refuses_bytes_faster_than_any_memory_ceiling_of_this_gpu()
     with pytest.raises(lh.ImpossibleMeasurement) as info:
         roofline.record_point("read_sum (lab 7)", 2**28, 2**30, _gpu_timing(0.05), chapter="07", source="lab")
     message = str(info.value)
-    for part in ("21,475 GB/s", "2.4 times", "L2 cache 9,000 GB/s", "copy ceiling is 3,000 GB/s", "2026-01-02",
+    for part in ("21,475 GB/s", "2.4 times", "L2 cache 9,000 GB/s", "its copy ceiling is 3,000 GB/s", "2026-01-02",
                  "did not do the work it claims", "unfinished exercise", "Not recorded"):
         assert part in message, part
     assert len(roofline.load_points(HERE, include_labs=True)) == 0
@@ -513,9 +513,9 @@ def test_record_point_refuses_flops_above_the_fma_ceiling_of_its_precision():
     flops = 1.3e11  # in 2 ms: 65,000 GFLOP/s, 8% above the FP32 ceiling, twice the FP64 one
     with pytest.raises(lh.ImpossibleMeasurement) as info:
         roofline.record_point("fp32 kernel", flops, 1e6, _gpu_timing(), chapter="07")
-    assert "65,000 GFLOP/s" in str(info.value) and "FP32 FMA ceiling, 60,000 GFLOP/s" in str(info.value)
+    assert "65,000 GFLOP/s" in str(info.value) and f"FP32 FMA ceiling of {HERE}, 60,000 GFLOP/s" in str(info.value)
     assert "tensor_cores=True" in str(info.value)
-    with pytest.raises(lh.ImpossibleMeasurement, match="2.2 times this GPU's FP64 FMA"):
+    with pytest.raises(lh.ImpossibleMeasurement, match="2.2 times the FP64 FMA ceiling"):
         roofline.record_point("fp64 kernel", flops, 1e6, _gpu_timing(), chapter="07", precision="fp64")
     # a library GEMM on tensor cores beats the FMA roof for real: the chapter's FP64 cupy.matmul, 1.9 times it
     rec = roofline.record_point("cupy.matmul (FP64)", flops, 1e6, _gpu_timing(), chapter="07", precision="fp64",
@@ -624,6 +624,7 @@ def test_format_table_prints_integers_as_integers_and_rounds_rates():
     shown = roofline.format_table(table)
     assert shown["threads"].tolist() == ["256", "–"] and shown["blocks"].tolist() == ["1,048,576", "264"]
     assert shown["gbps"].tolist() == ["4,143", "3,807"] and shown["intensity"].tolist() == ["683", "0.167"]
+    assert roofline.format_table(pd.DataFrame({"ms": [0.06, 0.25, 2.0]}))["ms"].tolist() == ["0.0600", "0.250", "2.00"]
     assert shown["fraction of roof"].tolist() == ["81%", "50%"] and shown["ok"].tolist() == [True, False]
     assert roofline.format_table(table, {"gbps": "{:,.1f}"})["gbps"].tolist() == ["4,143.3", "3,807.4"]
     assert table["gbps"].iloc[0] == 4143.340901  # the original is untouched
@@ -636,7 +637,7 @@ def test_format_table_prints_integers_as_integers_and_rounds_rates():
 def test_roofline_title_names_the_gpu_once_and_says_what_each_date_dates():
     ref = _ceilings(source="reference", label="reference: Test GPU (2026-11-22)", details={"date": "2026-11-22"})
     title, name = roofline.roofline_title(ref, "reference: Test GPU (2026-11-21)")
-    assert title == "Roofline of the reference Test GPU (measured ceilings 2026-11-22, kernels 2026-11-21)"
+    assert title == "Roofline of the reference Test GPU (ceilings measured 2026-11-22, kernels 2026-11-21)"
     assert name == "kernels"
     title, _ = roofline.roofline_title(ref, "reference: Test GPU (2026-11-22)")
     assert title == "Roofline of the reference Test GPU (measured 2026-11-22)"
@@ -667,7 +668,7 @@ def test_plot_roofline_draws_roofs_and_skips_nan_points():
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     legend = [t.get_text().strip() for t in ax.get_legend().get_texts()]
     assert "a" in legend and "c" in legend and "b" not in legend  # each point a legend entry: no overlaps
-    assert any("ridge" in t.get_text() for t in ax.texts)
+    assert any(t.startswith("ridge: 20.0 FLOP/B") for t in legend)
     plt.close(fig)
 
 

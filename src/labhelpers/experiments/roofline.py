@@ -137,13 +137,18 @@ def timing_repeats(n: int = 2**26, nfma: int = 256, repeat: int = 50) -> pd.Data
 
 
 def repeats_summary(repeats: pd.DataFrame) -> pd.DataFrame:
-    """Median, minimum and spread (interquartile range over median) of :func:`timing_repeats`' two clocks."""
-    def summary(ms: pd.Series) -> pd.Series:
-        q1, median, q3 = ms.quantile([0.25, 0.5, 0.75])
-        return pd.Series({"median ms": median, "min ms": ms.min(), "spread (IQR / median)": (q3 - q1) / median})
+    """Median, minimum and spread (interquartile range over median) of :func:`timing_repeats`' two clocks.
 
-    return pd.DataFrame({"CUDA events": summary(repeats["event_ms"]),
-                         "host clock, synchronised": summary(repeats["host_ms"])})
+    Returns:
+        One row per clock (``CUDA events``, ``host clock, synchronised``), columns ``median ms``, ``min ms`` and
+        ``spread (IQR / median)``.
+    """
+    rows = {}
+    for clock, column in (("CUDA events", "event_ms"), ("host clock, synchronised", "host_ms")):
+        ms = pd.to_numeric(repeats[column])
+        q1, median, q3 = ms.quantile([0.25, 0.5, 0.75])
+        rows[clock] = {"median ms": median, "min ms": ms.min(), "spread (IQR / median)": (q3 - q1) / median}
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 #: The FMA counts per element of the chapter's intensity sweep (intensity nfma/4 FLOP/B in FP32).

@@ -48,9 +48,9 @@ def roofline_title(ceilings: Ceilings, points_label: str | None) -> tuple[str, s
     if found is None or found["gpu"] != ceilings.gpu:
         return f"Roofline, ceilings {ceilings.label}", points_label or "measured kernels"
     if ceilings.source == "reference" and found["kind"] == "reference":
-        when = (f"{date}" if date == found["date"] or not found["date"] else
-                f"ceilings {date}, kernels {found['date']}")
-        return f"Roofline of the reference {ceilings.gpu} (measured {when})", "kernels"
+        when = (f"measured {date}" if date == found["date"] or not found["date"] else
+                f"ceilings measured {date}, kernels {found['date']}")
+        return f"Roofline of the reference {ceilings.gpu} ({when})", "kernels"
     if ceilings.source == "measured" and found["kind"] != "reference":
         return f"Roofline of this GPU, {ceilings.gpu} (ceilings measured {date})", "kernels"
     return f"Roofline of {ceilings.gpu} (ceilings: {ceilings.label}; kernels: {points_label})", "kernels"
@@ -117,9 +117,7 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
         fp32 = ceilings.value("fp32_gflops")
         if _finite(dram) and _finite(fp32) and "dram_gbs" in memory and "fp32_gflops" in compute:
             ridge = fp32 / dram
-            ax.axvline(ridge, color="0.4", ls=":", lw=1)
-            ax.annotate(f"ridge: {ridge:.1f} FLOP/B ", (ridge, 0.02), xycoords=("data", "axes fraction"),
-                        rotation=90, ha="right", va="bottom", fontsize=FONT, color="0.3")
+            ax.axvline(ridge, color="0.4", ls=":", lw=1, label=f"ridge: {ridge:.1f} FLOP/B")
     if datasheet is not None:
         sheet_top = max([v for v in (datasheet.value(k) for k in compute) if _finite(v)], default=None)
         for key in memory:
@@ -296,7 +294,8 @@ def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings |
         if ok.any():  # the path the shapes take as n shrinks
             right.plot(pts["intensity"][ok], g[ok], "-", color="0.75", lw=1, zorder=4)
         plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
-                      points_label=label, xlim=(1 / 4, 1024), legend="lower right", point_labels="beside")
+                      points_label=f"shapes ({label})", xlim=(1 / 4, 1024), legend="lower right",
+                      point_labels="beside")
         right.set_title("the same shapes on the roofline (labels: n; m x n and k = 1024 fixed)",
                         fontsize=TITLE_FONT)
     return axes

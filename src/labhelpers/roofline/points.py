@@ -50,9 +50,10 @@ def _read_points(path) -> list[dict]:
     return [p for p in points if isinstance(p, dict) and "name" in p] if isinstance(points, list) else []
 
 
-def _when(ceilings: Ceilings) -> str:
-    return ceilings.label + (f", {ceilings.details['date']}" if ceilings.details.get("date") and
-                             ceilings.details["date"] not in ceilings.label else "")
+def _where(ceilings: Ceilings) -> str:
+    """Where ceilings come from, with their date: ``measured on NVIDIA H100 (2026-11-21)``."""
+    date = ceilings.details.get("date")
+    return ceilings.label + (f", {date}" if date and date not in ceilings.label else "")
 
 
 def check_against_ceilings(what: str, *, gflops: float, gbps: float, ceilings: Ceilings, precision: str = "fp32",
@@ -74,18 +75,18 @@ def check_against_ceilings(what: str, *, gflops: float, gbps: float, ceilings: C
         key, fastest = max(memory, key=lambda kv: kv[1])
         if gbps > fastest * (1 + tolerance):
             copy = ceilings.value("dram_gbs")
-            also = f" (its copy ceiling is {copy:,.0f} GB/s)" if key != "dram_gbs" and copy else ""
+            also = f"; its copy ceiling is {copy:,.0f} GB/s" if key != "dram_gbs" and copy else ""
             raise ImpossibleMeasurement(
-                f"{what}: {gbps:,.0f} GB/s is {gbps / fastest:.1f} times this GPU's fastest memory ceiling, "
-                f"{CEILING_NAMES[key][0]} {fastest:,.0f} GB/s{also}, {_when(ceilings)}. No kernel moves bytes "
-                "faster than that. " + _WORK_NOT_DONE.format(count="nbytes") + " Not recorded."
+                f"{what}: {gbps:,.0f} GB/s is {gbps / fastest:.1f} times the fastest memory ceiling of "
+                f"{ceilings.gpu}, {CEILING_NAMES[key][0]} {fastest:,.0f} GB/s ({_where(ceilings)}{also}), and no "
+                "kernel moves bytes faster than that. " + _WORK_NOT_DONE.format(count="nbytes") + " Not recorded."
             )
     compute = f"{precision}_gflops"
     peak = ceilings.value(compute) if compute in CEILING_NAMES else None
     if not tensor_cores and peak and math.isfinite(gflops) and gflops > peak * (1 + tolerance):
         raise ImpossibleMeasurement(
-            f"{what}: {gflops:,.0f} GFLOP/s is {gflops / peak:.1f} times this GPU's {CEILING_NAMES[compute][0]} "
-            f"ceiling, {peak:,.0f} GFLOP/s, {_when(ceilings)}. " + _WORK_NOT_DONE.format(count="flops")
+            f"{what}: {gflops:,.0f} GFLOP/s is {gflops / peak:.1f} times the {CEILING_NAMES[compute][0]} ceiling "
+            f"of {ceilings.gpu}, {peak:,.0f} GFLOP/s ({_where(ceilings)}). " + _WORK_NOT_DONE.format(count="flops")
             + " (A library matrix multiply may run on tensor cores, which no FMA ceiling bounds: record it with "
             "tensor_cores=True.) Not recorded."
         )

@@ -30,7 +30,7 @@ def _is_number(v) -> bool:
 
 
 def _readable(v: float) -> str:
-    """About three significant digits, never fewer than the integer part: 683, 3.99, 0.167, 0.00597."""
+    """About three significant digits, never fewer than the integer part: 683, 3.99, 0.250, 0.00597."""
     size = abs(v)
     if size >= 100:
         return f"{v:,.0f}"
@@ -38,7 +38,7 @@ def _readable(v: float) -> str:
         return f"{v:.1f}"
     if size >= 1:
         return f"{v:.2f}"
-    return f"{v:.3g}"
+    return f"{v:#.3g}"
 
 
 def format_table(table: pd.DataFrame, formats: Mapping[str, str | Callable[[float], str]] | None = None
