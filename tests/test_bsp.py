@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
-import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,12 +14,9 @@ from labhelpers.experiments import bsp as bsp_exp
 from labhelpers.kernels import bsp
 from labhelpers.models import amdahl
 from markers import sim_only
+from mutants import lab_skeletons, load_solutions, mutant
 
 from numba import cuda  # noqa: E402  (after labhelpers: it picks the simulator)
-
-ROOT = Path(__file__).resolve().parents[1]
-LAB = ROOT / "labs" / "02_bsp_and_amdahl_lab.ipynb"
-SOLUTIONS = ROOT / "labs" / "solutions" / "02_bsp_and_amdahl_lab.py"
 
 
 # --------------------------------------------------------------------------- models
@@ -218,31 +212,18 @@ def test_trip_times_follow_littles_law_and_skip_waves_and_missing_timings():
 
 
 # --------------------------------------------------------------------------- lab checkers
-def _solutions():
-    spec = importlib.util.spec_from_file_location("solutions_02_bsp", SOLUTIONS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _skeletons() -> dict:
-    namespace = {"np": np, "cuda": cuda}
-    for cell in nbformat.read(LAB, as_version=4).cells:
-        if cell.cell_type == "code" and "skeleton" in cell.metadata.get("tags", []):
-            exec(compile(cell.source, str(LAB), "exec"), namespace)
-    return namespace
-
-
+SOL = load_solutions("02_bsp_and_amdahl_lab")
+SKEL = lab_skeletons("02_bsp_and_amdahl_lab", "import numpy as np\nfrom numba import cuda\n")
 CHECKS = [("amdahl", ex.check_amdahl), ("processors_needed", ex.check_processors_needed),
           ("fit_serial", ex.check_fit_serial_fraction), ("grid_stride_update", ex.check_grid_stride)]
 
 
 @pytest.mark.parametrize("name, check", CHECKS, ids=[c[0] for c in CHECKS])
 def test_checker_passes_the_solution_and_rejects_the_skeleton(name, check, capsys):
-    check(getattr(_solutions(), name))
+    check(getattr(SOL, name))
     assert "Correct" in capsys.readouterr().out
     with pytest.raises(lh.CheckFailed):
-        check(_skeletons()[name])
+        check(SKEL[name])
 
 
 def test_amdahl_checker_names_typical_mistakes():
@@ -282,32 +263,13 @@ def test_fit_checker_names_typical_mistakes():
         ex.check_fit_serial_fraction(unclipped)
 
 
-@cuda.jit
-def _one_thread_per_element(x, a, b, reps):
-    i = cuda.grid(1)
-    if i < x.size:
-        v = x[i]
-        for _ in range(reps):
-            v = a * v + b
-        x[i] = v
-
-
-@cuda.jit
-def _block_stride(x, a, b, reps):
-    for i in range(cuda.grid(1), x.size, cuda.blockDim.x):  # wrong stride: overlaps the next blocks
-        v = x[i]
-        for _ in range(reps):
-            v = a * v + b
-        x[i] = v
-
-
-@cuda.jit
-def _one_past_the_end(x, a, b, reps):
-    for i in range(cuda.grid(1), x.size + 1, cuda.gridsize(1)):
-        v = x[i]
-        for _ in range(reps):
-            v = a * v + b
-        x[i] = v
+# Typical mistakes: the solution with one line changed.
+_one_thread_per_element = mutant(SOL.grid_stride_update, "for i in range(start, x.size, stride):",
+                                 "for i in range(start, min(start + 1, x.size)):")
+_block_stride = mutant(SOL.grid_stride_update, "stride = cuda.gridsize(1)",
+                       "stride = cuda.blockDim.x  # wrong stride: overlaps the next blocks")
+_one_past_the_end = mutant(SOL.grid_stride_update, "for i in range(start, x.size, stride):",
+                           "for i in range(start, x.size + 1, stride):")
 
 
 @pytest.mark.parametrize("kernel, match", [
