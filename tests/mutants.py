@@ -50,17 +50,18 @@ def _run(source: str, namespace: dict, what: str) -> dict:
     return namespace
 
 
-def lab_skeletons(lab: str, header: str = "") -> dict[str, Any]:
+def lab_skeletons(lab: str, header: str = "", **names: Any) -> dict[str, Any]:
     """The functions and kernels defined by the ``skeleton`` cells of ``labs/<lab>.ipynb``, by name.
 
-    ``header`` is run first: the imports and constants the skeleton cells take from earlier cells.
+    ``header`` is run first: the imports and constants the skeleton cells take from earlier cells;
+    ``names`` are bound before it (functions of earlier cells, e.g. a specification).
     """
     nb = nbformat.read(ROOT / "labs" / f"{lab}.ipynb", as_version=4)
     cells = [c.source for c in nb.cells if c.cell_type == "code" and "skeleton" in c.metadata.get("tags", [])]
     assert cells, f"labs/{lab}.ipynb has no cell tagged skeleton"
     source = header + "\n\n" + "\n\n".join(
         "\n".join(line for line in cell.splitlines() if not line.lstrip().startswith("%")) for cell in cells) + "\n"
-    namespace = _run(source, {}, f"skeletons of {lab}")
+    namespace = _run(source, dict(names), f"skeletons of {lab}")
     return {node.name: namespace[node.name] for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
 
 

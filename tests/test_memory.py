@@ -4,39 +4,28 @@ typical mistakes). Kernels run under the simulator here."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import labhelpers as lh  # first: chooses the simulator before numba.cuda is imported
 import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-from numba import cuda, float32
 
 from labhelpers.exercises import memory as ex
-from labhelpers.exercises.memory import TILE, TILE_ROWS
 from labhelpers.experiments import memory as memory_exp
 from labhelpers.kernels import memory
 from labhelpers.models import banks
 from markers import gpu_only, sim_only
+from mutants import lab_skeletons, load_solutions, mutant
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _solutions():
-    path = ROOT / "labs" / "solutions" / "03_memory_hierarchy_lab.py"
-    spec = importlib.util.spec_from_file_location("solutions_03", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sol = _solutions()
+sol = load_solutions("03_memory_hierarchy_lab")
+SKEL = lab_skeletons("03_memory_hierarchy_lab", "import numpy as np\nfrom numba import cuda, float32\n"
+                     "from labhelpers.exercises.memory import TILE, TILE_ROWS\n",
+                     warp_byte_addresses=sol.warp_byte_addresses)
 
 
 # =========================================================================== bank model
@@ -353,14 +342,10 @@ def test_hierarchy_table():
 # =========================================================================== lab checkers
 
 
-def skeleton_sectors(offset, stride, itemsize):
-    addresses = sol.warp_byte_addresses(offset, stride, itemsize)  # noqa: F841  (the lab's skeleton)
-
-
 def test_sectors_checker():
     ex.check_sectors_per_request(sol.sectors_per_request)
     with pytest.raises(lh.CheckFailed, match="returned None"):
-        ex.check_sectors_per_request(skeleton_sectors)
+        ex.check_sectors_per_request(SKEL["sectors_per_request"])
     with pytest.raises(lh.CheckFailed, match="straddle"):
         ex.check_sectors_per_request(lambda offset, stride, itemsize: -(-32 * stride * itemsize // 32))
     with pytest.raises(lh.CheckFailed, match="threads, not sectors"):
@@ -369,15 +354,10 @@ def test_sectors_checker():
         ex.check_sectors_per_request(lambda o, s, i: len({int(a) // 128 for a in sol.warp_byte_addresses(o, s, i)}))
 
 
-def skeleton_conflict(words):
-    words = np.asarray(words)
-    bank = words % 32  # noqa: F841
-
-
 def test_conflict_checker():
     ex.check_conflict_degree(sol.conflict_degree)
     with pytest.raises(lh.CheckFailed, match="returned None"):
-        ex.check_conflict_degree(skeleton_conflict)
+        ex.check_conflict_degree(SKEL["conflict_degree"])
     with pytest.raises(lh.CheckFailed, match="broadcast"):
         ex.check_conflict_degree(lambda words: int(np.bincount(np.asarray(words) % 32).max()))
     with pytest.raises(lh.CheckFailed, match="expected 2"):
@@ -387,13 +367,8 @@ def test_conflict_checker():
 def test_chain_checker():
     ex.check_single_cycle(sol.make_chain)
 
-    def skeleton(slots, rng):
-        order = rng.permutation(slots)  # noqa: F841
-        next_slot = np.zeros(slots, dtype=np.int64)
-        return next_slot
-
     with pytest.raises(lh.CheckFailed, match="not a permutation"):
-        ex.check_single_cycle(skeleton)
+        ex.check_single_cycle(SKEL["make_chain"])
     with pytest.raises(lh.CheckFailed, match="cycles"):
         ex.check_single_cycle(lambda slots, rng: rng.permutation(slots))
     with pytest.raises(lh.CheckFailed, match="sequential"):
@@ -403,50 +378,17 @@ def test_chain_checker():
     assert ex.cycle_lengths(np.array([1, 0, 2])) == [2, 1]
 
 
-@cuda.jit
-def skeleton_transpose(a, out):
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    col = cuda.blockIdx.x * TILE + tx  # noqa: F841
-    row = cuda.blockIdx.y * TILE + ty  # noqa: F841
-    cuda.syncthreads()
-
-
-@cuda.jit
-def untransposed_tile(a, out):
-    """Writes the tile back without swapping its indices: the classic slip."""
-    tile = cuda.shared.array(shape=(TILE, 33), dtype=float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    col = cuda.blockIdx.x * TILE + tx
-    row = cuda.blockIdx.y * TILE + ty
-    for k in range(0, TILE, TILE_ROWS):
-        if row + k < a.shape[0] and col < a.shape[1]:
-            tile[ty + k, tx] = a[row + k, col]
-    cuda.syncthreads()
-    out_col = cuda.blockIdx.y * TILE + tx
-    out_row = cuda.blockIdx.x * TILE + ty
-    for k in range(0, TILE, TILE_ROWS):
-        if out_row + k < out.shape[0] and out_col < out.shape[1]:
-            out[out_row + k, out_col] = tile[ty + k, tx]
-
-
-@cuda.jit
-def unguarded_tile(a, out):
-    """Forgets the bounds checks: reads past the end of partial tiles."""
-    tile = cuda.shared.array(shape=(TILE, 33), dtype=float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    col = cuda.blockIdx.x * TILE + tx
-    row = cuda.blockIdx.y * TILE + ty
-    for k in range(0, TILE, TILE_ROWS):
-        tile[ty + k, tx] = a[row + k, col]
-    cuda.syncthreads()
-    for k in range(0, TILE, TILE_ROWS):
-        out[cuda.blockIdx.x * TILE + ty + k, cuda.blockIdx.y * TILE + tx] = tile[tx, ty + k]
+# Typical mistakes: the solution with a line or two changed.
+untransposed_tile = mutant(sol.transpose_tiled, "out[out_row + k, out_col] = tile[tx, ty + k]",
+                           "out[out_row + k, out_col] = tile[ty + k, tx]  # the classic slip: indices not swapped")
+unguarded_tile = mutant(sol.transpose_tiled, ("if row + k < a.shape[0] and col < a.shape[1]:", "if True:"),
+                        ("if out_row + k < out.shape[0] and out_col < out.shape[1]:", "if True:"))
 
 
 def test_transpose_checker():
     ex.check_tiled_transpose(sol.transpose_tiled)
     with pytest.raises(lh.CheckFailed, match="Nothing was written"):
-        ex.check_tiled_transpose(skeleton_transpose)
+        ex.check_tiled_transpose(SKEL["transpose_tiled"])
     with pytest.raises(lh.CheckFailed, match="wrong for an array of shape"):
         ex.check_tiled_transpose(untransposed_tile)
     with pytest.raises(lh.CheckFailed, match="outside an array"):
@@ -458,7 +400,7 @@ def test_compare_transposes_runs_under_the_simulator(capsys):
     timings = ex.compare_transposes(sol.transpose_tiled, memory.transpose_naive, n=40)
     assert set(timings) == {"naive", "tiled"}
     assert not timings["tiled"].is_gpu_timing
-    assert set(ex.compare_transposes(skeleton_transpose, memory.transpose_naive, n=40)) == {"naive"}
+    assert set(ex.compare_transposes(SKEL["transpose_tiled"], memory.transpose_naive, n=40)) == {"naive"}
     assert "does not pass the check yet" in capsys.readouterr().out
 
 
