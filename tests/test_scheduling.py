@@ -7,9 +7,7 @@ raise GPUOnlyError; the occupancy numbers of the lectures and of Hopper are chec
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-from pathlib import Path
 
 import matplotlib
 
@@ -27,9 +25,8 @@ from labhelpers.kernels import scheduling as ks  # noqa: E402
 from labhelpers.models import occupancy as oc  # noqa: E402
 from labhelpers.models import warp_timeline as wt  # noqa: E402
 from markers import gpu_only, sim_only  # noqa: E402
-from numba import cuda  # noqa: E402
+from mutants import lab_skeletons, load_solutions, mutant  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 ODD_SIZES = (1, 31, 33, 257, 1003)
 
 
@@ -409,41 +406,9 @@ def test_register_caps_under_the_simulator():
 
 
 # =========================================================================== the lab's checkers
-def _solutions():
-    path = ROOT / "labs" / "solutions" / "04_scheduling_lab.py"
-    spec = importlib.util.spec_from_file_location("solutions_04_scheduling_lab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SOL = _solutions()
-
-
-# The skeletons, as in labs/04_scheduling_lab.ipynb.
-def skeleton_blocks_per_sm(threads, registers, shared):
-    warps_per_block = math.ceil(threads / 32)  # noqa: F841
-
-
-def skeleton_warps_to_hide(burst, stall):
-    pass
-
-
-@cuda.jit
-def skeleton_even_odd_sorted(x, out, who, steps):
-    i = cuda.grid(1)
-    n = x.size
-    j = i
-    if j < n:
-        who[j] = i
-        if j % 2 == 0:
-            out[j] = ks.lcg_steps(x[j], steps)
-        else:
-            out[j] = x[j]
-
-
-def skeleton_shared_for_blocks(k):
-    pass
+SOL = load_solutions("04_scheduling_lab")
+SKEL = lab_skeletons("04_scheduling_lab", "import math\nfrom numba import cuda\n"
+                     "from labhelpers.kernels.scheduling import lcg_steps\n")
 
 
 # Typical wrong answers.
@@ -460,43 +425,22 @@ def floor_warps_blocks_per_sm(threads, registers, shared):
     return min(64 // w, 32, 65536 // regs // w, 228 * 1024 // (math.ceil((shared + 1024) / 128) * 128))
 
 
-@cuda.jit
-def every_other_thread_even_odd(x, out, who, steps):
-    """Two elements per thread, but only half the threads work: correct values, still divergent? no: wrong `who`."""
-    i = cuda.grid(1)
-    n = x.size
-    for j in (2 * i, 2 * i + 1):
-        if j < n:
-            who[j] = i
-            if j % 2 == 0:
-                out[j] = ks.lcg_steps(x[j], steps)
-            else:
-                out[j] = x[j]
-
-
-@cuda.jit
-def wrong_half_even_odd(x, out, who, steps):
-    i = cuda.grid(1)
-    n = x.size
-    half = n // 2  # wrong for odd n: one even element too few
-    j = 2 * i if i < half else 2 * (i - half) + 1
-    if j < n:
-        who[j] = i
-        if j % 2 == 0:
-            out[j] = ks.lcg_steps(x[j], steps)
-        else:
-            out[j] = x[j]
+# The solution with one line changed.
+forgets_half_even_odd = mutant(SOL.even_odd_sorted, "j = 2 * (i - half) + 1",
+                               "j = 2 * i + 1  # forgets that the odd elements start at thread `half`")
+wrong_half_even_odd = mutant(SOL.even_odd_sorted, "half = (n + 1) // 2",
+                             "half = n // 2  # wrong for odd n: one even element too few")
 
 
 @pytest.mark.parametrize("checker, solution, wrongs", [
     (ex.check_blocks_per_sm, SOL.blocks_per_sm,
-     [skeleton_blocks_per_sm, no_reserved_blocks_per_sm, floor_warps_blocks_per_sm]),
+     [SKEL["blocks_per_sm"], no_reserved_blocks_per_sm, floor_warps_blocks_per_sm]),
     (ex.check_warps_to_hide, SOL.warps_to_hide,
-     [skeleton_warps_to_hide, lambda b, s: math.ceil(s / b), lambda b, s: (b + s) / b, lambda b, s: 2 * (b + s) // b]),
+     [SKEL["warps_to_hide"], lambda b, s: math.ceil(s / b), lambda b, s: (b + s) / b, lambda b, s: 2 * (b + s) // b]),
     (ex.check_even_odd_sorted, SOL.even_odd_sorted,
-     [skeleton_even_odd_sorted, every_other_thread_even_odd, wrong_half_even_odd]),
+     [SKEL["even_odd_sorted"], forgets_half_even_odd, wrong_half_even_odd]),
     (ex.check_shared_for_blocks, SOL.shared_for_blocks,
-     [skeleton_shared_for_blocks, lambda k: 228 * 1024 // k - 1024,
+     [SKEL["shared_for_blocks"], lambda k: 228 * 1024 // k - 1024,
       lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128]),
 ], ids=["blocks_per_sm", "warps_to_hide", "even_odd_sorted", "shared_for_blocks"])
 def test_checker_passes_the_solution_and_rejects_wrong_answers(checker, solution, wrongs, capsys):
@@ -513,10 +457,10 @@ def test_checker_messages_name_the_mistake():
     with pytest.raises(lh.CheckFailed, match="partly filled warp"):
         ex.check_blocks_per_sm(floor_warps_blocks_per_sm)
     with pytest.raises(lh.CheckFailed, match="returned None"):
-        ex.check_blocks_per_sm(skeleton_blocks_per_sm)
+        ex.check_blocks_per_sm(SKEL["blocks_per_sm"])
     with pytest.raises(lh.CheckFailed, match="86%"):
         ex.check_warps_to_hide(lambda b, s: math.ceil(s / b))
     with pytest.raises(lh.CheckFailed, match="both even and odd"):
-        ex.check_even_odd_sorted(skeleton_even_odd_sorted)
+        ex.check_even_odd_sorted(SKEL["even_odd_sorted"])
     with pytest.raises(lh.CheckFailed, match="1 KB the driver reserves"):
         ex.check_shared_for_blocks(lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128)
