@@ -463,6 +463,10 @@ def test_record_point_refuses_a_kernel_whose_check_failed():
         roofline.record_point("k", 1e9, 1e9, _gpu_timing(), chapter="07", checked=False)
     with pytest.raises(TypeError, match="True or False"):
         roofline.record_point("k", 1e9, 1e9, _gpu_timing(), chapter="07", checked="yes")
+    with pytest.raises(lh.ImpossibleMeasurement, match="check failed"):  # what np.all(...) returns
+        roofline.record_point("k", 1e9, 1e9, _gpu_timing(), chapter="07", checked=np.bool_(False))
+    assert roofline.record_point("k", 1e9, 1e9, _gpu_timing(), chapter="07", checked=np.bool_(True))
+    roofline.clear_points(HERE)
     sim = Timing(label="k", times_ms=None)  # refused for the failed check first, on either backend
     with pytest.raises(lh.ImpossibleMeasurement, match="check failed"):
         roofline.record_point("k", 1e9, 1e9, sim, chapter="07", source="lab", checked=False)

@@ -14,6 +14,7 @@ import datetime as _dt
 import math
 import numbers
 
+import numpy as np
 import pandas as pd
 
 from .. import backend, device
@@ -124,13 +125,13 @@ def record_point(name: str, flops: float, nbytes: float, timing: Timing, *, chap
             of the allowed values.
     """
     what = f"record_point({name!r})"
-    if checked is not True:
-        if checked is False:
-            raise ImpossibleMeasurement(
-                f"{what}: the kernel's check failed (checked=False), so its time is the time of a wrong kernel, "
-                "and a wrong kernel is not a point on the roofline. Fix the kernel until its check passes, then "
-                "measure and record it again. Not recorded.")
+    if not isinstance(checked, (bool, np.bool_)):
         raise TypeError(f"{what}: checked must be True or False, got {checked!r}")
+    if not checked:
+        raise ImpossibleMeasurement(
+            f"{what}: the kernel's check failed (checked=False), so its time is the time of a wrong kernel, "
+            "and a wrong kernel is not a point on the roofline. Fix the kernel until its check passes, then "
+            "measure and record it again. Not recorded.")
     if not isinstance(chapter, str) or not chapter.strip():
         raise ValueError(f"{what}: chapter must name the chapter that measured it, e.g. chapter=\"05\"; got "
                          f"{chapter!r}")
