@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, int32, uint32, uint64
 
-from .. import backend
+from .. import backend, validate
 from ..arrays import check_array
-from ..errors import ArrayArgumentError, GPUOnlyError, LabError, LaunchConfigError
+from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LaunchConfigError
 
 #: Threads of a warp.
 WARP = 32
@@ -58,7 +58,7 @@ FLIP = 0x7FFFFFFF
 KEY_MINUS_INF = -2139095041
 
 
-class UnknownVariantError(LabError, ValueError):
+class UnknownVariantError(ArgumentError):
     """The name is not one of the known variants."""
 
 
@@ -68,19 +68,12 @@ class UnknownVariantError(LabError, ValueError):
 
 
 def _int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """``value`` as an int, or ArgumentError-style LaunchConfigError naming the fix."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise LaunchConfigError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    value = int(value)
-    if minimum is not None and value < minimum:
-        raise LaunchConfigError(f"{name} must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise LaunchConfigError(f"{name} must be at most {maximum}, got {value}")
-    return value
+    """``value`` as an int in range, else :class:`~labhelpers.errors.ArgumentError` naming the fix."""
+    return validate.integer(value, name, minimum=minimum, maximum=maximum, allow_float=False)
 
 
 def _threads(value, name: str = "threads") -> int:
-    return _int(value, name, minimum=1, maximum=MAX_THREADS)
+    return validate.threads_per_block(value, name)
 
 
 def _choice(value, name: str, options) -> str:
