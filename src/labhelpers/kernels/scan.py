@@ -1431,6 +1431,7 @@ class Scan:
             use :func:`tile_kernels`' default tile unless given).
         items: items per thread of the tiled methods (4, 8, 16 or 32).
         out: where to write the result (default: a new device array; may be ``x`` itself).
+        vector: 16-byte loads and stores in the tiled methods (default; 4-byte ones with False).
 
     Raises:
         ArrayArgumentError: ``x`` is not a 1-D contiguous int32/float32 array, or ``out`` does not match it.
@@ -1440,7 +1441,7 @@ class Scan:
     """
 
     def __init__(self, x, method: str = "lookback", inclusive: bool = True, threads: int | None = None,
-                 items: int | None = None, out=None) -> None:
+                 items: int | None = None, out=None, vector: bool = True) -> None:
         _check_data(x, "x", DTYPES + (np.dtype(np.uint32),))
         info = method_info(method)
         if not isinstance(inclusive, (bool, np.bool_)):
@@ -1462,7 +1463,7 @@ class Scan:
         self._epoch = 0
         tiled = info.key in ("lookback", "tiled_reduce_then_scan")
         if tiled:
-            vector = _aligned16(self.x) and _aligned16(self.out)
+            vector = bool(vector) and _aligned16(self.x) and _aligned16(self.out)
             self.tiles = tile_kernels(self.dtype, threads, items, vector=vector)
             self.threads = self.tiles.config.threads
         else:
@@ -1621,10 +1622,15 @@ def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int
 def block_scan_reference(x, per_block: int, inclusive: bool = True) -> np.ndarray:
     """NumPy: every run of ``per_block`` elements scanned on its own (what :func:`block_scan` computes)."""
     x = np.asarray(x)
-    out = np.empty(x.shape, dtype=np.float64 if x.dtype.kind == "f" else x.dtype)
-    for start in range(0, x.size, per_block):
-        out[start:start + per_block] = scan_reference(x[start:start + per_block], inclusive=inclusive)
-    return out
+    dtype = np.float64 if x.dtype.kind == "f" else x.dtype
+    blocks = -(-x.size // per_block)
+    padded = np.zeros(blocks * per_block, dtype=dtype)
+    padded[:x.size] = x
+    runs = padded.reshape(blocks, per_block)
+    out = np.cumsum(runs, axis=1, dtype=dtype)
+    if not inclusive:
+        out -= runs
+    return out.ravel()[:x.size]
 
 
 # =============================================================================================

@@ -1,0 +1,344 @@
+"""Chapter "Scan and the patterns built on it": the measurements behind its tables and plots.
+
+Every function times kernels of :mod:`labhelpers.kernels.scan` on the GPU next to the library call
+that does the same job (``cupy.cumsum``, ``x[x > t]``, ``cupy.sort``, ``cupyx.scipy.sparse``'s
+SpMV) and a device-to-device copy measured in the same run, checks every result, and returns a
+DataFrame. They need a GPU with CuPy (:class:`~labhelpers.errors.GPUOnlyError` otherwise);
+``bench/scan.py`` stores their tables as the reference data ``ch10_*``, which the chapter shows
+under the simulator.
+
+Effective bandwidth is always the bytes the job must move divided by the time: ``8 n`` for a scan
+of ``n`` 4-byte values (read once, write once), ``4 (n + kept)`` for compaction, the whole sort's
+passes for the radix sort (and keys per second), :func:`~labhelpers.kernels.scan.spmv_bytes` for SpMV.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import backend
+from ..errors import GPUOnlyError
+from ..kernels import scan as sk
+from ..timing import benchmark
+
+#: Scan sizes of the size sweep (4-byte elements).
+SIZES = tuple(2**k for k in range(16, 29, 2))
+#: The size the chapter's method table uses, and the benchmark's size.
+METHOD_N = 2**24
+BENCH_N = 2**28
+#: Methods timed at METHOD_N (the chained scan is slow: it is timed at CHAINED_N).
+CHAINED_N = 2**22
+#: Tile shapes of the look-back sweep: (threads, items, vector loads).
+TILE_SHAPES = ((128, 16, True), (256, 8, True), (256, 16, True), (256, 32, True), (512, 16, True),
+               (256, 16, False))
+#: Digit widths and tile shapes of the radix sweep: (bits, threads, items).
+RADIX_CONFIGS = ((3, 256, 16), (4, 256, 16), (4, 128, 16), (5, 128, 16), (6, 128, 16))
+
+
+def _cupy():
+    if backend.is_simulator():
+        raise GPUOnlyError("timing needs a real GPU: the simulator's speed says nothing about one")
+    try:
+        import cupy
+    except ImportError:  # pragma: no cover - depends on the machine
+        raise GPUOnlyError("these measurements compare with CuPy, which is not installed here") from None
+    return cupy
+
+
+def _row(**kw) -> dict:
+    return kw
+
+
+def _timing_row(timing, **kw) -> dict:
+    row = dict(kw)
+    row.update(timing.as_row())
+    return row
+
+
+def random_values(n: int, dtype=np.int32, seed: int = 0):
+    """``n`` random values on the GPU (CuPy): small integers in [-8, 8] for int32, uniform [0, 1) for float32."""
+    cp = _cupy()
+    rng = cp.random.default_rng(seed)
+    if np.dtype(dtype) == np.int32:
+        return rng.integers(-8, 9, size=n, dtype=cp.int32)
+    return rng.random(n, dtype=cp.float32)
+
+
+def _scan_ok(got, x, inclusive: bool = True) -> bool:
+    """Compare a device scan with CuPy's: exact for int32, within the float32 bound for float32."""
+    cp = _cupy()
+    got = cp.asarray(got)
+    if x.dtype == cp.int32:
+        ref = cp.cumsum(x, dtype=cp.int32)
+        if not inclusive:
+            ref = ref - x
+        return bool(cp.array_equal(got, ref))
+    ref = cp.cumsum(x, dtype=cp.float64)
+    if not inclusive:
+        ref = ref - x
+    bound = cp.arange(1, x.size + 1, dtype=cp.float64) * 2.0**-24 * cp.cumsum(cp.abs(x), dtype=cp.float64) + 1e-6
+    return bool(cp.all(cp.abs(got - ref) <= bound))
+
+
+def time_copy(x, repeat: int = 20, number: int = 10):
+    """A device-to-device copy of ``x`` (CuPy), bytes read + written: the ceiling of anything that reads and writes."""
+    cp = _cupy()
+    dst = cp.empty_like(x)
+    return benchmark(lambda: dst.__setitem__(slice(None), x), nbytes=2 * x.nbytes, repeat=repeat, number=number,
+                     label="copy")
+
+
+def time_cumsum(x, repeat: int = 20, number: int = 10):
+    """``cupy.cumsum`` into a preallocated output of the same type (8 bytes per 4-byte element)."""
+    cp = _cupy()
+    out = cp.empty_like(x)
+    return benchmark(lambda: cp.cumsum(x, dtype=x.dtype, out=out), nbytes=2 * x.nbytes, repeat=repeat,
+                     number=number, label="cupy.cumsum")
+
+
+def cupy_accelerators() -> str:
+    """The routine accelerators CuPy uses (``cub`` means ``cupy.cumsum``, sums and sorts go through CUB)."""
+    cp = _cupy()
+    try:
+        from cupy._core import _accelerator
+
+        names = {v: k for k, v in vars(_accelerator).items() if k.startswith("ACCELERATOR_")}
+        return ",".join(names.get(a, str(a)).replace("ACCELERATOR_", "").lower()
+                        for a in _accelerator.get_routine_accelerators()) or "none"
+    except Exception:  # pragma: no cover - private API
+        return f"unknown (cupy {cp.__version__})"
+
+
+def time_scan(x, method: str, *, inclusive: bool = True, threads: int | None = None, items: int | None = None,
+              repeat: int = 20, number: int = 10):
+    """Check and time one scan method on the CuPy array ``x``; returns ``(Timing, ok, launches)``."""
+    s = sk.Scan(x, method, inclusive, threads, items)
+    s.launch()
+    ok = _scan_ok(s.out, x, inclusive)
+    timing = benchmark(s.launch, nbytes=s.nbytes, repeat=repeat, number=number, label=method)
+    return timing, ok, len(s.launches)
+
+
+def methods_table(n: int = METHOD_N, dtype=np.int32, *, chained_n: int = CHAINED_N, repeat: int = 10,
+                  number: int = 5) -> pd.DataFrame:
+    """Every scan method (256 threads per block) at ``n`` elements, then ``cupy.cumsum`` and the copy.
+
+    Columns: method, title, n, dtype, launches, bytes_per_element (what the method moves: 16, 12 or 8),
+    median_ms, gbps (effective: ``8 n`` bytes / time), ok (checked against ``cupy.cumsum``).
+    """
+    rows = []
+    for key, info in sk.METHODS.items():
+        size = chained_n if key == "chained" else n
+        x = random_values(size, dtype)
+        timing, ok, launches = time_scan(x, key, repeat=repeat, number=number)
+        rows.append(_timing_row(timing, method=key, title=info.title, n=size, dtype=np.dtype(dtype).name,
+                                launches=launches, bytes_per_element=info.passes, ok=ok))
+        del x
+    x = random_values(n, dtype)
+    rows.append(_timing_row(time_cumsum(x, repeat, number), method="cupy_cumsum",
+                            title=f"cupy.cumsum ({cupy_accelerators()})", n=n, dtype=np.dtype(dtype).name,
+                            launches=math.nan, bytes_per_element=8, ok=True))
+    rows.append(_timing_row(time_copy(x, repeat, number), method="copy", title="copy (read + write)", n=n,
+                            dtype=np.dtype(dtype).name, launches=1, bytes_per_element=8, ok=True))
+    return pd.DataFrame(rows)
+
+
+def sizes_table(sizes: Sequence[int] = SIZES, dtypes=(np.int32, np.float32), *, repeat: int = 10,
+                number: int = 10) -> pd.DataFrame:
+    """The single-pass scan, the tiled three-kernel scan, ``cupy.cumsum`` and the copy against the size."""
+    rows = []
+    for dtype in dtypes:
+        for n in sizes:
+            x = random_values(n, dtype)
+            for key in ("lookback", "tiled_reduce_then_scan"):
+                timing, ok, _ = time_scan(x, key, repeat=repeat, number=number)
+                rows.append(_timing_row(timing, method=key, n=n, dtype=np.dtype(dtype).name, ok=ok))
+            rows.append(_timing_row(time_cumsum(x, repeat, number), method="cupy_cumsum", n=n,
+                                    dtype=np.dtype(dtype).name, ok=True))
+            rows.append(_timing_row(time_copy(x, repeat, number), method="copy", n=n, dtype=np.dtype(dtype).name,
+                                    ok=True))
+            del x
+    return pd.DataFrame(rows)
+
+
+def block_scans_table(n: int = 2**24, threads: Sequence[int] = (128, 256, 512, 1024), *, repeat: int = 10,
+                      number: int = 5) -> pd.DataFrame:
+    """The in-block kernels alone (every block scans its own part, no carry): Hillis-Steele, Blelloch with and
+    without padding, warp shuffles, on int32, for several block sizes. ``gbps``: ``8 n`` bytes / time."""
+    from numba import cuda
+
+    cp = _cupy()
+    x = random_values(n, np.int32)
+    xn = cuda.as_cuda_array(x)
+    out = cp.empty_like(x)
+    on = cuda.as_cuda_array(out)
+    empty = cuda.device_array(0, dtype=np.int32)
+    rows = []
+    for kernel, tk, per in (("hillis_steele", sk.hillis_steele_scan, 1), ("blelloch", sk.blelloch_scan, 2),
+                            ("blelloch_unpadded", sk.blelloch_scan_unpadded, 2),
+                            ("shuffle", sk.block_scan_shuffle, 1)):
+        k = tk.for_dtype(np.int32)
+        for t in threads:
+            blocks = -(-n // (per * t))
+            args = (xn, on, empty) + ((empty,) if per == 2 else ()) + (1,)
+            launch = k[blocks, t]
+            launch(*args)
+            ok = bool(cp.array_equal(out, cp.asarray(sk.block_scan_reference(cp.asnumpy(x), per * t))))
+            timing = benchmark(lambda: launch(*args), nbytes=8 * n, repeat=repeat, number=number, label=kernel)
+            rows.append(_timing_row(timing, kernel=kernel, threads=t, elements_per_block=per * t, n=n, ok=ok))
+    return pd.DataFrame(rows)
+
+
+def lookback_tiles_table(n: int = BENCH_N, shapes=TILE_SHAPES, dtype=np.int32, *, repeat: int = 10,
+                         number: int = 10) -> pd.DataFrame:
+    """The single-pass scan for several tile shapes (threads x items per thread, 16-byte loads or not)."""
+    rows = []
+    x = random_values(n, dtype)
+    for threads, items, vector in shapes:
+        s = sk.Scan(x, "lookback", True, threads, items, vector=vector)
+        s.launch()
+        ok = _scan_ok(s.out, x)
+        timing = benchmark(s.launch, nbytes=s.nbytes, repeat=repeat, number=number, label="lookback")
+        rows.append(_timing_row(timing, threads=threads, items=items, tile=threads * items, vector=vector, n=n,
+                                dtype=np.dtype(dtype).name, ok=ok))
+    return pd.DataFrame(rows)
+
+
+def compaction_table(n: int = BENCH_N, fractions: Sequence[float] = (0.1, 0.5, 0.9), *, repeat: int = 10,
+                     number: int = 5) -> pd.DataFrame:
+    """Keep the float32 values above a threshold: one-pass and three-kernel compaction against CuPy's
+    ``x[x > t]`` (whole job) and ``x[mask]`` (mask given). Every timing includes the copy of the count to
+    the host (needed to use the result). ``gbps``: ``4 (n + kept)`` bytes / time."""
+    cp = _cupy()
+    x = random_values(n, np.float32)
+    rows = []
+    for frac in fractions:
+        t = np.float32(1.0 - frac)
+        ref = x[x > t]
+        kept = int(ref.size)
+        nbytes = 4 * (n + kept)
+        for method in ("single_pass", "three_kernels"):
+            c = sk.Compactor(x, t, method)
+            got = c()
+            ok = got == kept and bool(cp.array_equal(cp.asarray(c.out)[:kept], ref))
+            timing = benchmark(c, nbytes=nbytes, repeat=repeat, number=number, label=method)
+            rows.append(_timing_row(timing, method=method, keep_fraction=frac, n=n, kept=kept, ok=ok))
+        timing = benchmark(lambda: x[x > t], nbytes=nbytes, repeat=repeat, number=number, label="cupy x[x > t]")
+        rows.append(_timing_row(timing, method="cupy_mask", keep_fraction=frac, n=n, kept=kept, ok=True))
+        mask = x > t
+        timing = benchmark(lambda: x[mask], nbytes=nbytes, repeat=repeat, number=number, label="cupy x[mask]")
+        rows.append(_timing_row(timing, method="cupy_given_mask", keep_fraction=frac, n=n, kept=kept, ok=True))
+        del mask, ref
+    return pd.DataFrame(rows)
+
+
+def radix_table(n: int = 2**26, configs=RADIX_CONFIGS, *, repeat: int = 5, number: int = 3) -> pd.DataFrame:
+    """The LSD radix sort of ``n`` random uint32 keys for several digit widths, and ``cupy.sort``.
+
+    Columns: method, bits, threads, items, passes, median_ms, gkeys (10^9 keys/s), gbps (the passes'
+    bytes / time, :func:`~labhelpers.kernels.scan.radix_pass_bytes`), ok (equal to ``cupy.sort``).
+    """
+    cp = _cupy()
+    keys = cp.random.default_rng(1).integers(0, 2**32, size=n, dtype=cp.uint64).astype(cp.uint32)
+    ref = cp.sort(keys)
+    rows = []
+    for bits, threads, items in configs:
+        try:
+            sorter = sk.RadixSorter(keys, bits, threads, items)
+        except sk.LaunchConfigError as exc:
+            rows.append(_row(method="radix", bits=bits, threads=threads, items=items, passes=sk.radix_passes(bits),
+                             median_ms=math.nan, gkeys=math.nan, gbps=math.nan, ok=False, note=str(exc)))
+            continue
+        sorter.launch()
+        ok = bool(cp.array_equal(cp.asarray(sorter.out), ref))
+        timing = benchmark(sorter.launch, nbytes=sorter.nbytes, repeat=repeat, number=number, label=f"radix {bits}")
+        row = _timing_row(timing, method="radix", bits=bits, threads=threads, items=items, passes=sorter.passes,
+                          ok=ok, note="")
+        row["gkeys"] = n / (row["median_ms"] * 1e-3) / 1e9
+        rows.append(row)
+        del sorter
+    timing = benchmark(lambda: cp.sort(keys), nbytes=None, repeat=repeat, number=number, label="cupy.sort")
+    row = _timing_row(timing, method="cupy_sort", bits=math.nan, threads=math.nan, items=math.nan,
+                      passes=math.nan, ok=True, note="")
+    row["gkeys"] = n / (row["median_ms"] * 1e-3) / 1e9
+    rows.append(row)
+    table = pd.DataFrame(rows)
+    table.insert(1, "n", n)
+    return table
+
+
+def bench_matrices(scale: int = 1, xp=None) -> list:
+    """The SpMV test matrices, built on the GPU: a 2D Laplacian, a power-law graph, empty and very long rows.
+
+    ``scale = 1``: 16.8 million rows (Laplacian 4096 x 4096), 8 million (power law, mean 8 per row),
+    8 million (half empty, four rows of 2 million non-zeros).
+    """
+    xp = xp or _cupy()
+    k = 4096 // scale
+    n = 2**23 // scale
+    return [sk.laplacian_2d(k, xp=xp),
+            sk.power_law_matrix(n, mean_row=8.0, exponent=2.0, xp=xp),
+            sk.empty_and_long_rows(n, long_rows=4, long_length=n // 4, xp=xp)]
+
+
+def spmv_table(matrices=None, methods: Sequence[str] = tuple(sk.SPMV_METHODS), *, repeat: int = 10,
+               number: int = 5) -> pd.DataFrame:
+    """Every SpMV kernel and ``cupyx.scipy.sparse``'s (cuSPARSE) on each matrix: effective bandwidth
+    (:func:`~labhelpers.kernels.scan.spmv_bytes` / time) and the largest error relative to the float64 bound."""
+    cp = _cupy()
+    import cupyx.scipy.sparse as cps
+
+    matrices = matrices if matrices is not None else bench_matrices()
+    rows = []
+    for a in matrices:
+        info = a.describe()
+        x = cp.random.default_rng(2).random(a.n_cols, dtype=cp.float32)
+        ref = sk.spmv_reference(a.row_ptr, a.col_idx, a.values, x)
+        bound = sk.spmv_error_bound(a.row_ptr, a.col_idx, a.values, x)
+        nbytes = sk.spmv_bytes(a.n_rows, a.n_cols, a.nnz)
+        for method in methods:
+            m = sk.SpMV(a, x, method)
+            y = m()
+            worst = float(np.max(np.abs(y - ref) / bound)) if a.n_rows else 0.0
+            timing = benchmark(m.launch, nbytes=nbytes, repeat=repeat, number=number, label=method)
+            rows.append(_timing_row(timing, method=method, err_over_bound=worst, ok=worst <= 1.0, **info))
+        mat = cps.csr_matrix((a.values, a.col_idx, a.row_ptr), shape=(a.n_rows, a.n_cols))
+        y = cp.asnumpy(mat @ x)
+        worst = float(np.max(np.abs(y - ref) / bound)) if a.n_rows else 0.0
+        timing = benchmark(lambda: mat @ x, nbytes=nbytes, repeat=repeat, number=number, label="cusparse")
+        rows.append(_timing_row(timing, method="cusparse", err_over_bound=worst, ok=worst <= 1.0, **info))
+        del mat, x
+    return pd.DataFrame(rows)
+
+
+def histogram_table(n: int = 2**26, bins: Sequence[int] = (16, 256, 1024), *, repeat: int = 10,
+                    number: int = 5) -> pd.DataFrame:
+    """Global against shared-memory atomics for uniform values and for values all in one bin."""
+    from numba import cuda
+
+    cp = _cupy()
+    rows = []
+    for nb in bins:
+        for data in ("uniform", "one bin"):
+            v = (cp.random.default_rng(3).integers(0, nb, size=n, dtype=cp.int32) if data == "uniform"
+                 else cp.full(n, nb - 1, dtype=cp.int32))
+            vn = cuda.as_cuda_array(v)
+            ref = cp.bincount(v, minlength=nb)
+            for method, kernel in (("global", sk.histogram_global_atomics), ("shared", sk.histogram_shared_atomics)):
+                counts = cp.zeros(nb, dtype=cp.int32)
+                cn = cuda.as_cuda_array(counts)
+                launch = kernel[132 * 8, 256]
+                launch(vn, cn)
+                ok = bool(cp.array_equal(counts, ref))
+
+                def run(launch=launch, vn=vn, cn=cn, counts=counts):
+                    counts.fill(0)
+                    launch(vn, cn)
+
+                timing = benchmark(run, nbytes=4 * n, repeat=repeat, number=number, label=method)
+                rows.append(_timing_row(timing, method=method, bins=nb, data=data, n=n, ok=ok))
+    return pd.DataFrame(rows)

@@ -1,0 +1,351 @@
+"""Chapter 10 (scan and the patterns built on it): kernels, wrappers, models, figures, lab checkers, reference data.
+
+Under the simulator (the default) every kernel runs on small awkward sizes with small blocks (the
+simulator runs a few thousand threads per second, far fewer with barriers); on a GPU
+(``LABHELPERS_BACKEND=gpu``) the same tests use the sizes 1, 31, 33, 1000, 2**20 + 7 and larger,
+and the GPU-only kernels (warp shuffles) run too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labhelpers as lh
+from labhelpers.kernels import scan as sk
+from markers import SIM, gpu_only, sim_only
+
+SIZES = (1, 33, 300) if SIM else (1, 31, 33, 1000, 2**20 + 7, 2**22 + 3)
+RNG = np.random.default_rng(10)
+
+
+def _values(n, dtype=np.int32, seed=0):
+    return sk.integer_valued(n, np.random.default_rng(seed + n), dtype=dtype)
+
+
+# --- definitions ------------------------------------------------------------------------------------
+
+def test_the_slide_example_has_15_where_it_prints_14():
+    x = np.array(sk.SLIDE_INPUT, np.int32)
+    right = sk.sequential_scan(x)
+    assert right.tolist() == [0, 3, 4, 11, 11, 15, 16, 22]
+    assert np.array_equal(right, sk.scan_reference(x, inclusive=False))
+    wrong = np.flatnonzero(right != np.array(sk.SLIDE_OUTPUT_AS_PRINTED))
+    assert wrong.tolist() == [5] and sum(sk.SLIDE_INPUT[:5]) == 15
+
+
+@pytest.mark.parametrize("op", list(sk.OPERATORS))
+@pytest.mark.parametrize("inclusive", (True, False))
+def test_sequential_loop_matches_numpy_for_every_operator(op, inclusive):
+    x = RNG.integers(1, 5, size=20).astype(np.int64)
+    assert np.array_equal(sk.sequential_scan(x, op, inclusive), sk.scan_reference(x, op, inclusive))
+
+
+def test_exclusive_scan_starts_with_the_identity():
+    x = np.array([3, -1, 4], np.int32)
+    assert sk.scan_reference(x, "max", inclusive=False)[0] == np.iinfo(np.int32).min
+    assert sk.scan_reference(x, "mul", inclusive=False).tolist() == [1, 3, -3]
+    assert sk.sequential_scan(np.zeros(0, np.int32)).size == 0
+
+
+def test_unknown_operator_lists_the_valid_ones():
+    with pytest.raises(sk.UnknownMethodError, match="add"):
+        sk.scan_reference(np.ones(3), "sub")
+
+
+# --- every scan method against NumPy ----------------------------------------------------------------
+
+@pytest.mark.parametrize("method", sk.SIMULATOR_METHODS)
+def test_methods_exact_on_awkward_sizes(method):
+    for n in SIZES:
+        x = _values(n)
+        for inclusive in (True, False):
+            got = sk.scan(x, method, inclusive)
+            assert got.dtype == np.int32
+            assert np.array_equal(got, sk.scan_reference(x, inclusive=inclusive)), (method, n, inclusive)
+
+
+@pytest.mark.parametrize("method", ("scan_then_propagate", "lookback", "chained"))
+def test_float32_within_the_stated_bound(method):
+    x = (RNG.standard_normal(700 if SIM else 2**20 + 7) * 100).astype(np.float32)
+    got = sk.scan(x, method, inclusive=True).astype(np.float64)
+    assert np.all(np.abs(got - sk.scan_reference(x)) <= sk.scan_error_bound(x))
+
+
+@pytest.mark.parametrize("method,threads", [("hillis_steele", 48), ("reduce_then_scan", 64),
+                                            ("lookback", 64), ("tiled_reduce_then_scan", 64)])
+def test_other_block_sizes(method, threads):
+    x = _values(500 if SIM else 3 * 2**18 + 5)
+    assert np.array_equal(sk.scan(x, method, threads=threads), sk.scan_reference(x))
+
+
+def test_lookback_in_place_and_without_vector_loads():
+    x = _values(200 if SIM else 2**21 + 9)
+    s = sk.Scan(x, "lookback", inclusive=False, vector=False)
+    assert np.array_equal(s(), sk.scan_reference(x, inclusive=False))
+    d = lh.to_device(x)
+    sk.Scan(d, "lookback", out=d)()
+    assert np.array_equal(d.copy_to_host(), sk.scan_reference(x))
+
+
+def test_a_scan_object_launches_again_and_again():
+    x = _values(150 if SIM else 2**20 + 7)
+    for method in ("lookback", "chained"):
+        s = sk.Scan(x, method)
+        for _ in range(3):  # the epochs keep old flags from counting
+            assert np.array_equal(s(), sk.scan_reference(x))
+
+
+def test_empty_input():
+    for method in ("lookback", "scan_then_propagate"):
+        assert sk.scan(np.zeros(0, np.int32), method).size == 0
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", (np.int32, np.float32))
+@pytest.mark.parametrize("shape", [(128, 16), (256, 8), (256, 32), (512, 16), (1024, 4)])
+def test_lookback_tile_shapes_on_gpu(dtype, shape):
+    for n in (1, 4097, 2**20 + 7, 2**24 + 1):
+        x = _values(n, dtype) if n < 2**21 else np.ones(n, dtype)
+        for shuffle in (True, False):
+            tk = sk.tile_kernels(dtype, *shape, shuffle=shuffle)
+            assert tk.config.shuffle is shuffle
+        got = sk.scan(x, "lookback", threads=shape[0], items=shape[1])
+        assert np.array_equal(got, sk.scan_reference(x).astype(dtype)), (shape, n)
+
+
+@gpu_only
+def test_warp_shuffle_method_on_gpu():
+    for n in SIZES:
+        x = _values(n)
+        for inclusive in (True, False):
+            assert np.array_equal(sk.scan(x, "warp_shuffle", inclusive), sk.scan_reference(x, inclusive=inclusive))
+
+
+@sim_only
+def test_warp_shuffle_is_gpu_only_here():
+    with pytest.raises(lh.GPUOnlyError, match="ch10_scan_methods"):
+        sk.scan(np.ones(4, np.int32), "warp_shuffle")
+    with pytest.raises(lh.GPUOnlyError):
+        sk.block_scan(np.ones(4, np.int32), "shuffle")
+    with pytest.raises(lh.GPUOnlyError):
+        sk.tile_kernels(np.int32, shuffle=True)
+
+
+# --- the in-block kernels and their pitfalls --------------------------------------------------------
+
+@pytest.mark.parametrize("kernel,per", [("hillis_steele", 1), ("blelloch", 2), ("blelloch_unpadded", 2)])
+def test_block_kernels_scan_each_block(kernel, per):
+    x = _values(100)
+    for threads in (16, 32):
+        got = sk.block_scan(x, kernel, threads=threads)
+        assert np.array_equal(got, sk.block_scan_reference(x, per * threads)), (kernel, threads)
+        got = sk.block_scan(x, kernel, inclusive=False, threads=threads)
+        assert np.array_equal(got, sk.block_scan_reference(x, per * threads, inclusive=False))
+
+
+def test_seed_loop_bound_loses_the_last_step():
+    x = np.arange(1, 17, dtype=np.int32)
+    got = sk.block_scan(x, "hillis_steele_seed_bounds", threads=16)
+    ref = sk.scan_reference(x)
+    assert np.array_equal(got[:8], ref[:8]) and not np.array_equal(got[8:], ref[8:])
+
+
+@sim_only
+def test_single_buffer_hillis_steele_races_under_the_simulator():
+    x = np.arange(1, 33, dtype=np.int32)
+    results = [sk.block_scan(x, "hillis_steele_single_buffer", threads=32) for _ in range(3)]
+    assert any(not np.array_equal(r, sk.scan_reference(x)) for r in results)
+
+
+@gpu_only
+def test_shuffle_block_kernel_on_gpu():
+    x = _values(5000)
+    assert np.array_equal(sk.block_scan(x, "shuffle", threads=256), sk.block_scan_reference(x, 256))
+
+
+# --- patterns ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ("single_pass", "three_kernels"))
+def test_compaction_keeps_order_and_count(method):
+    for n in (0,) + SIZES:
+        x = RNG.standard_normal(n).astype(np.float32)
+        for t in (0.3, -10.0, 10.0):  # some, all, none kept
+            c = sk.Compactor(x, t, method)
+            c.launch()
+            assert np.array_equal(c.result(), sk.compact_reference(x, t)), (method, n, t)
+            assert c.count() == int(np.count_nonzero(x > t))
+
+
+def test_compaction_of_int32():
+    x = _values(77)
+    assert np.array_equal(sk.compact(x, 0), x[x > 0])
+
+
+def test_the_slide_split_table_exactly():
+    table = sk.split_table(np.array(sk.SPLIT_KEYS, np.uint32), bit=0)
+    for key in ("b", "e", "f", "t", "d", "out"):
+        assert table[key].tolist() == list(sk.SPLIT_TABLE[key]), key
+    assert table["totalFalses"] == 4
+    got = sk.radix_split(np.array(sk.SPLIT_KEYS, np.uint32), 0)
+    assert got.tolist() == list(sk.SPLIT_TABLE["out"])
+    assert [format(k, "03b") for k in got] == ["100", "010", "110", "000", "111", "011", "101", "001"]
+
+
+def test_radix_split_is_a_stable_partition():
+    for n in SIZES:
+        keys = RNG.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32)
+        for bit in (0, 31):
+            assert np.array_equal(sk.radix_split(keys, bit), sk.split_reference(keys, bit))
+
+
+@pytest.mark.parametrize("bits", (8,) if SIM else (3, 4, 5, 6))
+def test_radix_sort_with_duplicates(bits):
+    for n in ((1, 90) if SIM else (1, 33, 1000, 2**20 + 7)):
+        keys = RNG.integers(0, 50, size=n).astype(np.uint32) * np.uint32(2**26 + 3)  # duplicates, high bits set
+        threads = 128 if bits == 6 and not SIM else None
+        assert np.array_equal(sk.radix_sort(keys, bits, threads), np.sort(keys)), (bits, n)
+
+
+def test_radix_bytes_and_passes():
+    assert sk.radix_passes(4) == 8 and sk.radix_passes(5) == 7 and sk.radix_passes(8) == 4
+    assert sk.radix_pass_bytes(4096, 4, 4096) == 12 * 4096 + 16 * 16
+
+
+@pytest.mark.parametrize("method", ("shared", "global"))
+def test_histogram_matches_bincount(method):
+    for values in (RNG.integers(0, 16, size=700).astype(np.int32), np.full(300, 5, np.int32)):
+        assert np.array_equal(sk.histogram(values, 16, method), np.bincount(values, minlength=16))
+
+
+# --- SpMV ---------------------------------------------------------------------------------------------
+
+def _slide_csr():
+    return sk.CSR(np.array(sk.SLIDE_ROW_PTR, np.int32), np.array(sk.SLIDE_CSR_INDEX, np.int32),
+                  np.array(sk.SLIDE_CSR_VALUES, np.float32), 3, "slide")
+
+
+SPMV_SIM = ("scalar", "segmented_scan", "merge")
+
+
+def _matrices():
+    if SIM:
+        return [_slide_csr(), sk.laplacian_2d(5), sk.power_law_matrix(120, 4),
+                sk.empty_and_long_rows(100, long_rows=2, long_length=90), sk.csr_from_dense(np.zeros((4, 3)))]
+    return [_slide_csr(), sk.laplacian_2d(300), sk.power_law_matrix(50_000, 8),
+            sk.empty_and_long_rows(40_000, long_rows=3, long_length=30_000), sk.csr_from_dense(np.zeros((4, 3)))]
+
+
+@pytest.mark.parametrize("method", SPMV_SIM if SIM else tuple(sk.SPMV_METHODS))
+def test_spmv_within_the_float32_bound(method):
+    for a in _matrices():
+        x = RNG.uniform(-1, 1, a.n_cols).astype(np.float32)
+        y = sk.spmv(a, x, method)
+        err = np.abs(y - sk.spmv_reference(a.row_ptr, a.col_idx, a.values, x))
+        assert np.all(err <= sk.spmv_error_bound(a.row_ptr, a.col_idx, a.values, x)), (method, a.name)
+
+
+def test_the_slide_matrix():
+    x = np.array([1.0, 10.0, 100.0], np.float32)
+    # a..f = 1..6: y0 = a x0 + b x2, y1 = c x0 + d x1 + e x2, y2 = f x2
+    assert sk.spmv(_slide_csr(), x, "merge").tolist() == [201.0, 543.0, 600.0]
+
+
+def test_spmv_reference_agrees_with_scipy():
+    sparse = pytest.importorskip("scipy.sparse")
+    a = sk.power_law_matrix(200, 5)
+    x = RNG.uniform(-1, 1, a.n_cols).astype(np.float32)
+    m = sparse.csr_matrix((a.values.astype(np.float64), a.col_idx, a.row_ptr), shape=(a.n_rows, a.n_cols))
+    assert np.allclose(m @ x.astype(np.float64), sk.spmv_reference(a.row_ptr, a.col_idx, a.values, x))
+
+
+def test_laplacian_matches_its_stencil():
+    a = sk.laplacian_2d(4)
+    dense = np.zeros((16, 16))
+    dense[np.repeat(np.arange(16), a.row_lengths()), a.col_idx] = a.values
+    assert np.array_equal(np.diag(dense), np.full(16, 4.0))
+    assert dense.sum(axis=1).tolist() == [2, 1, 1, 2, 1, 0, 0, 1, 1, 0, 0, 1, 2, 1, 1, 2]
+
+
+def test_matrix_descriptions():
+    d = sk.empty_and_long_rows(1000, long_rows=3, long_length=400).describe()
+    assert d["empty_rows"] > 300 and d["max_row"] == 400
+    assert sk.power_law_matrix(1000).describe()["max_row"] > 40
+
+
+@sim_only
+def test_warp_per_row_is_gpu_only_here():
+    with pytest.raises(lh.GPUOnlyError, match="ch10_spmv"):
+        sk.SpMV(_slide_csr(), np.ones(3, np.float32), "warp_per_row")
+
+
+def test_row_ptr_without_its_last_entry_is_named():
+    with pytest.raises(lh.ArrayArgumentError, match="last entry is missing"):
+        sk.check_csr(np.array(sk.SLIDE_ROW_PTR_AS_PRINTED, np.int32), np.array(sk.SLIDE_CSR_INDEX, np.int32),
+                     np.array(sk.SLIDE_CSR_VALUES, np.float32))
+
+
+@pytest.mark.parametrize("row_ptr,match", [([1, 2, 6], "start with 0"), ([0, 4, 2, 6], "never decrease"),
+                                           ([0, 2, 5, 7], "ends with 7")])
+def test_bad_row_ptr(row_ptr, match):
+    with pytest.raises(lh.ArrayArgumentError, match=match):
+        sk.check_csr(np.array(row_ptr, np.int32), np.array(sk.SLIDE_CSR_INDEX, np.int32),
+                     np.array(sk.SLIDE_CSR_VALUES, np.float32))
+
+
+def test_bad_spmv_inputs():
+    a = _slide_csr()
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        sk.spmv(a, np.ones(4, np.float32))
+    with pytest.raises(lh.ArrayArgumentError, match="float32"):
+        sk.spmv(a, np.ones(3, np.float64))
+    with pytest.raises(lh.ArrayArgumentError, match="outside"):
+        sk.spmv(sk.CSR(a.row_ptr, np.array([0, 2, 0, 1, 2, 3], np.int32), a.values, 3), np.ones(3, np.float32))
+    with pytest.raises(lh.LabError, match="method"):
+        sk.spmv(a, np.ones(3, np.float32), "vector")
+
+
+# --- bad input ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [np.ones(8, np.float64), np.ones((2, 4), np.int32), np.ones(16, np.int32)[::2],
+                                 [1, 2, 3], None])
+def test_bad_arrays_are_rejected(bad):
+    with pytest.raises(lh.ArrayArgumentError):
+        sk.scan(bad)
+
+
+@pytest.mark.parametrize("method,threads", [("lookback", 100), ("lookback", 0), ("scan_then_propagate", 48),
+                                            ("hillis_steele", 2048), ("chained", 96), ("hillis_steele", 32.5)])
+def test_bad_block_sizes(method, threads):
+    with pytest.raises(lh.LaunchConfigError):
+        sk.scan(np.ones(8, np.int32), method, threads=threads)
+
+
+def test_bad_items_method_and_flags():
+    with pytest.raises(lh.LaunchConfigError, match="items"):
+        sk.scan(np.ones(8, np.int32), "lookback", items=12)
+    with pytest.raises(lh.ArgumentError, match="items"):
+        sk.scan(np.ones(8, np.int32), "chained", items=8)
+    with pytest.raises(sk.UnknownMethodError, match="lookback"):
+        sk.scan(np.ones(8, np.int32), "fastest")
+    with pytest.raises(lh.ArgumentError, match="inclusive"):
+        sk.scan(np.ones(8, np.int32), inclusive="yes")
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        sk.Scan(np.ones(8, np.int32), out=lh.to_device(np.ones(7, np.int32)))
+
+
+def test_bad_pattern_inputs():
+    with pytest.raises(lh.ArgumentError, match="finite"):
+        sk.compact(np.ones(4, np.float32), float("nan"))
+    with pytest.raises(lh.ArrayArgumentError, match="uint32"):
+        sk.radix_sort(np.ones(4, np.int32))
+    with pytest.raises(lh.ArgumentError, match="bits"):
+        sk.radix_sort(np.ones(4, np.uint32), bits=0)
+    with pytest.raises(lh.LaunchConfigError, match="shared memory"):
+        sk.RadixSorter(np.ones(4, np.uint32), bits=8, threads=256, items=16)
+    with pytest.raises(lh.ArrayArgumentError, match=r"\[0, 8\)"):
+        sk.histogram(np.array([0, 9], np.int32), 8)
+    with pytest.raises(lh.ArgumentError, match="bit"):
+        sk.radix_split(np.ones(4, np.uint32), 32)
+    with pytest.raises(lh.ArgumentError):
+        sk.integer_valued(-1)
