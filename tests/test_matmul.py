@@ -8,12 +8,7 @@ and element by element within the classical bound ``k * eps * (|A| @ |B|)``.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import matplotlib
-import nbformat
 import numpy as np
 import pytest
 
@@ -24,13 +19,10 @@ from labhelpers.kernels import matmul as mm
 from labhelpers.kernels import matmul_cpu as cpu
 from labhelpers.models import tiling
 from markers import sim_only
+from mutants import lab_skeletons, load_solutions, mutant
 
 matplotlib.use("Agg")
 from numba import cuda  # noqa: E402  (after labhelpers chose the backend)
-
-ROOT = Path(__file__).resolve().parents[1]
-LAB = ROOT / "labs" / "05_matrix_multiply_lab.ipynb"
-SOLUTIONS = ROOT / "labs" / "solutions" / "05_matrix_multiply_lab.py"
 
 #: A register tiling small enough for the simulator (16 threads per block) with the same code paths.
 SMALL = mm.RegisterTiling(bm=16, bn=16, bk=4, tm=4, tn=4)
@@ -295,180 +287,93 @@ def test_cpu_matmul_validates():
 # ------------------------------------------------------------------------------------------------ the lab
 
 
-def _module_from(source: str, name: str, tmp_path: Path):
-    """Import ``source`` as a real module (so inspect.getsource, which the barrier check uses, works)."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+SOL = load_solutions("05_matrix_multiply_lab")
+SKEL = lab_skeletons("05_matrix_multiply_lab", "from numba import cuda, float32\nTILE = 8\n")
+NAIVE, TILED = SOL.matmul_naive_kernel, SOL.matmul_rect_kernel  # the package's kernels (tests/test_lab_sources.py)
 
-
-@pytest.fixture(scope="module")
-def solutions():
-    spec = importlib.util.spec_from_file_location("solutions_05", SOLUTIONS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def skeletons(tmp_path_factory):
-    """The lab's skeleton cells, exactly as committed, imported as one module."""
-    nb = nbformat.read(LAB, as_version=4)
-    cells = [c.source for c in nb.cells if c.cell_type == "code" and "skeleton" in c.metadata.get("tags", [])]
-    assert len(cells) == 5
-    header = "from numba import cuda, float32\nTILE = 8\n\n"
-    return _module_from(header + "\n\n".join(cells) + "\n", "skeletons_05", tmp_path_factory.mktemp("skel"))
-
-
-HEADER = "import labhelpers\nfrom numba import cuda, float32\nTILE = 8\n\n"
-
+# Typical mistakes: a correct kernel with a line or two changed.
 WRONG_NAIVE = {
-    "rows and columns swapped": """
-@cuda.jit
-def k(A, B, C):
-    row, col = cuda.grid(2)
-    if row < C.shape[0] and col < C.shape[1]:
-        acc = float32(0)
-        for p in range(A.shape[1]):
-            acc += A[row, p] * B[p, col]
-        C[row, col] = acc
-""",
-    "> instead of >= (the seed's bug)": """
-@cuda.jit
-def k(A, B, C):
-    col, row = cuda.grid(2)
-    if row > C.shape[0] or col > C.shape[1]:
-        return
-    acc = float32(0)
-    for p in range(A.shape[1]):
-        acc += A[row, p] * B[p, col]
-    C[row, col] = acc
-""",
-    "square assumption": """
-@cuda.jit
-def k(A, B, C):
-    col, row = cuda.grid(2)
-    if row < C.shape[0] and col < C.shape[1]:
-        acc = float32(0)
-        for p in range(C.shape[1]):
-            acc += A[row, p] * B[p, col]
-        C[row, col] = acc
-""",
+    "rows and columns swapped": mutant(NAIVE, "col, row = cuda.grid(2)", "row, col = cuda.grid(2)"),
+    "> instead of >= (the seed's bug)": mutant(NAIVE, "if row < C.shape[0] and col < C.shape[1]:",
+                                               "if row <= C.shape[0] and col <= C.shape[1]:  # lets row == Width in"),
+    "square assumption": mutant(NAIVE, "for p in range(A.shape[1]):", "for p in range(C.shape[1]):"),
 }
-
-TILED_BODY = """
-@cuda.jit
-def k(A, B, C):
-    As = cuda.shared.array((TILE, TILE), float32)
-    Bs = cuda.shared.array((TILE, TILE), float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    col, row = cuda.grid(2)
-    m, kd = A.shape
-    n = B.shape[1]
-    acc = float32(0)
-    for k0 in range(0, kd, TILE):
-{loads}
-{raw}
-        for kk in range(TILE):
-            acc += As[ty, kk] * Bs[kk, tx]
-{war}
-    if row < m and col < n:
-        C[row, col] = acc
-"""
-GUARDED_LOADS = """        a = float32(0)
-        if row < m and k0 + tx < kd:
-            a = A[row, k0 + tx]
-        As[ty, tx] = a
-        b = float32(0)
-        if k0 + ty < kd and col < n:
-            b = B[k0 + ty, col]
-        Bs[ty, tx] = b"""
-UNGUARDED_LOADS = """        As[ty, tx] = A[row, k0 + tx]
-        Bs[ty, tx] = B[k0 + ty, col]"""
-SYNC = "        cuda.syncthreads()"
+RAW, WAR = "cuda.syncthreads()  # RAW", "cuda.syncthreads()  # WAR"
 WRONG_TILED = {
-    "no WAR barrier": dict(loads=GUARDED_LOADS, raw=SYNC, war=""),
-    "no RAW barrier": dict(loads=GUARDED_LOADS, raw="", war=SYNC),
-    "unguarded loads (sizes assumed to divide the tile)": dict(loads=UNGUARDED_LOADS, raw=SYNC, war=SYNC),
-    "barrier inside an if": dict(loads=GUARDED_LOADS, raw="        if row < m:\n    " + SYNC, war=SYNC),
+    "no WAR barrier": mutant(TILED, WAR, ""),
+    "no RAW barrier": mutant(TILED, RAW, ""),
+    "unguarded loads (sizes assumed to divide the tile)": mutant(
+        TILED, ("if row < m and k0 + tx < k:", "if True:"), ("if k0 + ty < k and col < n:", "if True:")),
+    "barrier inside an if": mutant(TILED, RAW, "if row < m:\n    cuda.syncthreads()  # threads outside C skip it"),
 }
-EARLY_RETURN = TILED_BODY.replace("    acc = float32(0)\n", "    acc = float32(0)\n    if row >= m or col >= n:\n"
-                                  "        return\n").format(loads=GUARDED_LOADS, raw=SYNC, war=SYNC)
-BARRIER_FIRST = TILED_BODY.format(loads=SYNC + "\n" + GUARDED_LOADS, raw=SYNC, war="")
+EARLY_RETURN = mutant(TILED, "acc = float32(0)", "acc = float32(0)\nif row >= m or col >= n:\n    return")
+BARRIER_FIRST = mutant(TILED, ("a = float32(0)", "cuda.syncthreads()  # WAR, at the top of the loop\na = float32(0)"),
+                       (WAR, ""))
+SQUARE_GUARDS = mutant(TILED, ("if row < m and k0 + tx < k:", "if row < m and k0 + tx < n:"),
+                       ("if k0 + ty < k and col < n:", "if k0 + ty < n and col < n:"))
 
 
-def test_a_correct_tiled_kernel_has_no_barrier_problems(tmp_path):
-    module = _module_from(HEADER + TILED_BODY.format(loads=GUARDED_LOADS, raw=SYNC, war=SYNC), "good_tiled", tmp_path)
-    assert ex.barrier_problems(module.k) == []
-    ex.check_tiled_rect(module.k, 8, shapes=[(17, 33, 5)])
+def test_a_correct_tiled_kernel_has_no_barrier_problems():
+    assert ex.barrier_problems(TILED) == []
+    ex.check_tiled_rect(TILED, 8, shapes=[(17, 33, 5)])
 
 
-def test_a_barrier_at_the_top_of_the_loop_also_prevents_the_war_hazard(tmp_path):
-    module = _module_from(HEADER + BARRIER_FIRST, "barrier_first", tmp_path)
-    assert ex.barrier_problems(module.k) == []
+def test_a_barrier_at_the_top_of_the_loop_also_prevents_the_war_hazard():
+    assert ex.barrier_problems(BARRIER_FIRST) == []
 
 
 @pytest.mark.parametrize("what, expected", [("no WAR barrier", "WAR"), ("no RAW barrier", "RAW"),
                                             ("barrier inside an if", "inside an `if`")])
-def test_barrier_problems_name_the_hazard(what, expected, tmp_path):
-    module = _module_from(HEADER + TILED_BODY.format(**WRONG_TILED[what]), f"wrong_{expected[:3]}", tmp_path)
-    problems = ex.barrier_problems(module.k)
+def test_barrier_problems_name_the_hazard(what, expected):
+    problems = ex.barrier_problems(WRONG_TILED[what])
     assert problems and any(expected in p for p in problems)
 
 
-def test_an_early_return_is_reported(tmp_path):
-    module = _module_from(HEADER + EARLY_RETURN, "early_return", tmp_path)
-    assert any("return" in p for p in ex.barrier_problems(module.k))
+def test_an_early_return_is_reported():
+    assert any("return" in p for p in ex.barrier_problems(EARLY_RETURN))
 
 
-def test_check_naive(solutions, skeletons, tmp_path):
-    ex.check_naive(solutions.matmul_naive_kernel)
+def test_check_naive():
+    ex.check_naive(SOL.matmul_naive_kernel)
     with pytest.raises(lh.CheckFailed, match="never written"):
-        ex.check_naive(skeletons.matmul_naive_kernel)
-    for i, src in enumerate(WRONG_NAIVE.values()):
+        ex.check_naive(SKEL["matmul_naive_kernel"])
+    for wrong in WRONG_NAIVE.values():
         with pytest.raises(lh.CheckFailed):
-            ex.check_naive(_module_from(HEADER + src, f"wrong_naive_{i}", tmp_path).k)
+            ex.check_naive(wrong)
 
 
-def test_check_tiled_square(solutions, skeletons, tmp_path):
-    ex.check_tiled_square(solutions.matmul_tiled_kernel, 8)
+def test_check_tiled_square():
+    ex.check_tiled_square(SOL.matmul_tiled_kernel, 8)
     with pytest.raises(lh.CheckFailed, match="no loop stores into the shared tiles"):
-        ex.check_tiled_square(skeletons.matmul_tiled_kernel, 8)
-    for i, parts in enumerate(WRONG_TILED.values()):
+        ex.check_tiled_square(SKEL["matmul_tiled_kernel"], 8)
+    for wrong in WRONG_TILED.values():
         with pytest.raises(lh.CheckFailed):
-            ex.check_tiled_square(_module_from(HEADER + TILED_BODY.format(**parts), f"wrong_sq_{i}", tmp_path).k, 8)
+            ex.check_tiled_square(wrong, 8)
     with pytest.raises(lh.CheckFailed, match="return"):
-        ex.check_tiled_square(_module_from(HEADER + EARLY_RETURN, "wrong_sq_ret", tmp_path).k, 8)
+        ex.check_tiled_square(EARLY_RETURN, 8)
 
 
-def test_check_tiled_rect(solutions, skeletons, tmp_path):
-    ex.check_tiled_rect(solutions.matmul_rect_kernel, 8)
+def test_check_tiled_rect():
+    ex.check_tiled_rect(SOL.matmul_rect_kernel, 8)
     with pytest.raises(lh.CheckFailed):
-        ex.check_tiled_rect(skeletons.matmul_rect_kernel, 8)
-    square = HEADER + TILED_BODY.format(loads=GUARDED_LOADS.replace("kd", "n"), raw=SYNC, war=SYNC)
+        ex.check_tiled_rect(SKEL["matmul_rect_kernel"], 8)
     with pytest.raises(lh.CheckFailed, match="wrong|outside"):
-        ex.check_tiled_rect(_module_from(square, "wrong_rect_square", tmp_path).k, 8)
+        ex.check_tiled_rect(SQUARE_GUARDS, 8)
 
 
-def test_check_barriers(solutions, skeletons, tmp_path):
-    ex.check_barriers(solutions.matmul_tiled_fixed, 8)
+def test_check_barriers():
+    ex.check_barriers(SOL.matmul_tiled_fixed, 8)
     with pytest.raises(lh.CheckFailed, match="a race is still possible") as failure:
-        ex.check_barriers(skeletons.matmul_tiled_fixed, 8)
+        ex.check_barriers(SKEL["matmul_tiled_fixed"], 8)
     assert "WAR" not in str(failure.value), "the message must not give the exercise away"
-    module = _module_from(HEADER + TILED_BODY.format(**WRONG_TILED["barrier inside an if"]), "wrong_fix_if", tmp_path)
     with pytest.raises(lh.CheckFailed, match="inside an `if`"):
-        ex.check_barriers(module.k, 8)
+        ex.check_barriers(WRONG_TILED["barrier inside an if"], 8)
 
 
-def test_check_hazard(solutions, skeletons):
-    ex.check_hazard(solutions.missing_barrier_hazard)
+def test_check_hazard():
+    ex.check_hazard(SOL.missing_barrier_hazard)
     with pytest.raises(lh.CheckFailed, match="returned None"):
-        ex.check_hazard(skeletons.missing_barrier_hazard)
+        ex.check_hazard(SKEL["missing_barrier_hazard"])
     for wrong in ("RAW", "waw", "race"):
         with pytest.raises(lh.CheckFailed):
             ex.check_hazard(lambda wrong=wrong: wrong)
