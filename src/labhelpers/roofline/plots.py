@@ -81,7 +81,8 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
         point_labels: ``"legend"`` (each point its own colour and legend entry: labels never overlap),
             ``"beside"`` (each name written next to its point) or None.
         xlim: intensity range; by default it covers the points and the ridge points.
-        legend: ``"outside"`` (right of the axes) or a matplotlib location such as ``"lower right"``.
+        legend: ``"outside"`` (right of the axes), ``"below"`` (under the axes, in two columns) or a matplotlib
+            location such as ``"lower right"``.
 
     Returns:
         The axes.
@@ -158,6 +159,8 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
     if ax.get_legend_handles_labels()[0]:
         if legend == "outside":
             ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        elif legend == "below":
+            ax.legend(fontsize=FONT, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
         else:
             ax.legend(fontsize=FONT, loc=legend)
     if not mems and not comps:
@@ -294,7 +297,7 @@ def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings |
         if ok.any():  # the path the shapes take as n shrinks
             right.plot(pts["intensity"][ok], g[ok], "-", color="0.75", lw=1, zorder=4)
         plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
-                      points_label=f"shapes ({label})", xlim=(1 / 4, 1024), legend="lower right",
+                      points_label=f"shapes ({label})", xlim=(1 / 4, 1024), legend="below",
                       point_labels="beside")
         right.set_title("the same shapes on the roofline (labels: n; m x n and k = 1024 fixed)",
                         fontsize=TITLE_FONT)
