@@ -80,22 +80,26 @@ def mutant(kernel: Any, *edits: Any, name: str | None = None, jit: Callable | No
 
     ``mutant(k, old, new)`` replaces the line ``old``; ``mutant(k, (old, new), (old2, new2))`` several.
     ``old`` is a line of the kernel without its indentation (its trailing comment may be left out) and
-    must occur exactly once. ``new`` takes its indentation; it may span several lines (indented
-    relative to its first) or be empty (the line is deleted).
+    must occur exactly once; a line the kernel has several times is named ``(old, new, occurrence)``
+    (1 for the first) and must occur exactly that many times or more. ``new`` takes its indentation;
+    it may span several lines (indented relative to its first) or be empty (the line is deleted).
 
     Raises:
-        AssertionError: ``old`` is not in the kernel exactly once (the kernel changed: update the test).
+        AssertionError: ``old`` is not in the kernel as stated (the kernel changed: update the test).
     """
-    if len(edits) == 2 and all(isinstance(e, str) for e in edits):
+    if len(edits) in (2, 3) and all(isinstance(e, (str, int)) for e in edits):
         edits = (tuple(edits),)
     func = getattr(kernel, "py_func", kernel)
     lines = source(func).splitlines()
     lines = lines[next(i for i, line in enumerate(lines) if line.lstrip().startswith("def ")):]  # no decorators
-    for old, new in edits:
+    for old, new, *occurrence in edits:
         hits = [i for i, line in enumerate(lines) if old.strip() in (line.strip(), _code(line))]
-        assert len(hits) == 1, (f"{func.__name__}: the line {old.strip()!r} occurs {len(hits)} times, not once: "
-                                "has the kernel changed? Update the mutant.")
-        i = hits[0]
+        nth = occurrence[0] if occurrence else None
+        assert (len(hits) == 1) if nth is None else (len(hits) >= nth >= 1), (
+            f"{func.__name__}: the line {old.strip()!r} occurs {len(hits)} times, "
+            f"{'not once' if nth is None else f'there is no occurrence {nth}'}: has the kernel changed? "
+            "Update the mutant.")
+        i = hits[(nth or 1) - 1]
         indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
         lines[i:i + 1] = [indent + part if part.strip() else "" for part in textwrap.dedent(new).splitlines()]
     name = name or f"{func.__name__}_mutant"

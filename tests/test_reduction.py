@@ -11,23 +11,22 @@ size and every block size.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import matplotlib
-import nbformat
 import numpy as np
 import pytest
 
 import labhelpers as lh
-from numba import cuda, float32, int32  # module globals: the simulator swaps `cuda` in kernels' globals
+from numba import cuda
 from labhelpers.exercises import reduction as ex
 from labhelpers.experiments import reduction as red_exp
 from labhelpers.figures import reduction as red_fig
 from labhelpers.kernels import reduction as red
 from labhelpers.models import reduction_tree as tree
 from markers import SIM, gpu_only, sim_only
+from mutants import lab_skeletons, load_solutions, mutant
 
 matplotlib.use("Agg")
 
@@ -279,27 +278,8 @@ def test_plot_level_draws(variant):
 
 # --- the lab's checkers -----------------------------------------------------------------------------
 
-def _solutions():
-    path = ROOT / "labs" / "solutions" / "06_reduction_lab.py"
-    spec = importlib.util.spec_from_file_location("solutions_06_reduction_lab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _skeletons() -> dict:
-    """The lab's skeleton kernels, executed from the notebook itself."""
-    nb = nbformat.read(ROOT / "labs" / "06_reduction_lab.ipynb", as_version=4)
-    namespace: dict = {}
-    exec("import numpy as np\nfrom numba import cuda, float32, int32\nNBINS = 16\n", namespace)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "skeleton" in cell.metadata.get("tags", []):
-            exec(cell.source, namespace)
-    return namespace
-
-
-SOL = _solutions()
-SKEL = _skeletons()
+SOL = load_solutions("06_reduction_lab")
+SKEL = lab_skeletons("06_reduction_lab", "import numpy as np\nfrom numba import cuda, float32, int32\nNBINS = 16\n")
 
 
 def test_sequential_checker():
@@ -307,22 +287,8 @@ def test_sequential_checker():
     with pytest.raises(lh.CheckFailed, match="tree never added"):
         ex.check_sequential_reduction(SKEL["reduce_sequential"])
     # a typical wrong kernel: the interleaved tree's stride order with sequential indices
-    @cuda.jit
-    def stride_grows(x, partial):
-        s = cuda.shared.array(1024, float32)
-        tid = cuda.threadIdx.x
-        i = cuda.grid(1)
-        s[tid] = x[i] if i < x.size else float32(0)
-        cuda.syncthreads()
-        stride = 1
-        while stride < cuda.blockDim.x:
-            if tid < stride:
-                s[tid] += s[tid + stride]
-            cuda.syncthreads()
-            stride *= 2
-        if tid == 0:
-            partial[cuda.blockIdx.x] = s[0]
-
+    stride_grows = mutant(SOL.reduce_sequential, ("stride = cuda.blockDim.x // 2", "stride = 1"),
+                          ("while stride > 0:", "while stride < cuda.blockDim.x:"), ("stride //= 2", "stride *= 2"))
     with pytest.raises(lh.CheckFailed, match="block 0"):
         ex.check_sequential_reduction(stride_grows)
 
@@ -331,41 +297,13 @@ def test_first_add_checker():
     ex.check_first_add_any_n(SOL.reduce_first_add)
     with pytest.raises(lh.CheckFailed):
         ex.check_first_add_any_n(SKEL["reduce_first_add"])
-    @cuda.jit
-    def unguarded(x, partial):
-        s = cuda.shared.array(1024, float32)
-        tid = cuda.threadIdx.x
-        i = cuda.blockIdx.x * (2 * cuda.blockDim.x) + tid
-        s[tid] = x[i] + x[i + cuda.blockDim.x]
-        cuda.syncthreads()
-        stride = cuda.blockDim.x // 2
-        while stride > 0:
-            if tid < stride:
-                s[tid] += s[tid + stride]
-            cuda.syncthreads()
-            stride //= 2
-        if tid == 0:
-            partial[cuda.blockIdx.x] = s[0]
-
+    unguarded = mutant(SOL.reduce_first_add, ("if i < x.size:", "if True:"),
+                       ("if i + cuda.blockDim.x < x.size:", "if True:"))
     with pytest.raises(lh.CheckFailed, match="read outside|read past the end"):
         ex.check_first_add_any_n(unguarded)
 
-    @cuda.jit
-    def first_half_only(x, partial):
-        s = cuda.shared.array(1024, float32)
-        tid = cuda.threadIdx.x
-        i = cuda.blockIdx.x * (2 * cuda.blockDim.x) + tid
-        s[tid] = x[i] if i < x.size else float32(0)
-        cuda.syncthreads()
-        stride = cuda.blockDim.x // 2
-        while stride > 0:
-            if tid < stride:
-                s[tid] += s[tid + stride]
-            cuda.syncthreads()
-            stride //= 2
-        if tid == 0:
-            partial[cuda.blockIdx.x] = s[0]
-
+    first_half_only = mutant(SOL.reduce_first_add, "v += x[i + cuda.blockDim.x]",
+                             "pass  # the element blockDim.x further on is never added")
     with pytest.raises(lh.CheckFailed, match="first blockDim.x elements"):
         ex.check_first_add_any_n(first_half_only)
 
@@ -382,29 +320,7 @@ def test_warp_shuffle_checker(capsys):
 
 @gpu_only
 def test_warp_shuffle_checker_rejects_a_wrong_fold_on_gpu():
-    @cuda.jit
-    def one_step_short(x, partial):
-        warp_sums = cuda.shared.array(32, float32)
-        i = cuda.grid(1)
-        lane = cuda.threadIdx.x % 32
-        warp = cuda.threadIdx.x // 32
-        v = x[i] if i < x.size else float32(0)
-        offset = 16
-        while offset > 1:  # stops before offset 1
-            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-            offset //= 2
-        if lane == 0:
-            warp_sums[warp] = v
-        cuda.syncthreads()
-        if warp == 0:
-            v = warp_sums[lane] if lane < cuda.blockDim.x // 32 else float32(0)
-            offset = 16
-            while offset > 0:
-                v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-                offset //= 2
-            if lane == 0:
-                partial[cuda.blockIdx.x] = v
-
+    one_step_short = mutant(SOL.reduce_warp_shuffle, "while offset > 0:", "while offset > 1:  # stops before 1", 1)
     with pytest.raises(lh.CheckFailed):
         ex.check_warp_shuffle_reduction(one_step_short)
     with pytest.raises(lh.CheckFailed):
@@ -415,36 +331,12 @@ def test_histogram_checker():
     ex.check_histogram(SOL.histogram_shared)
     with pytest.raises(lh.CheckFailed, match="Nothing reached"):
         ex.check_histogram(SKEL["histogram_shared"])
-    @cuda.jit
-    def no_grid_stride(values, counts):
-        s_counts = cuda.shared.array(16, int32)
-        tid = cuda.threadIdx.x
-        if tid < 16:
-            s_counts[tid] = 0
-        cuda.syncthreads()
-        i = cuda.grid(1)
-        if i < values.size:
-            cuda.atomic.add(s_counts, values[i], 1)
-        cuda.syncthreads()
-        if tid < 16:
-            cuda.atomic.add(counts, tid, s_counts[tid])
-
+    no_grid_stride = mutant(SOL.histogram_shared, ("while i < values.size:", "if i < values.size:"),
+                            ("i += cuda.gridsize(1)", ""))
     with pytest.raises(lh.CheckFailed, match="Only .* elements were counted"):
         ex.check_histogram(no_grid_stride)
 
-    @cuda.jit
-    def never_zeroed(values, counts):
-        s_counts = cuda.shared.array(16, int32)
-        tid = cuda.threadIdx.x
-        cuda.syncthreads()
-        i = cuda.grid(1)
-        while i < values.size:
-            cuda.atomic.add(s_counts, values[i], 1)
-            i += cuda.gridsize(1)
-        cuda.syncthreads()
-        if tid < 16:
-            cuda.atomic.add(counts, tid, s_counts[tid])
-
+    never_zeroed = mutant(SOL.histogram_shared, "s_counts[b] = 0", "pass  # the bins are never zeroed")
     if SIM:  # the simulator reuses one shared array for all blocks: the second block starts with leftovers
         with pytest.raises(lh.CheckFailed):
             ex.check_histogram(never_zeroed)
