@@ -172,8 +172,9 @@ class Race:
 
     @property
     def element(self) -> str:
-        """``As[3, 4]``."""
-        return f"{self.array}[{', '.join(str(i) for i in self.index)}]"
+        """``As[3, 4]`` (``shared array #1 (float32, 8 x 8) at [3, 4]`` when the name is unknown)."""
+        index = ", ".join(str(i) for i in self.index)
+        return f"{self.array}[{index}]" if self.array.isidentifier() else f"{self.array} at [{index}]"
 
     @property
     def accesses(self) -> tuple[str, str]:
@@ -470,12 +471,27 @@ class _ThreadState:
 class _View:
     """What the recorder knows about one allocation (a root for the element keys)."""
 
-    __slots__ = ("name", "shape", "dtype", "site", "root", "itemsize", "dynamic", "reads", "writes")
+    __slots__ = ("name", "shape", "dtype", "site", "root", "itemsize", "dynamic", "reads", "writes", "obj",
+                 "named", "tries")
 
     def __init__(self, name, shape, dtype, site, root, itemsize, dynamic):
         self.name, self.shape, self.dtype, self.site = name, shape, dtype, site
         self.root, self.itemsize, self.dynamic = root, itemsize, dynamic
         self.reads = self.writes = 0
+        self.obj = None  # the recording array handed to the kernel
+        self.named = not name.startswith("shared array #")
+        self.tries = 0
+
+    def learn_name(self, frame) -> None:
+        """Without the source line, take the name of the kernel's variable that holds the array."""
+        self.tries += 1
+        if self.tries > 3 or frame is None:
+            self.named = self.tries > 3
+            return
+        for name, value in frame.f_locals.items():
+            if value is self.obj:
+                self.name, self.named = name, True
+                return
 
 
 class _Recorder:
@@ -507,8 +523,9 @@ class _Recorder:
                 self.states[thread] = st
         return st
 
-    def site(self, frame) -> tuple[tuple[str, int], bool]:
-        """The kernel line behind ``frame`` (skipping the simulator's own frames) and whether an atomic made it."""
+    def site(self, frame) -> tuple[tuple[str, int], bool, Any]:
+        """The kernel line behind ``frame`` (skipping the simulator's own frames), whether an atomic made the
+        access, and the kernel's frame."""
         atomic = False
         skip = self.skip
         while frame is not None and frame.f_code.co_filename in skip:
@@ -516,14 +533,17 @@ class _Recorder:
                 atomic = True
             frame = frame.f_back
         if frame is None:
-            return ("<unknown>", 0), atomic
-        return (frame.f_code.co_filename, frame.f_lineno), atomic
+            return ("<unknown>", 0), atomic, None
+        return (frame.f_code.co_filename, frame.f_lineno), atomic, frame
 
     def record(self, keys, write: bool, vid: int, frame) -> None:
         st = self.state(threading.current_thread())
         if st is None:
             return
-        site, atomic = self.site(frame)
+        site, atomic, frame = self.site(frame)
+        view = self.views[vid]
+        if not view.named:
+            view.learn_name(frame)
         if isinstance(keys, np.ndarray):
             keys = [int(k) for k in keys.ravel()]
         else:
@@ -586,10 +606,10 @@ class _RecordingArray:
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*[\w.]*shared\s*\.\s*array\s*\(")
 
 
-def _array_name(site: tuple[str, int], number: int) -> str:
+def _array_name(site: tuple[str, int], number: int, shape: tuple[int, ...], dtype: np.dtype) -> str:
     text = linecache.getline(site[0], site[1])
     match = _ASSIGN.match(text)
-    return match.group(1) if match else f"shared array #{number}"
+    return match.group(1) if match else f"shared array #{number} ({dtype}, {' x '.join(map(str, shape))})"
 
 
 def _make_shared_array(recorder: _Recorder, original):
@@ -602,7 +622,7 @@ def _make_shared_array(recorder: _Recorder, original):
             dtype = numpy_support.as_dtype(dtype)
         dtype = np.dtype(dtype)
         frame = sys._getframe(1)
-        site, _ = recorder.site(frame)
+        site = recorder.site(frame)[0]
         dynamic = shape == 0 or shape == (0,)
         key = (id(fake_shared), site, frame.f_lasti) if not dynamic else (id(fake_shared), "dynamic", site,
                                                                         frame.f_lasti)
@@ -618,10 +638,11 @@ def _make_shared_array(recorder: _Recorder, original):
                     data = np.empty(shape, dtype)
                     keys = np.arange(data.size, dtype=np.int64).reshape(data.shape)
                     root = ("static", number)
-                view = _View(_array_name(site, number), tuple(data.shape), str(dtype), site, root,
-                             dtype.itemsize, dynamic)
+                view = _View(_array_name(site, number, data.shape, dtype), tuple(data.shape), str(dtype), site,
+                             root, dtype.itemsize, dynamic)
                 recorder.views.append(view)
                 found = _RecordingArray(data, keys, number - 1, recorder)
+                view.obj = found
                 recorder.allocations[key] = found
         return found
 
@@ -633,7 +654,7 @@ def _make_syncthreads(recorder: _Recorder, original):
         st = recorder.state(thread)
         if st is None:
             return original(thread)
-        site, _ = recorder.site(sys._getframe(1))
+        site = recorder.site(sys._getframe(1))[0]
         st.site_counts[site] += 1
         st.barriers.append((site, st.site_counts[site]))
         original(thread)
