@@ -31,6 +31,7 @@ import pandas as pd
 from .. import backend
 from ..errors import GPUOnlyError
 from ..kernels import stencil as st
+from ..roofline.measure import time_copy
 from ..timing import benchmark, wall_time
 
 #: Jacobi configurations timed: (variant, block x, block y).
@@ -106,9 +107,7 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
     t = benchmark(lambda: st.cupy_jacobi_step(u0, v), nbytes=nbytes, flops=flops, repeat=repeat, number=number,
                   label="cupy slicing")
     rows.append(_extra("cupy slicing", t, n))
-    dst = cp.empty_like(u0)
-    t = benchmark(lambda: dst.__setitem__(slice(None), u0), nbytes=2 * u0.nbytes, repeat=repeat, number=number,
-                  label="copy")
+    t = time_copy(u0, repeat=repeat, number=number)  # the one copy measurement: bytes read + written
     rows.append(_extra("copy", t, n))
     if fma_peak:
         from .. import roofline as rl
