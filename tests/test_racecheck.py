@@ -503,3 +503,22 @@ def test_the_matmul_checkers_fall_back_to_the_source_when_the_detector_cannot_ru
         ex.check_tiled_square(no_war, 8)
     with pytest.raises(lh.CheckFailed, match="a race is still possible: some thread"):
         ex.check_barriers(no_war, 8)
+
+
+def test_arrays_are_named_from_the_kernel_even_without_its_source():
+    source = ("from numba import cuda, float32\n\n"
+              "@cuda.jit\n"
+              "def k(out):\n"
+              "    tile, unused = cuda.shared.array(32, float32), cuda.shared.array(4, float32)\n"
+              "    t = cuda.threadIdx.x\n"
+              "    tile[t] = t\n"
+              "    out[t] = tile[31 - t]\n")
+    namespace: dict = {}
+    exec(compile(source, "<no source>", "exec"), namespace)  # noqa: S102  (linecache knows no such file)
+    report = lh.check_races(namespace["k"], 1, BLOCK, np.zeros(BLOCK, np.float32))
+    assert [a.name for a in report.arrays] == ["tile", "shared array #2 (float32, 4)"]
+    race = report.races[0]
+    assert race.element == "tile[0]" and race.lines[0].where == "<no source>:7" and race.lines[0].text == ""
+    unnamed = rc.Race("RAW", "shared array #2 (float32, 4)", (1,), (0, 0, 0), ((0, 0, 0), (1, 0, 0)),
+                      race.lines)
+    assert unnamed.element == "shared array #2 (float32, 4) at [1]"
