@@ -23,6 +23,7 @@ import pandas as pd
 from .. import backend
 from ..errors import GPUOnlyError
 from ..kernels import scan as sk
+from ..roofline import measure as roofline_measure
 from ..timing import benchmark
 
 #: Scan sizes of the size sweep (4-byte elements).
@@ -85,11 +86,11 @@ def _scan_ok(got, x, inclusive: bool = True) -> bool:
 
 
 def time_copy(x, repeat: int = 20, number: int = 10):
-    """A device-to-device copy of ``x`` (CuPy), bytes read + written: the ceiling of anything that reads and writes."""
-    cp = _cupy()
-    dst = cp.empty_like(x)
-    return benchmark(lambda: dst.__setitem__(slice(None), x), nbytes=2 * x.nbytes, repeat=repeat, number=number,
-                     label="copy")
+    """A device-to-device copy of ``x`` (CuPy), bytes read + written: the ceiling of anything that reads and writes.
+
+    Timed by the one copy measurement, :func:`labhelpers.roofline.time_copy`.
+    """
+    return roofline_measure.time_copy(x, repeat=repeat, number=number)
 
 
 def time_cumsum(x, repeat: int = 20, number: int = 10):
