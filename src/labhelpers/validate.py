@@ -305,12 +305,20 @@ def array(a: Any, name: str, *, dtype: Any | None = None, ndim: int | None = Non
             f"{name} is not C-contiguous (a transposed or strided view?): pass "
             f"np.ascontiguousarray({name}) (or cupy.ascontiguousarray) instead.")
     if finite:
-        from .arrays import to_host
-
-        host = to_host(a)
+        host = _on_host(a)
         if host.dtype.kind in "fc" and not np.isfinite(host).all():
             bad = int(np.count_nonzero(~np.isfinite(host)))
             raise ArrayArgumentError(f"{name} holds {bad} NaN or infinite value(s): pass finite numbers.")
+
+
+def _on_host(a: Any) -> np.ndarray:
+    """``a`` as a NumPy array (what :func:`labhelpers.arrays.to_host` does; arrays imports this module, so this
+    module does not import arrays: no import cycle)."""
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "copy_to_host"):
+        return a.copy_to_host()
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def choice(value: Any, name: str, options: Iterable[Any]) -> Any:
