@@ -259,6 +259,11 @@ def test_threads_waiting_at_different_barriers():
     assert "wait at different barriers" in str(problem)
 
 
+def test_warp_intrinsics_say_the_detector_needs_the_simulator():
+    with pytest.raises(lh.GPUOnlyError, match="uses cuda.syncwarp.*compute-sanitizer --tool racecheck"):
+        lh.check_races(red.reduce_unroll_last_warp, 1, 64, np.ones(128, np.float32), np.zeros(1, np.float32))
+
+
 def test_the_unsafe_last_warp_reduction_of_chapter_6_races():
     x = np.ones(256, np.float32)
     report = lh.check_races(red.reduce_last_warp_unsafe, 2, 64, x, np.zeros(2, np.float32))

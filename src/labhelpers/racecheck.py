@@ -74,10 +74,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import backend
+from . import backend, validate
 from . import errors as _errors
 from .errors import CheckFailed, GPUOnlyError, LaunchConfigError
-from .launch import check_launch
 
 __all__ = ["BarrierProblem", "Race", "RaceReport", "SharedArray", "SourceLine", "check_races",
            "MAX_THREADS_CHECKED", "KINDS"]
@@ -371,58 +370,11 @@ def advice(report: RaceReport) -> str:
 # -------------------------------------------------------------------------------------- argument checking
 
 
-def _validate():
-    """:mod:`labhelpers.validate` (the shared argument checks), or None in a checkout that predates it."""
-    try:
-        from . import validate
-    except ImportError:  # pragma: no cover  (only before validate.py landed)
-        return None
-    return validate
-
-
-def _error(message: str, kind: str = "argument") -> Exception:
-    """The contract's error for bad input: ``lh.ArgumentError``, or ``lh.LaunchConfigError`` for launch sizes."""
-    if kind == "launch":
-        return LaunchConfigError(message)
-    cls = getattr(_errors, "ArgumentError", None) or LaunchConfigError
-    return cls(message)
-
-
 def _dispatcher(kernel: Any) -> Any:
-    """The kernel behind ``kernel`` (also accepts ``kernel[grid, block]``); raise a clear error if it is none."""
+    """The kernel behind ``kernel`` (also accepts ``kernel[grid, block]``); ArgumentError if it is none."""
     target = getattr(kernel, "dispatcher", kernel)  # a configured launch on a GPU
-    validate = _validate()
-    if validate is not None:
-        validate.kernel(target, "kernel (the first argument of check_races)")
-        return target
-    py_func = getattr(target, "py_func", None)
-    if py_func is None or not callable(getattr(target, "__getitem__", None)):
-        raise _error(f"check_races needs a CUDA kernel (a function decorated with @cuda.jit), got "
-                     f"{type(kernel).__name__}: decorate the function with @cuda.jit and pass it without "
-                     "launching it, e.g. lh.check_races(my_kernel, blocks, threads, x, out).")
-    device = getattr(target, "_device", None)
-    if device is None:
-        device = bool(getattr(target, "targetoptions", {}).get("device", False))
-    if device:
-        raise _error(f"{py_func.__name__} is a device function (@cuda.jit(device=True)): it cannot be launched on "
-                     "its own. Check the kernel that calls it.")
+    validate.kernel(target, "kernel (the first argument of check_races)")
     return target
-
-
-def _dims(value: Any, name: str) -> tuple[int, int, int]:
-    """``value`` (an int or 1-3 ints) as an (x, y, z) tuple of positive ints, else LaunchConfigError."""
-    items = value if isinstance(value, (tuple, list)) else (value,)
-    if not 1 <= len(items) <= 3:
-        raise _error(f"{name}={value!r} must have 1 to 3 dimensions (x, y, z), e.g. 4 or (4, 2)", "launch")
-    out = []
-    for v in items:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise _error(f"{name}={value!r}: each dimension must be a whole number, got {v!r} "
-                         f"({type(v).__name__}); e.g. {name}=(4, 2)", "launch")
-        if int(v) < 1:
-            raise _error(f"{name}={value!r}: each dimension must be at least 1, got {int(v)}", "launch")
-        out.append(int(v))
-    return tuple(out)  # type: ignore[return-value]
 
 
 def _xyz(dims: tuple[int, ...]) -> tuple[int, int, int]:
@@ -431,26 +383,16 @@ def _xyz(dims: tuple[int, ...]) -> tuple[int, int, int]:
 
 def _check_launch(griddim: Any, blockdim: Any,
                   shared_bytes: Any) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    validate = _validate()
-    if validate is not None:
-        grid_dims, block_dims = validate.launch(griddim, blockdim, shared_bytes)
-        shared = int(shared_bytes)
-    else:
-        grid_dims, block_dims = _dims(griddim, "griddim"), _dims(blockdim, "blockdim")
-        reason = check_launch(int(np.prod(block_dims)))
-        if reason:
-            raise _error(f"blockdim={blockdim!r}: {reason}; choose at most 1024 threads per block, e.g. (32, 8).",
-                         "launch")
-        if isinstance(shared_bytes, bool) or not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
-            raise _error(f"shared_bytes={shared_bytes!r} must be a whole number of bytes, 0 or more", "launch")
-        shared = int(shared_bytes)
+    """The launch as two (x, y, z) tuples and the dynamic shared bytes; LaunchConfigError if a GPU refuses it."""
+    grid_dims, block_dims = validate.launch(griddim, blockdim, shared_bytes)
     grid, block = _xyz(grid_dims), _xyz(block_dims)
     total = int(np.prod(grid)) * int(np.prod(block))
     if total > MAX_THREADS_CHECKED:
-        raise _error(f"check_races runs every thread in Python and accepts at most {MAX_THREADS_CHECKED} threads "
-                     f"in all; griddim={griddim!r} with blockdim={blockdim!r} is {total}. A race shows in one or two "
-                     "blocks: launch a few blocks on a small input that still has a partial last block.", "launch")
-    return grid, block, shared
+        raise LaunchConfigError(
+            f"check_races runs every thread in Python and accepts at most {MAX_THREADS_CHECKED} threads in all; "
+            f"griddim={griddim!r} with blockdim={blockdim!r} is {total}. A race shows in one or two blocks: launch "
+            "a few blocks on a small input that still has a partial last block.")
+    return grid, block, int(shared_bytes)
 
 
 # ----------------------------------------------------------------------------------- recording (simulator)
@@ -873,7 +815,16 @@ def _run_simulated(target, grid, block, args, shared_bytes: int, max_reported: i
     name = getattr(target.py_func, "__name__", "kernel")
     with _instrumented(block) as recorder:
         launch = target[grid, block] if not shared_bytes else target[grid, block, 0, shared_bytes]
-        launch(*args)
+        try:
+            launch(*args)
+        except AttributeError as exc:
+            missing = re.search(r"'FakeCUDAModule' object has no attribute '(\w+)'", str(exc))
+            if not missing:
+                raise
+            raise GPUOnlyError(
+                f"{name} uses cuda.{missing.group(1)}, which Numba's CUDA simulator does not have, and the race "
+                "detector needs the simulator. On a GPU, check it with NVIDIA's race checker: compute-sanitizer "
+                "--tool racecheck python your_script.py") from None
     blocks = sorted(np.ndindex(*grid), key=lambda b: (b[2], b[1], b[0]))
     blocks = [tuple(int(v) for v in b) for b in blocks]
     block_threads = block[0] * block[1] * block[2]
@@ -921,8 +872,7 @@ def check_races(kernel: Any, griddim: Any, blockdim: Any, *args: Any, shared_byt
     """
     target = _dispatcher(kernel)
     grid, block, shared_bytes = _check_launch(griddim, blockdim, shared_bytes)
-    if isinstance(max_reported, bool) or not isinstance(max_reported, (int, np.integer)) or max_reported < 1:
-        raise _error(f"max_reported={max_reported!r} must be a whole number, at least 1")
+    max_reported = validate.integer(max_reported, "max_reported", minimum=1, allow_float=False)
     if backend.is_simulator():
         return _run_simulated(target, grid, block, args, int(shared_bytes), int(max_reported))
     return _run_in_subprocess(target, grid, block, args, int(shared_bytes), int(max_reported))
