@@ -8,13 +8,14 @@ simulator with every shared array replaced by a recording one, and returns a :cl
   which order the program meant: ``RAW`` (read after write: a thread reads an element another thread
   writes earlier in the same phase, and may get the old value), ``WAR`` (write after read: a thread
   overwrites an element another thread still has to read) or ``WAW`` (two threads write one element).
-  Atomic operations (``cuda.atomic.*``) on shared memory do not race with each other.
+  Atomic operations (``cuda.atomic.*``) on shared memory do not race with each other (an atomic and a
+  plain read or write of the same element in one phase still do).
 * **barrier problems** (:class:`BarrierProblem`): a ``cuda.syncthreads()`` that only part of a block
   reaches (the others returned early or skipped it in a branch), or threads of one block waiting at
   different barriers at once (a barrier in a loop whose trip count differs between threads, or one
   barrier in each arm of an ``if``). On a GPU that hangs the block or gives undefined results.
 
-Each finding names the array (its variable name in the kernel's source, else ``shared array #k``),
+Each finding names the array (its variable name in the kernel, else ``shared array #k (dtype, shape)``),
 the element, the block, the threads as ``(x, y, z)`` thread indices, and the source lines. The report
 prints short (the first findings, counts by kind); ``report.ok`` is True when nothing was found, and
 ``report.raise_for_problems(what)`` raises :class:`~labhelpers.errors.CheckFailed` with the findings.
