@@ -20,6 +20,7 @@ Run: ``python bench/run_all.py --only nbody [--collect src/labhelpers/data/refer
 from __future__ import annotations
 
 import math
+import os
 
 import pandas as pd
 from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
@@ -58,28 +59,51 @@ def _meta() -> dict:
             "dram_gbs": dram.value, "dram_how": dram.how, "flops_per_interaction": nb.FLOPS_PER_INTERACTION}
 
 
+#: The tables collect() writes (names without the "ch08_" prefix).
+TABLES = ("tuning", "throughput", "math_traps", "cpu", "instruction_mix")
+
+
+def _wanted() -> set[str]:
+    """The tables to collect: $NBODY_COLLECT (comma-separated, without "ch08_"), or all of them."""
+    names = {n.strip().removeprefix("ch08_") for n in os.environ.get("NBODY_COLLECT", "").split(",") if n.strip()}
+    unknown = names - set(TABLES)
+    if unknown:
+        raise ValueError(f"NBODY_COLLECT names unknown tables {sorted(unknown)}: choose from {', '.join(TABLES)}")
+    return names or set(TABLES)
+
+
 def collect(out_dir) -> None:
-    """Measure and save the chapter's reference tables (names prefixed ch08_)."""
+    """Measure and save the chapter's reference tables (all, or those named in $NBODY_COLLECT)."""
     meta = _meta()
-    tuning = _table("tuning", ex.tuning_sweep)
-    best = ex.best_config(tuning)
-    save_reference("ch08_tuning", tuning, out_dir, meta={**meta, "best": best.label},
-                   notes="tiled kernel, unroll 4, random bodies in the unit cube, eps2 = 0.0025, CUDA events, "
-                         "median of 3 launches after one warm-up, each checked against float64 NumPy first")
+    wanted = _wanted()
+    if wanted & {"tuning", "throughput"}:
+        tuning = _table("tuning", ex.tuning_sweep)
+        best = ex.best_config(tuning)
+    else:
+        best = nb.BEST
+    if "tuning" in wanted:
+        save_reference("ch08_tuning", tuning, out_dir, meta={**meta, "best": best.label},
+                       notes="tiled kernel, unroll 4, random bodies in the unit cube, eps2 = 0.0025, CUDA events, "
+                             "median of 3 launches after one warm-up, each checked against float64 NumPy first")
     ladder = {**ex.LADDER, f"best: {best.label}": best}
-    save_reference("ch08_throughput", _table("throughput", lambda: ex.throughput_sweep(kernels=ladder,
-                                                                                        progress=True)),
-                   out_dir, meta={**meta, "best": best.label},
-                   notes="one force evaluation per timing; ginteractions = n^2 / median time; gflops = 20 n^2 / "
-                         "median time; every kernel checked against float64 NumPy before timing")
-    save_reference("ch08_math_traps", _table("traps", ex.math_traps), out_dir, meta=meta,
-                   notes=f"tiled 256, unroll 4, n = {ex.TRAP_SIZE}; slowdown = time / time of the rsqrt version")
-    save_reference("ch08_cpu", _table("cpu", ex.cpu_rates), out_dir, meta=meta,
-                   notes="host clock (time.perf_counter), median of 2-3 runs after a warm-up; NumPy float64 "
-                         "builds (rows x n x 3) temporaries in blocks of about 2^21 pairs")
-    save_reference("ch08_instruction_mix", _table("mix", lambda: ex.instruction_mix(ladder)), out_dir, meta=meta,
-                   notes="hot loop = the longest loop of the compiled kernel; interactions per trip = float32 "
-                         "subtractions / 3; sass_* columns from nvdisasm when installed")
+    if "throughput" in wanted:
+        table = _table("throughput", lambda: ex.throughput_sweep(kernels=ladder, progress=True))
+        save_reference("ch08_throughput", table, out_dir, meta={**meta, "best": best.label},
+                       notes="one force evaluation per timing; ginteractions = n^2 / median time; gflops = 20 n^2 / "
+                             "median time; every kernel checked against float64 NumPy before timing")
+    if "math_traps" in wanted:
+        save_reference("ch08_math_traps", _table("traps", ex.math_traps), out_dir, meta=meta,
+                       notes=f"tiled 256, unroll 4, n = {ex.TRAP_SIZE}; slowdown = time / time of the rsqrt version")
+    if "cpu" in wanted:
+        save_reference("ch08_cpu", _table("cpu", ex.cpu_rates), out_dir, meta=meta,
+                       notes="host clock (time.perf_counter), median of 2-3 runs after a warm-up; NumPy float64 "
+                             "builds (rows x n x 3) temporaries in blocks of about 2^21 pairs; the Numba loop "
+                             "reads four contiguous arrays (x, y, z, m) so that it vectorises")
+    if "instruction_mix" in wanted:
+        kernels = {**ladder, **{f"tiled 256, unroll 4, {k}": v for k, v in ex.MATH_TRAPS.items() if k != "rsqrt"}}
+        save_reference("ch08_instruction_mix", _table("mix", lambda: ex.instruction_mix(kernels)), out_dir,
+                       meta=meta, notes="hot loop = the longest innermost loop of the compiled kernel; interactions "
+                                        "per trip = float32 subtractions / 3; sass_* columns from nvdisasm")
 
 
 def bench(ctx) -> list[Row]:

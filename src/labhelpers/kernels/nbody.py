@@ -363,6 +363,41 @@ def nbody_tiled_seed(pos, eps2, acc):
         acc[i, 2] = az
 
 
+@cuda.jit(fastmath=True)
+def nbody_tiled_grid_stride(pos, eps2, acc):
+    """PITFALL (do not use): :func:`nbody_tiled_seed` with its tile load guarded, barriers still in the grid-stride loop.
+
+    When ``n`` is not a multiple of the grid, some threads of a block leave the grid-stride loop one trip
+    before the others, and those wait at a barrier the leavers never reach (undefined behaviour). The
+    threads that left also stop loading their share of the tile, so the others compute with whatever
+    the previous tile left there: wrong results, without a single out-of-bounds access.
+    """
+    sh = cuda.shared.array((SEED_MAX_TILE, 4), float32)
+    t = cuda.threadIdx.x
+    n = pos.shape[0]
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):  # trip count differs between threads
+        xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+        ax = float32(0)
+        ay = float32(0)
+        az = float32(0)
+        for start in range(0, n, cuda.blockDim.x):
+            j = start + t
+            x, y, z, m = float32(0), float32(0), float32(0), float32(0)
+            if j < n:  # the overread is fixed...
+                x, y, z, m = pos[j, 0], pos[j, 1], pos[j, 2], pos[j, 3]
+            sh[t, 0], sh[t, 1], sh[t, 2], sh[t, 3] = x, y, z, m
+            cuda.syncthreads()  # ...but this barrier is still inside a loop some threads have left
+            for k in range(cuda.blockDim.x):
+                fx, fy, fz = interaction_fast(xi, yi, zi, sh[k, 0], sh[k, 1], sh[k, 2], sh[k, 3], eps2)
+                ax += fx
+                ay += fy
+                az += fz
+            cuda.syncthreads()
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az
+
+
 # ------------------------------------------------------------------------------- the leapfrog step
 
 
@@ -515,8 +550,11 @@ def run_tiled(pos, eps2: float = DEFAULT_EPS2, *, tile: int = 256, unroll: int =
                       pos, eps2)
 
 
-def run_seed_tiled(pos, eps2: float = DEFAULT_EPS2, *, threads: int = 32, blocks: int | None = None) -> np.ndarray:
-    """Run the lecture's pitfall kernel :func:`nbody_tiled_seed` (AoS); under the simulator an overread raises.
+def run_seed_tiled(pos, eps2: float = DEFAULT_EPS2, *, threads: int = 32, blocks: int | None = None,
+                   kernel=None) -> np.ndarray:
+    """Run the lecture's pitfall kernel :func:`nbody_tiled_seed` (or ``kernel``) on AoS ``pos``.
+
+    Under the simulator the overread raises IndexError.
 
     The positions are followed in memory by NaN bodies (as in a larger buffer), so on a GPU the
     overread shows as NaN accelerations instead of passing unnoticed.
@@ -527,7 +565,7 @@ def run_seed_tiled(pos, eps2: float = DEFAULT_EPS2, *, threads: int = 32, blocks
     padded = np.full((n + threads, 4), np.nan, dtype=np.float32)
     padded[:n] = pos
     acc = cuda.to_device(np.full((n + threads, 3), np.nan, dtype=np.float32))
-    nbody_tiled_seed[blocks, threads](cuda.to_device(padded)[:n], _eps2(eps2), acc[:n])
+    (kernel or nbody_tiled_seed)[blocks, threads](cuda.to_device(padded)[:n], _eps2(eps2), acc[:n])
     return acc.copy_to_host()[:n]
 
 
@@ -595,20 +633,20 @@ def acceleration_error(got, pos: np.ndarray, eps2: float = DEFAULT_EPS2, layout:
 
 
 @numba.njit(parallel=True, fastmath=True, cache=False)
-def _accelerations_cpu(pos, eps2, acc):
-    n = pos.shape[0]
-    for i in numba.prange(n):  # one body per CPU thread's iteration; the j loop vectorises (SIMD)
-        xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+def _accelerations_cpu(x, y, z, m, eps2, acc):
+    n = x.shape[0]
+    for i in numba.prange(n):  # bodies shared out over the CPU's cores
+        xi, yi, zi = x[i], y[i], z[i]
         ax = np.float32(0)
         ay = np.float32(0)
         az = np.float32(0)
-        for j in range(n):
-            dx = pos[j, 0] - xi
-            dy = pos[j, 1] - yi
-            dz = pos[j, 2] - zi
+        for j in range(n):  # contiguous x[j], y[j]...: the compiler vectorises this loop (SIMD)
+            dx = x[j] - xi
+            dy = y[j] - yi
+            dz = z[j] - zi
             r2 = eps2 + dx * dx + dy * dy + dz * dz
             inv_r = np.float32(1) / np.sqrt(r2)
-            s = pos[j, 3] * inv_r * inv_r * inv_r
+            s = m[j] * inv_r * inv_r * inv_r
             ax += dx * s
             ay += dy * s
             az += dz * s
@@ -621,13 +659,15 @@ def accelerations_cpu(pos: np.ndarray, eps2: float = DEFAULT_EPS2, acc: np.ndarr
     """The all-pairs loop on the CPU: Numba, float32, every core (``prange``), the inner loop vectorised.
 
     The fair CPU baseline for the GPU kernels (the NumPy specification is float64 and builds temporaries).
+    The positions are copied into four contiguous arrays first (structure of arrays: what SIMD units want).
     """
     n = check_positions(pos, "aos")
     e = _eps2(eps2)
     if acc is None:
         acc = np.empty((n, 3), dtype=np.float32)
     validate.array(acc, "acc", dtype=np.float32, shape=(n, 3))
-    _accelerations_cpu(pos, e, acc)
+    soa = to_soa(pos)
+    _accelerations_cpu(soa[0], soa[1], soa[2], soa[3], e, acc)
     return acc
 
 
@@ -882,6 +922,6 @@ __all__ = [
     "acceleration_error", "accelerations_cpu", "accelerations_numpy", "binary_period", "body_body", "body_body_float64",
     "body_body_rsqrt", "bytes_moved", "check_positions", "circular_binary", "drift", "energy", "flops",
     "galaxy_collision", "interactions", "kick", "kinetic_energy", "leapfrog_numpy", "make_naive", "make_tiled",
-    "momentum", "nbody_tiled_seed", "plummer_sphere", "potential_energy", "random_bodies", "run_config",
+    "momentum", "nbody_tiled_grid_stride", "nbody_tiled_seed", "plummer_sphere", "potential_energy", "random_bodies", "run_config",
     "run_naive", "run_seed_tiled", "run_tiled", "simulate", "to_aos", "to_soa",
 ]
