@@ -486,3 +486,54 @@ def test_figures_draw_from_model_and_tables():
     figures.append(fig.draw_interleaving(ax, "MP", 7))
     assert all(isinstance(f, Figure) for f in figures)
     plt.close("all")
+
+
+# --- what the chapter's prose says about the reference data ---------------------------------------
+
+def test_chapter_claims_hold_for_the_reference_data():
+    """Book/13_consistency states these facts in words; re-measuring must not silently contradict them."""
+    counters = lh.load_reference("ch13_counter_runs").table
+    racy = counters[counters["variant"] == "racy"]
+    assert (racy["count"] < 0.01 * racy["n"]).all()  # "almost all of them" lost
+    assert (counters[counters["variant"] != "racy"]["lost"] == 0).all()
+
+    rate = lh.load_reference("ch13_atomic_throughput").table.set_index("kind")["increments_per_s"]
+    assert rate["one address per thread"] / rate["one address"] > 100  # "two orders of magnitude"
+    assert 0.8 < rate["counter: atomic per thread"] / rate["counter: warp-aggregated"] < 1.25  # compiler aggregates
+    assert rate["counter: atomic per thread"] > 10 * rate["one address"]
+    assert rate["counter: block-aggregated"] == rate[[k for k in rate.index if k.startswith("counter")]].max()
+    assert rate["counter: spin lock per thread"] == rate.min()
+
+    lt = lh.load_reference("ch13_litmus").table
+
+    def weak(test, fence="none", access="plain", pairing="different blocks"):
+        r = lt[(lt["test"] == test) & (lt["fence"] == fence) & (lt["access"] == access) & (lt["pairing"] == pairing)]
+        return int(r["weak"].iloc[0])
+
+    for test in ("MP", "SB", "LB"):  # "all fail without fences, plain and atomic alike"; "vanished" with fences
+        for access in ("plain", "atomic"):
+            assert weak(test, access=access) > 0 and weak(test, "device", access) == 0, (test, access)
+    assert weak("CoRR") == 0 and weak("CoRR", access="atomic") == 0
+    assert weak("MP-reversed") > 0  # the mutant is killed
+    assert weak("MP", "block") > 0 and weak("MP", "block", pairing="same block") == 0  # the scope pitfall
+    assert weak("MP", pairing="same block") == 0
+    single = lh.load_reference("ch13_litmus_single").table["instances_per_s"].iloc[0]
+    assert lt["instances_per_s"].min() / single > 1e4  # "more than four orders of magnitude"
+
+    failures = lh.load_reference("ch13_last_block_failures").table
+    assert (failures["wrong"] == 0).all()  # "Not one failure, with or without the fences"
+    lb = lh.load_reference("ch13_last_block").table
+    ratio = {n: g.set_index("what")["gbps"] for n, g in lb.groupby("n")}
+    cub = {n: r["last-block sum (threadfence + ticket)"] / r["cupy.sum (CUB)"] for n, r in ratio.items()}
+    assert cub[2**26] >= 0.90 and cub[2**24] < 0.90  # meets the target at 2^26, falls short at 2^24
+
+    from labhelpers.experiments import consistency as e
+
+    ptx = lh.load_reference("ch13_wait_loop_ptx").table
+    plain, atomic = e.loop_instructions(ptx, "plain"), e.loop_instructions(ptx, "atomic")
+    assert plain and not any("ld." in line or "atom" in line for line in plain)  # "a branch to itself"
+    assert any("atom" in line for line in atomic)
+    summary = e.racecheck_summary(lh.load_reference("ch13_racecheck").table)
+    assert "RACECHECK SUMMARY" in summary["summary"] and summary["kinds"] == ["RAW"]
+    text = "\n".join(lh.load_reference("ch13_racecheck").table["text"])
+    assert "shift_racy" in text and "shift_synced" not in text

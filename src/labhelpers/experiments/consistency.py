@@ -263,9 +263,9 @@ def racecheck_report(timeout: int = 150) -> pd.DataFrame:
 def racecheck_summary(table: pd.DataFrame) -> dict:
     """The counts compute-sanitizer reports: hazards by kind, and its final ``RACECHECK SUMMARY`` line."""
     text = "\n".join(table["text"])
-    kinds = re.findall(r"(Read-after-Write|Write-after-Read|Write-after-Write)", text, flags=re.IGNORECASE)
+    kinds = re.findall(r"\b(RAW|WAR|WAW) hazard", text)
     summary = [line for line in table["text"] if "RACECHECK SUMMARY" in line]
-    return {"hazard lines": len(kinds), "kinds": sorted({k.lower() for k in kinds}),
+    return {"hazard lines": len(kinds), "kinds": sorted(set(kinds)),
             "summary": summary[-1].strip() if summary else ""}
 
 

@@ -139,7 +139,7 @@ class LitmusTest:
         for k in range(height):
             rows.append("".join((c[k] if k < len(c) else "").ljust(width) for c in columns).rstrip())
         weak = ", ".join(f"{r} = {v}" for r, v in self.weak.items())
-        return "\n".join(rows + [f"weak outcome: {weak}"])
+        return "\n".join(rows + [f"outcome of interest: {weak}"])
 
 
 def litmus(name: str, *threads: Sequence[str], weak: dict, description: str = "") -> LitmusTest:
