@@ -126,7 +126,7 @@ def last_block_table(sizes: Sequence[int] = (2**24, 2**26), repeat: int = 20, nu
         rows.append({"n": n, "what": "device copy (read + write)", "median_ms": cp_copy.median_ms,
                      "gbps": cp_copy.gbps, "result": float("nan"), "rel_error": float("nan"),
                      "blocks": float("nan")})
-        del x, dst
+        del x
     table = pd.DataFrame(rows)
     bad = table[table["rel_error"] > 1e-4]
     if len(bad):
