@@ -694,7 +694,7 @@ def litmus_line_up(barrier, params):
             k = 0
             while k < params[P_SPIN] and cuda.atomic.or_(barrier, 0, 0) < params[P_TEST_BLOCKS]:
                 k += 1
-    cuda.syncthreads()  # the block starts together (every thread of a testing block gets here)
+    cuda.syncthreads()  # RAW on the line-up: no thread starts the test before thread 0 saw the others arrive
 
 
 _LITMUS: dict[tuple[str, str, str], Any] = {}
