@@ -505,6 +505,7 @@ def test_chapter_claims_hold_for_the_reference_data():
     assert rate["counter: spin lock per thread"] == rate.min()
 
     lt = lh.load_reference("ch13_litmus").table
+    assert len(lt) == 19 and (lt["instances"] == 200 * 65536).all()  # "19 configurations ... 13.1 million"
 
     def weak(test, fence="none", access="plain", pairing="different blocks"):
         r = lt[(lt["test"] == test) & (lt["fence"] == fence) & (lt["access"] == access) & (lt["pairing"] == pairing)]
