@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -496,7 +497,8 @@ def test_chapter_claims_about_filters_and_ccl_hold_in_the_reference_data():
     assert (c["scipy.ndimage.label (CPU)"] > 100 * c["union-find"]).all()  # "two orders of magnitude"
     above = c.index > 0.5927
     assert (c.loc[above, "label propagation"] > c.loc[above, "scipy.ndimage.label (CPU)"]).all()
-    assert (c["union-find"].diff().dropna() > 0).all()  # "grows gently with the density"
+    assert c["union-find"].iloc[-1] > 1.5 * c["union-find"].iloc[0]  # "about doubles from sparsest to densest"
+    assert c["union-find"].max() < 5 * c["union-find"].min()
     s = _ref("ch09_ccl_steps")
     paths = s[s["shape"].isin(["spiral", "snake"])]
     assert (paths["steps"] == paths["foreground"]).all()  # one step per pixel of the path
@@ -507,3 +509,9 @@ def test_racecheck_reference_reports_the_race_and_no_race_with_the_barrier():
     bad = " ".join(t.loc[t["kernel"] == "stencil1d_no_barrier", "line"])
     good = " ".join(t.loc[t["kernel"] == "stencil1d_shared", "line"])
     assert "Race reported" in bad and "0 hazards displayed" in good
+    # the chapter says the report points at the tile's writes and the sum's reads: the line numbers must still
+    # point there in kernels/stencil.py (after editing the kernels above them, collect ch09_racecheck again)
+    source = (ROOT / "src" / "labhelpers" / "kernels" / "stencil.py").read_text().splitlines()
+    for kind, line_no in re.findall(r"(Write|Read) access at .*? in stencil\.py:(\d+)", bad):
+        line = source[int(line_no) - 1]
+        assert ("s[" in line and "= x[" in line) if kind == "Write" else "acc += s[" in line, (kind, line_no, line)

@@ -154,7 +154,7 @@ def plot_jacobi_roofline(ax, table: pd.DataFrame, label: str) -> None:
     ax.set_xlabel("arithmetic intensity (flop/byte)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left", ncol=2)
+    ax.legend(fontsize=6, loc="lower right", ncol=2)
 
 
 def label_colors(labels: np.ndarray) -> np.ndarray:
