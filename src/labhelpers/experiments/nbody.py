@@ -311,3 +311,41 @@ def instruction_mix(kernels: dict[str, nb.Config] | None = None) -> pd.DataFrame
             row.update(_classify_sass(sass_ops(sass)))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------- tables for the chapter
+
+
+def ladder_summary(throughput: pd.DataFrame, n: int, fma_peak_gflops: float,
+                   baseline: str = "naive, unroll 1") -> pd.DataFrame:
+    """Every kernel of a :func:`throughput_sweep` table at size ``n``: rate, GFLOP/s, share of the FMA peak, speedup.
+
+    Returns:
+        Indexed by kernel: ``G interactions/s``, ``GFLOP/s``, ``% of FMA peak`` and ``x naive`` (the
+        speedup over ``baseline`` at the same n, NaN when it was not measured).
+    """
+    rows = throughput[throughput["n"] == n].set_index("kernel")
+    rate = pd.to_numeric(rows["ginteractions"], errors="coerce")
+    gflops = pd.to_numeric(rows["gflops"], errors="coerce")
+    base = rate.get(baseline, float("nan"))
+    return pd.DataFrame({"G interactions/s": rate, "GFLOP/s": gflops,
+                         "% of FMA peak": 100 * gflops / fma_peak_gflops, "x naive": rate / base})
+
+
+def roofline_points(throughput: pd.DataFrame, n: int, kernels: Sequence[str]) -> pd.DataFrame:
+    """The named kernels at size ``n`` as roofline points: algorithmic intensity and measured GFLOP/s.
+
+    The naive kernel is counted as if no cache helped (every interaction reads 16 bytes from device memory),
+    the tiled ones as reading every body once per block (:func:`labhelpers.kernels.nbody.bytes_moved` with the
+    block's bodies, ``tile * bodies``, as the tile).
+    """
+    rows = []
+    for name in kernels:
+        r = throughput[(throughput["kernel"] == name) & (throughput["n"] == n)]
+        if not len(r):
+            continue
+        r = r.iloc[0]
+        tile = None if r["kind"] == "naive" else int(r["tile"]) * int(r["bodies"])  # bodies per block
+        rows.append({"kernel": name, "intensity": nb.flops(n) / nb.bytes_moved(n, tile),
+                     "gflops": float(r["gflops"])})
+    return pd.DataFrame(rows)
