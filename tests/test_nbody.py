@@ -345,3 +345,210 @@ def test_sass_hot_loop():
     assert ops == {"FADD.FTZ": 1, "FFMA.FTZ": 1, "MUFU.RSQ": 1, "BRA": 1}
     row = exp._classify_sass(ops)
     assert row["sass_mufu"] == 1 and row["sass_fp32"] == 2
+
+
+# --- models ----------------------------------------------------------------------------------------
+
+from labhelpers.models import nbody as model  # noqa: E402
+
+
+def test_flop_conventions():
+    table = model.flop_conventions()
+    assert list(table["per interaction"]) == [20, 19, 16, 13]
+
+
+def test_unit_limits_ideal_loop_is_issue_bound():
+    t = model.unit_limits(12, 1, 0, sm_count=132, clock_ghz=2.0).set_index("unit")
+    assert t.loc["issue", "binds"] and not t.loc["MUFU", "binds"]
+    assert t.loc["issue", "of_fma_peak"] == pytest.approx(20 / (2 * 13))
+    assert t.loc["FP32 pipe", "of_fma_peak"] == pytest.approx(20 / 24)
+    assert t.loc["MUFU", "of_fma_peak"] == pytest.approx(16 * 20 / 256)
+
+
+def test_two_mufu_per_interaction_make_the_mufu_bind():
+    t = model.unit_limits(12, 2, 1, fma_peak_gflops=60_000).set_index("unit")
+    assert t.loc["MUFU", "binds"]
+    assert t.loc["MUFU", "gflops"] == pytest.approx(60_000 * 8 * 20 / 256)
+
+
+def test_unit_limits_rejects_nonsense():
+    with pytest.raises(lh.LabError):
+        model.unit_limits(0, 0, 0)
+    with pytest.raises(lh.LabError):
+        model.unit_limits(-1)
+
+
+def test_layout_sectors():
+    t = model.layout_sectors().set_index("stride_floats")
+    assert t.loc[1, "sectors_per_load"] == 4 and t.loc[4, "sectors_per_load"] == 16
+    assert t.loc[4, "useful_over_the_fields"] == 1.0 and t.loc[7, "useful_over_the_fields"] == pytest.approx(4 / 7)
+
+
+def test_busy_sms():
+    assert model.busy_sms(4096, 512, 4) == {"blocks": 2, "warps": 32, "busy_sm_share": 2 / 132}
+    assert model.busy_sms(2**18, 128)["busy_sm_share"] == 1.0
+
+
+def test_limits_from_the_reference_instruction_mix():
+    mix = lh.load_reference("ch08_instruction_mix").table.set_index("kernel")
+    best = mix.loc[f"best: {nb.BEST.label}"]
+    limits = model.limits_from_mix(best, fma_peak_gflops=60_000).set_index("unit")
+    assert limits.loc["issue", "binds"]
+    assert 0.6 < limits.loc["issue", "of_fma_peak"] < 20 / 26
+
+
+# --- reference data and the chapter's tables ---------------------------------------------------------
+
+def test_reference_tables_hold_what_the_chapter_reads():
+    t = lh.load_reference("ch08_throughput")
+    assert {"fp32_fma_peak_gflops", "dram_gbs", "best"} <= set(t.meta)
+    assert set(exp.SIZES) <= set(t.table["n"])
+    assert set(exp.LADDER) <= set(t.table["kernel"])
+    summary = exp.ladder_summary(t.table, 2**18, t.meta["fp32_fma_peak_gflops"])
+    assert summary.loc["naive, unroll 1", "x naive"] == 1.0
+    # a measurement above the FMA peak of the same run would be a bug
+    assert (summary["% of FMA peak"] < 100).all()
+    traps = lh.load_reference("ch08_math_traps").table
+    assert list(traps["math_mode"]) == list(nb.MATH_MODES) and (traps["slowdown"] >= 1).all()
+    assert not lh.load_reference("ch08_cpu").table.empty
+    lecture = lh.load_reference("ch08_lecture_table").table
+    assert lecture["ginteractions"].max() == 45.2
+
+
+def test_best_config_of_the_tuning_table():
+    assert exp.best_config(lh.load_reference("ch08_tuning").table) == nb.BEST
+
+
+def test_roofline_points():
+    t = lh.load_reference("ch08_throughput").table
+    pts = exp.roofline_points(t, 2**18, ["naive, unroll 4", "tiled 256, unroll 4", "nonexistent"])
+    assert list(pts["kernel"]) == ["naive, unroll 4", "tiled 256, unroll 4"]
+    assert pts["intensity"].iloc[0] == pytest.approx(1.25, rel=1e-3)
+    assert pts["intensity"].iloc[1] == pytest.approx(1.25 * 256, rel=1e-2)
+
+
+# --- figures -----------------------------------------------------------------------------------------
+
+def test_figures_draw_from_the_reference_data():
+    import matplotlib.pyplot as plt
+
+    from labhelpers.figures import nbody as fig_nb
+
+    t = lh.load_reference("ch08_throughput")
+    peak = t.meta["fp32_fma_peak_gflops"]
+    mix = lh.load_reference("ch08_instruction_mix").table
+    summary = exp.ladder_summary(t.table, 2**18, peak)
+    here = summary[["G interactions/s"]].reset_index().rename(columns={"G interactions/s": "ginteractions"})
+    best = mix.set_index("kernel").loc[f"best: {nb.BEST.label}"]
+    pos, vel = nb.galaxy_collision(40)
+    traj = nb.simulate(pos, vel, 0.05, 4, every=2, engine="numpy")
+    draws = [
+        lambda ax: fig_nb.plot_throughput(ax, t.table, t.label, fma_peak_gflops=peak),
+        lambda ax: fig_nb.plot_lecture_comparison(ax, here, "here", lh.load_reference("ch08_lecture_table").table,
+                                                  "lecture"),
+        lambda ax: fig_nb.plot_math_traps(ax, lh.load_reference("ch08_math_traps").table, "ref"),
+        lambda ax: fig_nb.plot_tuning(ax, lh.load_reference("ch08_tuning").table, "ref", peak),
+        lambda ax: fig_nb.plot_instruction_mix(ax, mix.dropna(subset=["sass_total"]), "ref"),
+        lambda ax: fig_nb.plot_unit_limits(ax, model.limits_from_mix(best, fma_peak_gflops=peak), 2000.0, "ref"),
+        lambda ax: fig_nb.plot_roofline(ax, exp.roofline_points(t.table, 2**18, ["naive, unroll 4"]),
+                                        dram_gbs=t.meta["dram_gbs"], fma_peak_gflops=peak, label="ref"),
+        lambda ax: fig_nb.draw_galaxy(ax, traj, 1),
+        lambda ax: fig_nb.plot_energy_error(ax, {"a": traj}),
+        lambda ax: fig_nb.draw_tiles(ax, 100, 32),
+        lambda ax: fig_nb.draw_tiles(ax, 1, 32, block=0),
+    ]
+    for draw in draws:
+        fig, ax = plt.subplots()
+        assert draw(ax) is ax
+        plt.close(fig)
+
+
+# --- lab checkers: the solutions pass, typical bugs fail ------------------------------------------------
+
+from mutants import load_solutions, mutant  # noqa: E402
+
+from labhelpers.exercises import nbody as ex  # noqa: E402
+
+SOL = load_solutions("08_nbody_lab")
+
+
+def _device_jit(f):
+    from numba import cuda
+
+    return cuda.jit(device=True, fastmath=True)(f)
+
+
+def test_checkers_accept_the_solutions(capsys):
+    ex.check_interaction(SOL.interaction)
+    ex.check_naive(SOL.nbody_naive)
+    ex.check_tiled(SOL.nbody_tiled, SOL.TILE)
+    ex.check_leapfrog(SOL.leapfrog_step)
+    assert capsys.readouterr().out.count("Correct") == 4
+
+
+@pytest.mark.parametrize("old,new,match", [
+    ("inv_r = float32(1) / math.sqrt(r2)", "inv_r = 1 / math.sqrt(r2)", "float64"),
+    ("s = mj * inv_r * inv_r * inv_r", "s = mj * inv_r * inv_r * inv_r * 0.5", "float64"),
+    ("r2 = eps2 + dx * dx + dy * dy + dz * dz", "r2 = dx * dx + dy * dy + dz * dz", "itself"),
+    ("s = mj * inv_r * inv_r * inv_r", "s = mj * inv_r * inv_r", "wrong"),
+])
+def test_interaction_checker_rejects(old, new, match):
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_interaction(mutant(SOL.interaction, old, new, jit=_device_jit))
+
+
+@pytest.mark.parametrize("old,new,match", [
+    ("if i < n:", "if True:", "past the end"),
+    ("for j in range(n):", "for j in range(n - 1):", "wrong"),
+    ("acc[i, 2] = az", "", "without an acceleration|NaN"),
+])
+def test_naive_checker_rejects(old, new, match):
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_naive(mutant(SOL.nbody_naive, old, new))
+
+
+@pytest.mark.parametrize("edits,match", [
+    ((("if j < n:", "if True:"),), "past the end"),
+    ((("cuda.syncthreads()  # RAW: the whole tile is in shared memory before anyone reads it", ""),), "RAW"),
+    ((("cuda.syncthreads()  # WAR: everyone has read the tile before the next trip overwrites it", ""),), "WAR"),
+    ((("for start in range(0, n, TILE):", "for start in range(0, n if i < n else 0, TILE):"),), "barrier"),
+])
+def test_tiled_checker_rejects(edits, match):
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_tiled(mutant(SOL.nbody_tiled, *edits), SOL.TILE)
+
+
+@pytest.mark.parametrize("old,new,match", [
+    ("forces(pos_d, eps2, acc_d)", "", "float64 leapfrog"),
+    ("nb.drift[blocks, threads](pos_d, vel_d, full)", "", "float64 leapfrog"),
+])
+def test_leapfrog_checker_rejects(old, new, match):
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_leapfrog(mutant(SOL.leapfrog_step, old, new, jit=lambda f: f))
+
+
+def test_leapfrog_checker_rejects_euler_orders():
+    def euler(pos_d, vel_d, acc_d, dt, eps2, forces):
+        b = (pos_d.shape[0] + 31) // 32
+        nb.drift[b, 32](pos_d, vel_d, np.float32(dt))
+        nb.kick[b, 32](vel_d, acc_d, np.float32(dt))
+        forces(pos_d, eps2, acc_d)
+
+    def symplectic_euler(pos_d, vel_d, acc_d, dt, eps2, forces):
+        b = (pos_d.shape[0] + 31) // 32
+        nb.kick[b, 32](vel_d, acc_d, np.float32(dt))
+        nb.drift[b, 32](pos_d, vel_d, np.float32(dt))
+        forces(pos_d, eps2, acc_d)
+
+    for step in (euler, symplectic_euler):
+        with pytest.raises(lh.CheckFailed, match="Euler"):
+            ex.check_leapfrog(step)
+
+
+def test_checkers_reject_non_kernels():
+    with pytest.raises(lh.CheckFailed):
+        ex.check_naive(lambda pos, eps2, acc: None)
+    with pytest.raises(lh.CheckFailed, match="TILE"):
+        ex.check_tiled(SOL.nbody_tiled, 48)
+    with pytest.raises(lh.CheckFailed):
+        ex.check_leapfrog(None)
