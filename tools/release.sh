@@ -7,7 +7,7 @@
 #
 # Steps: refuse a dirty tree; write the name into _release.py and the version into pyproject.toml and
 # labhelpers/__init__.py; rewrite every notebook's setup cell and badge (tools/sync_setup_cells.py); run the whole
-# test suite; commit; make an annotated tag; build the sdist and wheel into dist/ (attach them to the release if
+# test suite; commit; make an annotated tag; build the wheel into dist/ (attach it to the release if
 # you publish one; the setup cell installs from the tag with pip, which needs no attachment).
 set -euo pipefail
 cd "$(dirname "$0")/.."
