@@ -65,7 +65,7 @@ def random_values(n: int, dtype=np.int32, seed: int = 0):
     cp = _cupy()
     rng = cp.random.default_rng(seed)
     if np.dtype(dtype) == np.int32:
-        return rng.integers(-8, 9, size=n, dtype=cp.int32)
+        return (rng.random(n, dtype=cp.float32) * 17).astype(cp.int32) - 8
     return rng.random(n, dtype=cp.float32)
 
 
@@ -244,7 +244,7 @@ def radix_table(n: int = 2**26, configs=RADIX_CONFIGS, *, repeat: int = 5, numbe
     bytes / time, :func:`~labhelpers.kernels.scan.radix_pass_bytes`), ok (equal to ``cupy.sort``).
     """
     cp = _cupy()
-    keys = cp.random.default_rng(1).integers(0, 2**32, size=n, dtype=cp.uint64).astype(cp.uint32)
+    keys = (cp.random.default_rng(1).random(n, dtype=cp.float64) * 2.0**32).astype(cp.uint32)
     ref = cp.sort(keys)
     rows = []
     for bits, threads, items in configs:
@@ -325,8 +325,8 @@ def histogram_table(n: int = 2**26, bins: Sequence[int] = (16, 256, 1024), *, re
     rows = []
     for nb in bins:
         for data in ("uniform", "one bin"):
-            v = (cp.random.default_rng(3).integers(0, nb, size=n, dtype=cp.int32) if data == "uniform"
-                 else cp.full(n, nb - 1, dtype=cp.int32))
+            v = ((cp.random.default_rng(3).random(n, dtype=cp.float32) * nb).astype(cp.int32) % nb
+                 if data == "uniform" else cp.full(n, nb - 1, dtype=cp.int32))
             vn = cuda.as_cuda_array(v)
             ref = cp.bincount(v, minlength=nb)
             for method, kernel in (("global", sk.histogram_global_atomics), ("shared", sk.histogram_shared_atomics)):

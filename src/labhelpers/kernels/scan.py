@@ -710,7 +710,7 @@ def tile_kernel(func: Callable) -> Callable:
 
 
 # Names the tiled functions use; each configuration compiles them with its own values.
-THREADS, ITEMS, TILE, PADDED_TILE, WINDOW, SHUFFLE, VECTOR = 256, 16, 4096, 4224, 32, True, True
+THREADS, ITEMS, TILE, PADDED_TILE, WINDOW, CONTROL, SHUFFLE, VECTOR = 256, 16, 4096, 4224, 32, 34, True, True
 RADIX_BITS, RADIX, PADDED_COUNTS = 4, 16, 4488
 
 
@@ -925,7 +925,7 @@ def tile_scan_lookback(x, out, flags, aggregates, inclusives, counter, epoch, in
     """
     s = cuda.shared.array(PADDED_TILE, T)
     scratch = cuda.shared.array((2, THREADS), T)
-    ctl = cuda.shared.array(WINDOW + 2, int32)
+    ctl = cuda.shared.array(CONTROL, int32)
     vals = cuda.shared.array(WINDOW, T)
     items = cuda.local.array(ITEMS, T)
     tile = take_tile_number(counter, ctl)
@@ -1047,7 +1047,7 @@ def tile_compact(x, out, count, threshold, flags, aggregates, inclusives, counte
     """
     s = cuda.shared.array(PADDED_TILE, T)
     scratch = cuda.shared.array((2, THREADS), int32)
-    ctl = cuda.shared.array(WINDOW + 2, int32)
+    ctl = cuda.shared.array(CONTROL, int32)
     vals = cuda.shared.array(WINDOW, int32)
     items = cuda.local.array(ITEMS, T)
     tid = cuda.threadIdx.x
@@ -1221,6 +1221,7 @@ class TileKernels:
         names = dict(globals())
         names.update(T=_NUMBA_TYPES[config.dtype], THREADS=config.threads, ITEMS=config.items, TILE=config.tile,
                      PADDED_TILE=config.tile + (config.tile >> LOG_BANKS), WINDOW=min(WARP, config.threads),
+                     CONTROL=min(WARP, config.threads) + 2,
                      SHUFFLE=config.shuffle, VECTOR=config.vector, RADIX_BITS=config.radix_bits, RADIX=radix,
                      PADDED_COUNTS=counts + (counts >> LOG_BANKS))
         self._names = names
@@ -2025,8 +2026,9 @@ SLIDE_ROW_PTR = (0, 2, 5, 6)
 
 #: Threads per block and merge items per thread of the merge-based SpMV kernel.
 MERGE_THREADS = 128
-MERGE_ITEMS = 8
+MERGE_ITEMS = 16
 MERGE_TILE = MERGE_THREADS * MERGE_ITEMS
+MERGE_ROWS = MERGE_TILE + 2  # row starts a tile needs: its rows, and the start of the one after
 
 #: The SpMV kernels: key -> (title, what it needs or "").
 SPMV_METHODS = {
@@ -2169,7 +2171,8 @@ def _random_rows(lengths: np.ndarray, n_cols: int, seed: int, name: str, xp=np) 
     d_ptr = xp.asarray(row_ptr)
     rows = xp.searchsorted(d_ptr[1:], xp.arange(nnz, dtype=xp.int64), side="right")
     rng = xp.random.default_rng(seed)
-    key = xp.sort(rows * n_cols + rng.integers(0, n_cols, size=nnz, dtype=xp.int64))
+    cols = xp.minimum((rng.random(nnz) * n_cols).astype(xp.int64), n_cols - 1)
+    key = xp.sort(rows * n_cols + cols)
     vals = (rng.random(nnz, dtype=xp.float32) * 2 - 1).astype(xp.float32)
     return CSR(d_ptr.astype(xp.int32), (key % n_cols).astype(xp.int32), vals, n_cols, name)
 
@@ -2356,7 +2359,7 @@ def spmv_merge(row_ptr, col_idx, values, x, y, coords):
     thread saw whole is stored; a row split between threads (or tiles) is added with an atomic, so
     ``y`` must start at zero.
     """
-    s_rows = cuda.shared.array(MERGE_TILE + 2, int32)
+    s_rows = cuda.shared.array(MERGE_ROWS, int32)
     s_prod = cuda.shared.array(MERGE_TILE, float32)
     tid = cuda.threadIdx.x
     b = cuda.blockIdx.x
