@@ -28,7 +28,9 @@ export LABHELPERS_BACKEND=gpu CUPY_TF32=0 PYTHONHASHSEED=0
 status=0
 if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
   echo "==> package tests with the GPU backend (pytest tests/)"
-  MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider tests || status=1
+  # Package tests check correctness, not speed: several processes may share the GPU (pytest-xdist, when present).
+  XDIST=(); "$PY" -c "import xdist" 2>/dev/null && XDIST=(-n "${JOBS:-4}")
+  MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider "${XDIST[@]}" tests || status=1
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then
   echo "==> notebook regression tests with the GPU backend (nbval, strict) over book/ and labs/"
