@@ -6,6 +6,7 @@ The tables come from :mod:`labhelpers.experiments.nbody` (measured on a GPU) or 
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
@@ -27,7 +28,7 @@ def plot_throughput(ax, table: pd.DataFrame, label: str, *, fma_peak_gflops: flo
         rows = table[table["kernel"] == name].sort_values("n")
         style = "-" if "tiled" in name or "best" in name else "--"
         ax.plot(_numeric(rows["n"]), _numeric(rows["ginteractions"]), style, marker="o", ms=3, label=name,
-                color=f"C{k % 10}")
+                color=plt.cm.tab20(k % 20))
     if fma_peak_gflops:
         ax.axhline(fma_peak_gflops / FLOPS, color="k", lw=1, ls=":",
                    label=f"FP32 FMA peak / {FLOPS} flops = {fma_peak_gflops / FLOPS:,.0f} G/s")
@@ -129,7 +130,8 @@ def plot_instruction_mix(ax, mix: pd.DataFrame, label: str):
     ax.invert_yaxis()
     ax.set_xlabel("SASS instructions per interaction (hot loop)")
     ax.set_title(f"What each kernel issues per interaction ({label})", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlim(0, np.nanmax(total) * 1.12)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
     return ax
 
 
@@ -190,8 +192,8 @@ def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: f
 def plot_energy_error(ax, trajectories: dict):
     """Relative energy error ``|E(t) - E(0)| / |E(0)|`` against time, one line per labelled trajectory."""
     for k, (name, traj) in enumerate(trajectories.items()):
-        err = np.maximum(traj.relative_energy_error, 1e-16)
-        ax.plot(traj.times, err, color=f"C{k}", label=name)
+        err = np.maximum(traj.relative_energy_error[1:], 1e-16)  # t = 0 has no error by definition
+        ax.plot(traj.times[1:], err, color=f"C{k}", label=name)
     ax.set_yscale("log")
     ax.set_xlabel("time")
     ax.set_ylabel("|E(t) - E(0)| / |E(0)|")
