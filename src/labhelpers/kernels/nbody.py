@@ -125,7 +125,15 @@ def _rsqrt_python(x):
     return float32(1) / math.sqrt(x)
 
 
-if backend.is_simulator():  # the simulator has no libdevice: the same value, computed in Python
+def _numba_simulates() -> bool:
+    """Whether ``numba.cuda`` is the simulator in this process (also in a child process that the race
+    detector starts from a GPU process, where labhelpers' own backend setting says "gpu")."""
+    from numba.cuda.core import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+if _numba_simulates():  # the simulator has no libdevice (its stubs return None): the same value, in Python
     rsqrt = cuda.jit(device=True)(_rsqrt_python)
 else:
     from numba.cuda import libdevice
