@@ -412,3 +412,168 @@ def test_measured_prefers_live_gpu_rows():
     assert memory_exp.measured(None, ref)["x"].tolist() == [1]
     live = pd.DataFrame({"x": [3, 4], "status": ["invalid", "ok"]})
     assert memory_exp.measured(live, ref)["x"].tolist() == [4]
+
+
+# =========================================================================== the chapter's prose against the reference data
+# Every figure the chapter's text quotes from a measurement is recomputed here from the reference data: a
+# re-measured reference file that changes a figure fails this test instead of silently contradicting the text.
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from labhelpers import roofline as rl  # noqa: E402
+
+CHAPTER = Path(__file__).resolve().parents[1] / "book" / "03_memory_hierarchy.ipynb"
+
+
+def _prose(path: Path = CHAPTER) -> str:
+    """The chapter's markdown, whitespace collapsed (a figure may be broken across lines)."""
+    cells = json.loads(path.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+
+
+def _missing(text: str, phrases: list[str]) -> list[str]:
+    return [p for p in phrases if " ".join(p.split()) not in text]
+
+
+def test_chapter_names_the_reference_gpu_it_quotes():
+    for name in ("ch03_coalescing_stride", "ch03_coalescing_offset", "ch03_bank_conflicts", "ch03_pointer_chase",
+                 "ch03_constant_memory", "ch03_transfers", "ch03_resource_usage"):
+        assert lh.load_reference(name).gpu == "NVIDIA H200", f"{name}: the chapter's prose calls its GPU the H200"
+
+
+def test_chapter_prose_about_registers_and_coalescing_matches_the_reference_data():
+    usage = lh.load_reference("ch03_resource_usage").table.set_index("kernel")
+    caps = lh.load_reference("ch04_register_caps").table.set_index("max_registers")
+    st = lh.load_reference("ch03_coalescing_stride").table.set_index("stride")
+    of = lh.load_reference("ch03_coalescing_offset").table.set_index("offset")
+    moved = st["gbps"] * st["sectors"] * 32 / 128 / 1000  # TB/s of sectors moved: useful bytes x sectors / 4
+    misaligned = of.loc[of.index % 8 != 0, "relative"]
+    slowdown32 = caps.loc[255, "gflops"] / caps.loc[32, "gflops"]
+    phrases = [
+        f"**{int(usage.loc['local_array_dynamic', 'local_bytes_per_thread'])} bytes of local memory**, and "
+        f"{int(usage.loc['local_array_dynamic', 'registers_per_thread'])} registers instead of "
+        f"{int(usage.loc['local_array_static', 'registers_per_thread'])}",
+        f"capped at 32 registers, a kernel with sixteen float64 accumulators gets full occupancy, "
+        f"{int(caps.loc[32, 'local_bytes'])} bytes of local memory per thread, and runs {slowdown32:.1f} times slower",
+        f"moves {st.loc[1, 'gbps'] / 1000:.2f} TB/s",
+        f"{st.loc[2, 'relative']:.2f} at stride 2 where the model says 0.50, {st.loc[4, 'relative']:.2f} at stride 4 "
+        f"(0.25), {st.loc[8, 'relative']:.2f} at stride 8 (0.125)",
+        f"move {moved.loc[[2, 4, 8]].min():.1f} to {moved.loc[[2, 4, 8]].max():.1f} TB/s, against the aligned "
+        f"copy's {st.loc[1, 'gbps'] / 1000:.1f}",
+        f"{st.loc[8, 'gbps']:.0f} GB/s at stride 8, {st.loc[16, 'gbps']:.0f} at 16, {st.loc[32, 'gbps']:.0f} at 32",
+        f"({st.loc[8, 'median_ms']:.2f}, {st.loc[16, 'median_ms']:.2f} and {st.loc[32, 'median_ms']:.2f} ms)",
+        f"run at {100 * misaligned.min():.0f} to {misaligned.max():.0%} of the aligned one",
+        f"({of.loc[1, 'gbps']:,.0f} GB/s at offset 1 against {of.loc[0, 'gbps']:,.0f})",
+        f"({of.loc[16, 'gbps']:,.0f} GB/s at offset 16)",
+        f"stride 2 costs {1 - st.loc[2, 'relative']:.0%} of the bandwidth, stride 32 leaves "
+        f"{st.loc[32, 'relative']:.0%}; misalignment costs only {100 * (1 - misaligned.max()):.0f} to "
+        f"{1 - misaligned.min():.0%}",
+    ]
+    assert not _missing(_prose(), phrases)
+
+
+def test_chapter_prose_about_banks_latency_constants_and_transfers_matches_the_reference_data():
+    bank = lh.load_reference("ch03_bank_conflicts")
+    b = bank.table.set_index("stride")
+    slope, intercept = np.polyfit(b["conflict_degree"], b["median_ms"], 1)
+    odd = b.loc[b.index % 2 == 1, "slowdown"]
+    chase = lh.load_reference("ch03_pointer_chase")
+    dev = chase.meta["device"]
+    lat = memory_exp.latency_summary(chase.table, l1_bytes=memory_exp.l1_capacity_bytes(dev),
+                                     l2_bytes=dev["l2_bytes"]).set_index("level")["ns per load"]
+    ns = chase.table.set_index("working_set_bytes")["ns_per_load"]
+    ghz = dev["clock_khz"] / 1e6
+    const = lh.load_reference("ch03_constant_memory").table.pivot(index="distinct", columns="memory",
+                                                                     values="ns_per_warp_load")
+    tr = lh.load_reference("ch03_transfers").table
+    gbps = tr.pivot(index="nbytes", columns="transfer", values="gbps")
+    ms = tr.pivot(index="nbytes", columns="transfer", values="median_ms")
+    big = gbps.index.max()
+    copy = rl.reference_ceilings().dram_gbs
+    throttle = lh.load_reference("ch04_occupancy_throttle").table
+    ilp4_best = throttle.loc[throttle["ilp"] == 4, "gbps"].max()
+    assert abs(ilp4_best / copy - 0.75) < 0.03, "the text says scale_ilp4 reaches three quarters of the copy ceiling"
+    phrases = [
+        f"{b.loc[2, 'slowdown']:.2f} at $s = 2$", f"{b.loc[4, 'slowdown']:.2f} at $s = 4$",
+        f"{b.loc[8, 'slowdown']:.2f} at 8 and 24, {b.loc[16, 'slowdown']:.1f} at 16 and {b.loc[32, 'slowdown']:.1f} at 32",
+        f"within {max(abs(odd - 1).max(), 0.005):.0%} of stride 1",
+        f"time $\\approx$ {intercept * 1000:.0f} µs + {slope * 1000:.0f} µs × degree",
+        f"Each SM performs {int(b.loc[1, 'warp_requests']):,} warp requests",
+        f"seven times the {dev['peak_memory_bandwidth_gbs'] / 1000:.1f} TB/s",
+        f"**L1: about {lat['L1']:.0f} ns**", f"({ns[65536]:.0f} ns at 64 KiB, {ns[196608]:.0f} ns at 192 KiB)",
+        f"**L2: {lat['L2']:.0f} ns**, {WORDS[round(lat['L2'] / lat['L1'])]} times the L1",
+        f"**Device memory: {lat['device memory']:.0f} ns**, {lat['device memory'] / lat['L2']:.1f} times the L2 and "
+        f"{lat['device memory'] / lat['L1']:.0f} times the L1",
+        f"about {lat['device memory'] * ghz:.0f} clock cycles".replace(f"{lat['device memory'] * ghz:.0f}",
+                                                                   f"{round(lat['device memory'] * ghz, -1):.0f}"),
+        f"{lat['L1']:.0f}, {lat['L2']:.0f} and {lat['device memory']:.0f} ns on the reference H200",
+        f"reaches {ilp4_best / 1000:.1f} TB/s, three quarters of the copy ceiling",
+        f"{const.loc[1, 'constant']:.1f} ns per warp load for one and two addresses",
+        f"{const.loc[4, 'constant']:.1f}, {const.loc[8, 'constant']:.1f}, {const.loc[16, 'constant']:.1f} and "
+        f"{const.loc[32, 'constant']:.1f} ns for 4, 8, 16 and 32",
+        f"about {const.loc[1, 'constant'] * ghz:.1f} cycles per warp load",
+        f"stays flat at {const['global'].min():.2f} to {const['global'].max():.2f} ns",
+        f"constant memory is {1 - const.loc[1, 'constant'] / const.loc[1, 'global']:.0%} faster",
+        f"{const.loc[4, 'constant'] / const.loc[4, 'global']:.1f} times slower with four and "
+        f"{const.loc[32, 'constant'] / const.loc[32, 'global']:.1f} times slower with 32",
+        f"{gbps.loc[big, 'H2D pinned']:.1f} GB/s host to device and {gbps.loc[big, 'D2H pinned']:.1f} GB/s device to host, "
+        f"{gbps.loc[big, ['H2D pinned', 'D2H pinned']].max() / 64:.0%} of the 64 GB/s",
+        f"{gbps.loc[big, 'D2H pageable']:.1f} GB/s device to host, and host to device at most "
+        f"{gbps['H2D pageable'].max():.1f} GB/s (at {gbps['H2D pageable'].idxmax() // 2**20} MiB), falling to "
+        f"{gbps.loc[big, 'H2D pageable']:.1f} GB/s at {big // 2**20} MiB",
+        f"{gbps.loc[big, 'D2H pinned'] / gbps.loc[big, 'D2H pageable']:.1f} times (D2H) to "
+        f"{gbps.loc[big, 'H2D pinned'] / gbps.loc[big, 'H2D pageable']:.1f} times (H2D) faster",
+        f"a 4 KiB copy takes about {ms.loc[4096, ['D2H pinned', 'D2H pageable']].min() * 1000:.0f} to "
+        f"{ms.loc[4096, ['D2H pinned', 'D2H pageable']].max() * 1000:.0f} µs device to host and "
+        f"{ms.loc[4096, ['H2D pinned', 'H2D pageable']].min() * 1000:.0f} to "
+        f"{ms.loc[4096, ['H2D pinned', 'H2D pageable']].max() * 1000:.0f} µs host to device",
+        f"({gbps.loc[2**20, 'D2H pinned']:.0f} GB/s at 1 MiB)", f"({gbps.loc[2**22, 'H2D pinned']:.0f} GB/s at 4 MiB)",
+        f"pinned ({gbps.loc[big, ['H2D pinned', 'D2H pinned']].mean():.0f} GB/s) against pageable "
+        f"({gbps.loc[big, 'H2D pageable']:.0f} to {gbps.loc[big, 'D2H pageable']:.0f} GB/s)",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+
+
+def test_chapter_computes_the_copy_ceiling_from_the_reference_data():
+    """The copy ceiling is printed by a cell from chapter 7's reference data, never typed into the text."""
+    text = _prose()
+    assert "4.2 TB/s" not in text and "4,150" not in text and "4,143" not in text
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    assert any("rl.reference_ceilings()" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+# =========================================================================== static and dynamic shared memory
+
+
+@pytest.mark.parametrize("n", [1, 31, 129, 257])
+@pytest.mark.parametrize("dynamic,threads", [(False, 64), (False, 128), (True, 64), (True, 256)])
+def test_block_reverse_static_and_dynamic(n, dynamic, threads):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    got = memory.run_block_reverse(x, threads=threads, dynamic=dynamic)
+    np.testing.assert_array_equal(got, memory.block_reverse_reference(x, threads))
+
+
+def test_block_reverse_reference_reverses_each_chunk():
+    np.testing.assert_array_equal(memory.block_reverse_reference(np.arange(5), 2), [1, 0, 3, 2, 4])
+    assert memory.block_reverse_reference(np.arange(0), 4).size == 0
+
+
+def test_static_shared_array_limits_the_block_size():
+    with pytest.raises(lh.LaunchConfigError, match="holds 128 floats"):
+        memory.run_block_reverse(np.zeros(10, np.float32), threads=256)
+    with pytest.raises(lh.ArgumentError):
+        memory.run_block_reverse(np.zeros(10, np.float64))
+
+
+def test_two_dynamic_arrays_alias_and_one_split_array_does_not():
+    x = np.arange(100, dtype=np.float32)
+    y = 1000 + x
+    np.testing.assert_array_equal(memory.run_two_buffers(x, y, split=False), 2 * y)  # b overwrote a
+    np.testing.assert_array_equal(memory.run_two_buffers(x, y, split=True), x + y)
+    with pytest.raises(lh.ArgumentError):
+        memory.run_two_buffers(x, y[:5], split=True)

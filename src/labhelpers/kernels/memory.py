@@ -4,6 +4,8 @@ One kernel per question, each with a NumPy specification and a validating wrappe
 
 * global memory, coalescing: :func:`offset_stride_copy`;
 * shared memory, banks: :func:`shared_stride_read`;
+* shared memory, static and dynamic: :func:`block_reverse_static`, :func:`block_reverse_dynamic`, and the
+  pitfall of two dynamic arrays, :func:`two_dynamic_arrays` (fixed in :func:`one_dynamic_array_split`);
 * caches and latency, pointer chasing: :func:`pointer_chase` over a :func:`chase_chain`;
 * constant memory: :func:`constant_lookup` against :func:`global_lookup`;
 * registers and local memory: :func:`local_array_static`, :func:`local_array_dynamic`;
@@ -132,6 +134,124 @@ def run_shared_stride_read(stride: int, reps: int, blocks: int = 1, threads: int
         raise ValueError(f"reps={reps} would overflow the int32 result: use reps below {2**31 // SHARED_WORDS}")
     out_d = cuda.device_array(blocks * threads, dtype=np.int32)
     shared_stride_read[blocks, threads](out_d, stride, reps)
+    return to_host(out_d)
+
+
+# =========================================================================== shared memory: static and dynamic
+
+#: Threads per block of :func:`block_reverse_static`: its shared array's size, fixed when it is compiled.
+REVERSE_THREADS = 128
+
+
+@cuda.jit
+def block_reverse_static(x, out):
+    """Each block reverses its own chunk of ``x`` through a **static** shared array of ``REVERSE_THREADS`` floats.
+
+    The size is a compile-time constant (a number or a module-level name): the compiler knows it,
+    reports it (``get_shared_mem_per_block()``), and the kernel works only with blocks of at most
+    ``REVERSE_THREADS`` threads.
+    """
+    tile = cuda.shared.array(REVERSE_THREADS, float32)  # static: the size is part of the compiled kernel
+    t = cuda.threadIdx.x
+    start = cuda.blockIdx.x * cuda.blockDim.x
+    length = min(cuda.blockDim.x, x.size - start)  # the last block may hold fewer elements
+    if t < length:
+        tile[t] = x[start + t]
+    cuda.syncthreads()  # RAW: thread t reads the element thread length - 1 - t wrote
+    if t < length:
+        out[start + t] = tile[length - 1 - t]
+
+
+@cuda.jit
+def block_reverse_dynamic(x, out):
+    """The same reversal through a **dynamic** shared array: its size is the launch's fourth parameter.
+
+    ``cuda.shared.array(0, float32)`` is Numba's ``extern __shared__ float tile[];``. Launch as
+    ``block_reverse_dynamic[blocks, threads, 0, threads * 4](x, out)``: any block size works.
+    """
+    tile = cuda.shared.array(0, float32)  # dynamic: as many bytes as the launch asks for
+    t = cuda.threadIdx.x
+    start = cuda.blockIdx.x * cuda.blockDim.x
+    length = min(cuda.blockDim.x, x.size - start)
+    if t < length:
+        tile[t] = x[start + t]
+    cuda.syncthreads()  # RAW: thread t reads the element thread length - 1 - t wrote
+    if t < length:
+        out[start + t] = tile[length - 1 - t]
+
+
+def block_reverse_reference(x: np.ndarray, threads: int) -> np.ndarray:
+    """NumPy specification: every chunk of ``threads`` consecutive elements reversed (the last one may be shorter)."""
+    x = np.asarray(x)
+    return np.concatenate([x[s:s + threads][::-1] for s in range(0, x.size, threads)]) if x.size else x.copy()
+
+
+def run_block_reverse(x, threads: int = REVERSE_THREADS, dynamic: bool = False) -> np.ndarray:
+    """Reverse every block-sized chunk of the float32 vector ``x`` with the static or the dynamic kernel.
+
+    Raises:
+        ArrayArgumentError: ``x`` is not a contiguous float32 vector.
+        LaunchConfigError: ``threads`` is not a valid block size, or exceeds ``REVERSE_THREADS`` for the static kernel
+            (its shared array has room for no more).
+    """
+    check_array(x, "x", dtype=np.float32, ndim=1)
+    threads = validate.threads_per_block(threads)
+    if not dynamic and threads > REVERSE_THREADS:
+        raise LaunchConfigError(
+            f"threads={threads}: block_reverse_static's shared array holds {REVERSE_THREADS} floats, fixed when it "
+            f"was compiled; use at most {REVERSE_THREADS} threads, or the dynamic kernel (dynamic=True).")
+    x_d = cuda.to_device(x) if isinstance(x, np.ndarray) else x
+    out_d = cuda.device_array(x.shape[0], dtype=np.float32)
+    blocks = blocks_for(x.shape[0], threads)
+    if dynamic:
+        block_reverse_dynamic[blocks, threads, 0, threads * 4](x_d, out_d)  # 4 bytes per float32
+    else:
+        block_reverse_static[blocks, threads](x_d, out_d)
+    return to_host(out_d)
+
+
+@cuda.jit
+def two_dynamic_arrays(x, y, out):
+    """A pitfall: two dynamic shared arrays are not two buffers. Both start at the same address.
+
+    The kernel means ``out[i] = x[i] + y[i]`` through ``a`` and ``b``, but ``b`` overwrites ``a``:
+    every ``cuda.shared.array(0, ...)`` of a kernel, like every ``extern __shared__`` array in
+    CUDA C++, begins at the start of the block's dynamic shared memory.
+    """
+    a = cuda.shared.array(0, float32)
+    b = cuda.shared.array(0, float32)  # the same memory as a: a second name, not a second buffer
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.size:
+        a[t] = x[i]
+        b[t] = y[i]
+        out[i] = a[t] + b[t]  # each thread reads only what it wrote itself: no barrier needed
+
+
+@cuda.jit
+def one_dynamic_array_split(x, y, out):
+    """The fix: one dynamic array, and the two buffers at different offsets in it (``a`` first, ``b`` after it)."""
+    buf = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    nt = cuda.blockDim.x  # a occupies buf[0:nt], b occupies buf[nt:2*nt]
+    i = cuda.grid(1)
+    if i < x.size:
+        buf[t] = x[i]
+        buf[nt + t] = y[i]
+        out[i] = buf[t] + buf[nt + t]
+
+
+def run_two_buffers(x, y, split: bool, threads: int = 64) -> np.ndarray:
+    """``x + y`` through two shared buffers: :func:`two_dynamic_arrays` (``split=False``) or the fix.
+
+    Both launch with room for two buffers of ``threads`` floats (``2 * threads * 4`` bytes).
+    """
+    check_array(x, "x", dtype=np.float32, ndim=1)
+    check_array(y, "y", dtype=np.float32, ndim=1, shape=x.shape)
+    threads = validate.threads_per_block(threads)
+    kernel = one_dynamic_array_split if split else two_dynamic_arrays
+    out_d = cuda.device_array(x.shape[0], dtype=np.float32)
+    kernel[blocks_for(x.shape[0], threads), threads, 0, 2 * threads * 4](cuda.to_device(x), cuda.to_device(y), out_d)
     return to_host(out_d)
 
 
