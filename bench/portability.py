@@ -1,0 +1,115 @@
+"""Chapter 12 (portability: the same kernels in Numba, CUDA C, OpenCL C and OpenACC C) on the GPU machine.
+
+``collect(out_dir)`` writes
+
+* ``ch12_gpu``: SAXPY (2^26 floats) and the tiled matmul (4096^3, tile 16) in Numba, CUDA C (NVRTC through
+  CuPy) and OpenCL C (NVIDIA's OpenCL driver, when an ICD file names it), a device-to-device copy and cuBLAS,
+  all in one run;
+* ``ch12_cpu``: the same kernels on the machine's host CPU: NumPy, Numba ``parallel=True``, OpenCL C through
+  PoCL, OpenACC C (``gcc -fopenacc``, host fallback) and the same C without ``-fopenacc``;
+* ``ch12_directives``: every version of ``saxpy_acc.c`` and ``matmul_acc.c`` on the host, with GCC's report;
+* ``ch12_data_clauses``: the copies each SAXPY version's data clauses ask for, done with CuPy around CUDA C;
+* ``ch12_toolchain``: what ran where (compiler, OpenCL platforms and devices).
+
+``bench(ctx)``: on the GPU, the OpenCL and CUDA C tiled matmul as ratios to chapter 5's Numba kernel and to
+cuBLAS, and every model's SAXPY against the copy ceiling ``ctx.copy_bandwidth_gbs()``; on the CPU, every
+model's SAXPY and matmul against NumPy (ratio = NumPy's time / the model's time).
+
+Run: ``python bench/run_all.py --only portability [--collect src/labhelpers/data/reference]``. On the lent GPU
+machines run ``bash tools/ensure_opencl.sh`` first (it writes the NVIDIA ICD file when the library is there).
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import pandas as pd
+
+from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
+
+from labhelpers.experiments import portability as ex
+from labhelpers.kernels import portability as pt
+from labhelpers.refdata import save_reference
+
+TOPIC = "portability"
+_CACHE: dict = {}
+
+
+def _gpu() -> pd.DataFrame:
+    if "gpu" not in _CACHE:
+        _CACHE["gpu"] = ex.gpu_table()
+    return _CACHE["gpu"]
+
+
+def _cpu() -> pd.DataFrame:
+    if "cpu" not in _CACHE:
+        _CACHE["cpu"] = ex.cpu_table()
+    return _CACHE["cpu"]
+
+
+def toolchain_table() -> pd.DataFrame:
+    """What ran where: the compiler, and every OpenCL device found."""
+    rows = [{"what": "C compiler (OpenACC)", "value": pt.compiler_version()}]
+    try:
+        for r in pt.opencl_devices().itertuples():
+            rows.append({"what": f"OpenCL device ({r.type})", "value": f"{r.platform}: {r.device}, {r.OpenCL}"})
+    except pt.ToolMissing as exc:
+        rows.append({"what": "OpenCL", "value": str(exc)})
+    rows.append({"what": "host CPU", "value": ex.cpu_name()})
+    rows.append({"what": "OpenACC offload", "value": "none: gcc -fopenacc runs the compute regions on the host"})
+    return pd.DataFrame(rows)
+
+
+def collect(out_dir) -> None:
+    """Measure and save the chapter's reference tables (names prefixed ch12_)."""
+    save_reference("ch12_gpu", _gpu(), out_dir,
+                   notes="SAXPY y = a*x + y, 12 bytes per element; matmul n x n x n float32, tile 16; CUDA events "
+                         "(Numba, CUDA C, cuBLAS, copy) or OpenCL profiling events; copy = CuPy D2D copy of one "
+                         "array, bytes read + written; every result checked against NumPy first")
+    save_reference("ch12_cpu", _cpu(), out_dir,
+                   notes="host CPU of the GPU machine; host clock (NumPy, Numba, C) or OpenCL profiling events "
+                         "(PoCL); OpenACC = gcc -fopenacc host fallback (one thread); C -O3 = same file without "
+                         "-fopenacc")
+    for name, make in (("ch12_directives", ex.directives_table), ("ch12_data_clauses", ex.data_clause_table),
+                       ("ch12_toolchain", toolchain_table)):
+        try:
+            save_reference(name, make(), out_dir)
+        except Exception:
+            traceback.print_exc()
+            print(f"-- portability: {name} NOT collected (see the traceback above)")
+
+
+def _value(table: pd.DataFrame, kernel: str, model: str, column: str) -> float:
+    part = table[(table["kernel"] == kernel) & (table["model"] == model) & (table["status"] == "ok")]
+    return float(part[column].iloc[0]) if len(part) else float("nan")
+
+
+def bench(ctx) -> list[Row]:
+    """GPU: tiled matmul vs Numba and cuBLAS, SAXPY vs the copy ceiling; CPU: each model vs NumPy."""
+    rows: list[Row] = []
+    gpu = _gpu()
+    copy = ctx.copy_bandwidth_gbs()
+    numba_mm = _value(gpu, "matmul", "Numba", "gflops")
+    cublas = _value(gpu, "matmul", "cuBLAS", "gflops")
+    msize = gpu.loc[gpu["kernel"] == "matmul", "size"].iloc[0]
+    for model in ("OpenCL C", "CUDA C", "Numba"):
+        v = _value(gpu, "matmul", model, "gflops")
+        if model != "Numba":
+            rows.append(Row(TOPIC, f"GPU matmul tiled16 {model}", msize, v, "GFLOP/s", "Numba tiled16 (ch05)",
+                            numba_mm))
+        rows.append(Row(TOPIC, f"GPU matmul tiled16 {model}", msize, v, "GFLOP/s", "cuBLAS FP32", cublas))
+    ssize = gpu.loc[gpu["kernel"] == "saxpy", "size"].iloc[0]
+    same_run_copy = _value(gpu, "copy", "copy (CuPy, D2D)", "gbps")
+    for model in ("Numba", "CUDA C", "OpenCL C"):
+        v = _value(gpu, "saxpy", model, "gbps")
+        rows.append(Row(TOPIC, f"GPU saxpy {model}", ssize, v, "GB/s", "D2D copy (read+write), 1 GiB", copy))
+        rows.append(Row(TOPIC, f"GPU saxpy {model}", ssize, v, "GB/s", "copy of one array, same run",
+                        same_run_copy))
+    cpu = _cpu()
+    for kernel, column, unit in (("saxpy", "gbps", "GB/s"), ("matmul", "gflops", "GFLOP/s")):
+        base = _value(cpu, kernel, "NumPy", column)
+        size = cpu.loc[cpu["kernel"] == kernel, "size"].iloc[0]
+        for model in ("Numba CPU", "OpenCL C", "OpenACC C", "C -O3"):
+            rows.append(Row(TOPIC, f"CPU {kernel} {model}", size, _value(cpu, kernel, model, column), unit,
+                            f"NumPy on the CPU ({kernel})", base))
+    return rows

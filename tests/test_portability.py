@@ -1,0 +1,475 @@
+"""Chapter 12 (portability): the listings compiled and run for real, wrappers, errors, tables, checkers, data.
+
+The OpenCL listings run on the CPU through PoCL and the OpenACC listings through ``gcc -fopenacc`` on every
+machine, CI included: ``tools/ensure_opencl.sh`` installs them, and when ``CI`` is set a missing toolchain
+fails these tests instead of skipping them. CUDA C (CuPy's NVRTC) and OpenCL on an NVIDIA GPU run with
+``LABHELPERS_BACKEND=gpu``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import labhelpers as lh
+from labhelpers.kernels import portability as pt
+from markers import SIM, gpu_only, sim_only
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = (1, 31, 64, 257, 1000) if SIM else (1, 31, 64, 257, 1000, 100_003)
+SHAPES = ((1, 1, 1), (17, 33, 5), (33, 17, 40), (16, 16, 16)) if SIM else \
+    ((1, 1, 1), (17, 33, 5), (33, 17, 40), (16, 16, 16), (257, 1003, 129))
+
+
+def _need(what):
+    """Run ``what()``; a missing toolchain skips the test, except in CI, where it fails (CI must run the listings)."""
+    try:
+        return what()
+    except pt.ToolMissing as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must compile and run the OpenCL and OpenACC listings, but: {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def cpu_opencl():
+    return _need(lambda: pt.opencl_target("cpu"))
+
+
+@pytest.fixture(scope="module")
+def openacc():
+    return _need(lambda: pt.compile_listing("saxpy_acc.c"))
+
+
+def _vectors(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+
+
+def _close(got, want, rtol=1e-6, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(got, dtype=np.float64), want, rtol=rtol, atol=atol)
+
+
+# --- the listings ----------------------------------------------------------------------------------------
+
+
+def test_every_listing_is_shipped_as_package_data():
+    for name in pt.LISTINGS:
+        assert pt.listing_path(name).is_file(), name
+        assert pt.listing(name).strip()
+    text = (ROOT / "pyproject.toml").read_text()
+    assert "listings/*" in text, "pyproject.toml's package-data must ship labhelpers/listings"
+
+
+def test_listing_function_extracts_one_function_with_its_comment():
+    cl = pt.listing_function("saxpy.cl", "saxpy")
+    assert cl.splitlines()[0].startswith("/*") and cl.rstrip().endswith("}")
+    assert "get_global_id(0)" in cl
+    cu = pt.listing_function("saxpy.cu", "saxpy")
+    assert 'extern "C"' in cu and "blockIdx.x * blockDim.x" in cu
+    acc = pt.listing_function("saxpy_acc.c", "saxpy_data")
+    assert "#pragma acc data copyin(x[0:n]) copy(y[0:n])" in acc and "saxpy_parallel" not in acc
+    with pytest.raises(lh.ArgumentError, match="has no function 'saxpi'.*saxpy"):
+        pt.listing_function("saxpy.cl", "saxpi")
+    with pytest.raises(lh.ArgumentError):
+        pt.listing("saxpy.f90")
+
+
+def test_the_listings_agree_on_what_they_compute():
+    """The barriers and the index arithmetic are the same in the three explicit models."""
+    cl, cu = pt.listing("matmul_tiled.cl"), pt.listing("matmul_tiled.cu")
+    assert cl.count("barrier(CLK_LOCAL_MEM_FENCE)") == 2 and cu.count("__syncthreads()") == 2
+    assert "CLK_GLOBAL_MEM_FENCE" not in cl
+    assert cl.count("__local float") == 2 and cu.count("__shared__ float") == 2
+    for line in ("As[ty][tx] = (row < m && k0 + tx < k)", "acc += As[ty][kk] * Bs[kk][tx];"):
+        assert line in cl and line in cu
+    assert pt.TILE == 16 and "#define TILE 16" in cl and "#define TILE 16" in cu
+
+
+def test_side_by_side_html_shows_every_model_and_wraps_lines():
+    html = pt.side_by_side_html([("A", "int x;", "c"), ("B", "y = 1", "python")], columns=2)
+    assert "grid-template-columns:repeat(2" in html and "pre-wrap" in html and "A</div>" in html
+    shown = pt.side_by_side("saxpy").data
+    for title in ("Numba (Python)", "CUDA C (saxpy.cu)", "OpenCL C (saxpy.cl)", "OpenACC C (saxpy_acc.c)"):
+        assert title in shown
+    assert "barrier" in pt.side_by_side("matmul").data
+    with pytest.raises(lh.ArgumentError):
+        pt.side_by_side("fft")
+    with pytest.raises(lh.ArgumentError):
+        pt.side_by_side_html([], columns=0)
+
+
+# --- OpenCL on the CPU --------------------------------------------------------------------------------------
+
+
+def test_opencl_lists_a_cpu_device(cpu_opencl):
+    devices = pt.opencl_devices()
+    assert {"platform", "device", "type", "compute units", "OpenCL"} <= set(devices.columns)
+    assert devices["type"].str.contains("CPU").any()
+    assert cpu_opencl.kind == "cpu" and ":" in cpu_opencl.name
+
+
+@pytest.mark.parametrize("local_size", [1, 64, 256])
+def test_opencl_saxpy_matches_numpy_on_awkward_sizes(cpu_opencl, local_size):
+    for n in SIZES:
+        x, y = _vectors(n, n)
+        got = pt.run_saxpy_opencl(1.5, x, y, local_size=local_size)
+        assert got.dtype == np.float32 and got.shape == (n,)
+        _close(got, pt.saxpy_reference(1.5, x, y))
+        _close(y, _vectors(n, n)[1], 0, 0)  # the caller's y is left alone
+
+
+def test_opencl_tiled_matmul_matches_numpy(cpu_opencl):
+    rng = np.random.default_rng(3)
+    for m, k, n in SHAPES:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((k, n)).astype(np.float32)
+        for tile in (4, 16):
+            _close(pt.run_matmul_opencl(A, B, tile=tile), pt.matmul_reference(A, B), 1e-4, 1e-4)
+
+
+def test_global_size_rounds_up_to_whole_work_groups():
+    assert [pt.global_size(n, 64) for n in (0, 1, 63, 64, 65, 1000)] == [0, 64, 64, 64, 128, 1024]
+    with pytest.raises(lh.ArgumentError):
+        pt.global_size(-1, 64)
+    with pytest.raises(lh.ArgumentError):
+        pt.global_size(10, 0)
+
+
+def test_a_global_size_that_is_not_a_multiple_of_the_local_size_is_refused(cpu_opencl):
+    """OpenCL 1.x (the default language of a program) needs whole work-groups: the pitfall the lab checks."""
+    cl = pt.opencl_module()
+    kernel = cl.Kernel(pt.opencl_program("saxpy.cl"), "saxpy")
+    x, y = _vectors(100)
+    mf = cl.mem_flags
+    ctx = cpu_opencl.context
+    kernel.set_args(np.int32(100), np.float32(2), cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x),
+                    cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=y))
+    with pytest.raises(cl.Error, match="INVALID_WORK_GROUP_SIZE"):
+        cl.enqueue_nd_range_kernel(cpu_opencl.queue, kernel, (100,), (64,)).wait()
+
+
+def test_an_opencl_build_error_carries_the_compiler_log(cpu_opencl):
+    broken = pt.listing("saxpy.cl").replace("int i = get_global_id(0);", "int i = get_global_id(0)")
+    with pytest.raises(pt.BuildError) as info:
+        pt.build_opencl(broken)
+    assert "expected ';'" in info.value.log
+    assert "--- compiler log ---" in str(info.value) and "tempfile_" not in str(info.value)
+    with pytest.raises(pt.BuildError, match="undeclared identifier 'get_thread_id'"):
+        pt.build_opencl(pt.listing("saxpy.cl").replace("get_global_id", "get_thread_id"))
+    with pytest.raises(lh.ArgumentError):
+        pt.build_opencl("   ")
+
+
+def test_opencl_wrappers_refuse_bad_input(cpu_opencl):
+    x, y = _vectors(10)
+    with pytest.raises(lh.ArrayArgumentError, match="float32"):
+        pt.run_saxpy_opencl(2.0, x.astype(np.float64), y)
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        pt.run_saxpy_opencl(2.0, x, y[:5])
+    with pytest.raises(lh.ArgumentError):
+        pt.run_saxpy_opencl(float("nan"), x, y)
+    with pytest.raises(lh.ArgumentError, match="kind"):
+        pt.run_saxpy_opencl(2.0, x, y, kind="fpga")
+    with pytest.raises(lh.ArgumentError, match="local_size"):
+        pt.run_saxpy_opencl(2.0, x, y, local_size=0)
+    with pytest.raises(lh.ArgumentError, match="allows in a work-group"):
+        pt.run_saxpy_opencl(2.0, x, y, local_size=1 << 20)
+    assert pt.run_saxpy_opencl(2.0, x[:0], y[:0]).shape == (0,)
+    A = np.ones((3, 4), np.float32)
+    with pytest.raises(lh.ArrayArgumentError, match="inner dimensions"):
+        pt.run_matmul_opencl(A, A)
+    with pytest.raises(lh.ArrayArgumentError, match="at least 1"):
+        pt.run_matmul_opencl(A[:0], A.T.copy())
+    with pytest.raises(lh.ArrayArgumentError, match="2 dimension"):
+        pt.run_matmul_opencl(A.ravel(), A)
+
+
+def test_no_opencl_says_what_to_install(monkeypatch):
+    def missing():
+        raise pt.ToolMissing("pyopencl is not installed (No module named 'pyopencl'): " + pt.INSTALL_OPENCL)
+
+    monkeypatch.setattr(pt, "opencl_module", missing)
+    pt.opencl_target.cache_clear()
+    try:
+        with pytest.raises(pt.ToolMissing, match="pip install pyopencl.*apt-get install pocl-opencl-icd"):
+            pt.run_saxpy_opencl(2.0, *_vectors(4))
+        status = pt.toolchain_status()
+        row = status[status["model"] == "OpenCL C"].iloc[0]
+        assert not row["runs"] and "pocl-opencl-icd" in row["where"]
+    finally:
+        pt.opencl_target.cache_clear()
+
+
+def test_no_opencl_platform_says_what_to_install():
+    """A fresh process whose ICD loader finds no driver at all (an empty vendors folder)."""
+    code = ("import labhelpers\nfrom labhelpers.kernels import portability as pt\n"
+            "try:\n    pt.opencl_devices()\nexcept pt.ToolMissing as e:\n    print('MISSING', e)\n")
+    env = dict(os.environ, OCL_ICD_VENDORS=str(ROOT / "tests"), LABHELPERS_BACKEND="sim")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "MISSING no OpenCL platform found" in out.stdout and "pocl-opencl-icd" in out.stdout, out.stderr
+
+
+def test_an_opencl_gpu_is_asked_for_by_name():
+    try:
+        target = pt.opencl_target("gpu")
+    except pt.ToolMissing as exc:
+        assert "GPU" in str(exc) and ("nvidia.icd" in str(exc) or "install" in str(exc))
+    else:
+        assert target.kind == "gpu"
+
+
+# --- OpenACC with gcc -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", pt.ACC_SAXPY_VERSIONS)
+def test_openacc_saxpy_versions_match_numpy(openacc, version):
+    for n in SIZES:
+        x, y = _vectors(n, n)
+        _close(pt.run_saxpy_acc(version, 2.0, -0.5, x, y), pt.saxpy_twice_reference(2.0, -0.5, x, y), 1e-5, 1e-5)
+
+
+def test_openacc_one_loop_saxpy_matches_numpy(openacc):
+    for n in SIZES:
+        x, y = _vectors(n, n)
+        _close(pt.run_saxpy_openacc(3.0, x, y), pt.saxpy_reference(3.0, x, y))
+
+
+@pytest.mark.parametrize("version", pt.ACC_MATMUL_VERSIONS)
+def test_openacc_matmul_versions_match_numpy(openacc, version):
+    rng = np.random.default_rng(4)
+    for m, k, n in SHAPES:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((k, n)).astype(np.float32)
+        _close(pt.run_matmul_acc(A, B, version), pt.matmul_reference(A, B), 1e-4, 1e-4)
+
+
+def test_gcc_reports_which_loops_it_parallelised(openacc):
+    saxpy = pt.openacc_report("saxpy_acc.c").set_index("function")
+    assert set(saxpy.loc[["saxpy_parallel", "saxpy_data", "saxpy"], "parallelism"]) == {"gang vector"}
+    assert "saxpy_naive" not in saxpy.index  # no directive, no OpenACC loop
+    assert (saxpy.loc[["saxpy_kernels"], "parallelism"] == "seq").all()  # GCC proved nothing under kernels
+    matmul = pt.openacc_report("matmul_acc.c")
+    by = {(r.function, r.parallelism) for r in matmul.itertuples()}
+    assert {("matmul_parallel", "gang vector"), ("matmul_collapse", "gang vector"), ("matmul_collapse", "seq"),
+            ("matmul_gang_vector", "gang"), ("matmul_gang_vector", "vector")} <= by
+    assert matmul["directive"].str.startswith("#pragma acc").all()
+
+
+def test_the_seeds_kernel_directive_is_ignored_with_a_warning(openacc):
+    """`#pragma acc kernel` (the lecture's spelling) is no OpenACC directive: GCC drops it, -Wall says so."""
+    source = pt.listing("saxpy_acc.c").replace("#pragma acc kernels", "#pragma acc kernel")
+    compiled = pt.compile_c(source, pt.OPENACC_FLAGS, "saxpy_acc.c")
+    assert "ignoring '#pragma acc kernel'" in compiled.report.replace("‘", "'").replace("’", "'")
+    x, y = _vectors(33)
+    fn = compiled.function("saxpy_kernels", [__import__("ctypes").c_int, __import__("ctypes").c_float,
+                                             __import__("ctypes").c_float, pt._P, pt._P])
+    out = y.copy()
+    fn(33, 2.0, 3.0, x.ctypes.data, out.ctypes.data)
+    _close(out, pt.saxpy_twice_reference(2.0, 3.0, x, y), 1e-5, 1e-5)  # right answer, serial: silently no OpenACC
+
+
+def test_a_c_build_error_carries_the_log_and_a_missing_compiler_says_what_to_install(openacc, monkeypatch):
+    with pytest.raises(pt.BuildError, match="expected") as info:
+        pt.compile_c("void f(int n) { int i = n }", pt.OPENACC_FLAGS, "broken.c")
+    assert "broken.c" in info.value.log
+    monkeypatch.setenv("CC", "no-such-compiler-xyz")
+    pt.compile_c.cache_clear()
+    with pytest.raises(pt.ToolMissing, match="apt-get install gcc"):
+        pt.compile_listing("saxpy_acc.c")
+    monkeypatch.delenv("CC")
+    pt.compile_c.cache_clear()
+
+
+def test_openacc_wrappers_refuse_bad_input(openacc):
+    x, y = _vectors(8)
+    with pytest.raises(lh.ArgumentError, match="version"):
+        pt.run_saxpy_acc("fast", 1.0, 2.0, x, y)
+    with pytest.raises(lh.ArgumentError):
+        pt.run_saxpy_acc("data", 1.0, float("inf"), x, y)
+    with pytest.raises(lh.ArrayArgumentError):
+        pt.run_saxpy_openacc(1.0, x, y.astype(np.float64))
+    with pytest.raises(lh.ArgumentError, match="version"):
+        pt.run_matmul_acc(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), "tiles")
+    with pytest.raises(lh.ArgumentError, match="no function"):
+        pt.compile_listing("saxpy_acc.c").function("saxpy_fast", [])
+    with pytest.raises(lh.ArgumentError):
+        pt.compile_listing("saxpy.cl")
+
+
+def test_data_clauses_count_transfers():
+    n = 1000
+    assert pt.acc_transfers("naive", n) == {"h2d_copies": 0, "d2h_copies": 0, "bytes": 0}
+    assert pt.acc_transfers("parallel", n) == {"h2d_copies": 4, "d2h_copies": 2, "bytes": 24_000}
+    assert pt.acc_transfers("data", n)["bytes"] == pt.acc_transfers("kernels", n)["bytes"] == 12_000
+    with pytest.raises(lh.ArgumentError):
+        pt.acc_transfers("managed", n)
+    with pytest.raises(lh.ArgumentError):
+        pt.acc_transfers("data", -1)
+
+
+# --- Numba, GPU and CPU ------------------------------------------------------------------------------------
+
+
+def test_numba_saxpy_and_cpu_versions_match_numpy():
+    for n in SIZES:
+        x, y = _vectors(n, n)
+        want = pt.saxpy_reference(-2.0, x, y)
+        _close(pt.run_saxpy_numba(-2.0, x, y, threads=64), want)
+        _close(pt.run_saxpy_cpu(-2.0, x, y), want)
+    rng = np.random.default_rng(5)
+    for m, k, n in SHAPES[:3]:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((k, n)).astype(np.float32)
+        _close(pt.run_matmul_cpu(A, B), pt.matmul_reference(A, B), 1e-4, 1e-4)
+        _close(pt.run_matmul_numba(A, B, tile=8), pt.matmul_reference(A, B), 1e-4, 1e-4)
+
+
+def test_numba_wrappers_refuse_bad_input():
+    x, y = _vectors(8)
+    with pytest.raises(lh.LaunchConfigError):
+        pt.run_saxpy_numba(1.0, x, y, threads=0)
+    with pytest.raises(lh.ArrayArgumentError):
+        pt.run_saxpy_cpu(1.0, x.reshape(2, 4), y.reshape(2, 4))
+    with pytest.raises(lh.ArgumentError):
+        pt.run_saxpy_numba("2", x, y)
+
+
+@sim_only
+def test_cuda_c_needs_a_gpu_and_says_so():
+    x, y = _vectors(8)
+    with pytest.raises(lh.GPUOnlyError, match="NVRTC"):
+        pt.run_saxpy_cuda(1.0, x, y)
+    with pytest.raises(lh.GPUOnlyError):
+        pt.run_matmul_cuda(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+
+
+@gpu_only
+def test_cuda_c_listings_match_numpy_on_the_gpu():
+    for n in SIZES:
+        x, y = _vectors(n, n)
+        _close(pt.run_saxpy_cuda(0.5, x, y), pt.saxpy_reference(0.5, x, y))
+    rng = np.random.default_rng(6)
+    for m, k, n in SHAPES:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((k, n)).astype(np.float32)
+        _close(pt.run_matmul_cuda(A, B), pt.matmul_reference(A, B), 1e-4, 1e-4)
+        _close(pt.run_matmul_cuda(A, B, tile=32), pt.matmul_reference(A, B), 1e-4, 1e-4)
+
+
+@gpu_only
+def test_a_cuda_c_build_error_carries_nvrtc_log():
+    broken = pt.listing("saxpy.cu").replace("+ threadIdx.x;", "+ threadIdx.x")
+    with pytest.raises(pt.BuildError, match="expected") as info:
+        pt.build_cuda_c(broken, "saxpy", name="saxpy.cu")
+    assert "--- compiler log ---" in str(info.value) and info.value.log
+
+
+@gpu_only
+def test_opencl_on_the_nvidia_gpu_when_its_driver_is_named():
+    try:
+        target = pt.opencl_target("gpu")
+    except pt.ToolMissing as exc:
+        pytest.skip(f"NVIDIA's OpenCL is not installed here: {exc}")
+    assert "NVIDIA" in target.name
+    for n in SIZES:
+        x, y = _vectors(n, n)
+        _close(pt.run_saxpy_opencl(0.5, x, y, kind="gpu"), pt.saxpy_reference(0.5, x, y))
+    rng = np.random.default_rng(7)
+    for m, k, n in SHAPES:
+        A = rng.standard_normal((m, k)).astype(np.float32)
+        B = rng.standard_normal((k, n)).astype(np.float32)
+        _close(pt.run_matmul_opencl(A, B, kind="gpu"), pt.matmul_reference(A, B), 1e-4, 1e-4)
+
+
+# --- tables ------------------------------------------------------------------------------------------------
+
+
+def test_terminology_uses_the_real_opencl_names():
+    t = pt.terminology_table()
+    assert t.loc["all the threads of one launch", "OpenCL"] == "NDRange"
+    assert t.loc["a group that shares fast memory and barriers", "OpenCL"] == "work-group"
+    assert t.loc["one instance of the kernel", "OpenCL"] == "work-item"
+    assert t.loc["index of the block", "OpenCL"] == "get_group_id(0)"
+    assert t.loc["index of the thread in its block", "OpenCL"] == "get_local_id(0)"
+    assert t.loc["index of the thread in the whole launch", "OpenCL"] == "get_global_id(0)"
+    assert t.loc["barrier of a block", "OpenCL"] == "barrier(CLK_LOCAL_MEM_FENCE)"
+    assert t.loc["memory shared by a block", "OpenCL"].startswith("__local")
+    assert "sub-group" in t.loc["threads that issue together (32 on NVIDIA)", "OpenCL"]
+    assert list(pt.terminology_table(["Numba"]).columns) == ["Numba"]
+    with pytest.raises(lh.ArgumentError):
+        pt.terminology_table(["HIP"])
+    # every OpenCL function named in the table is a real built-in: the listings' compiler knows them
+    assert all(name in "get_global_id get_group_id get_local_id get_local_size get_num_groups"
+               for name in ("get_group_id", "get_local_id"))
+
+
+def test_opencl_builtins_of_the_table_compile(cpu_opencl):
+    body = "; ".join(f"y[{i}] = {f}" for i, f in enumerate(
+        ("get_global_id(0)", "get_group_id(0)", "get_local_id(0)", "get_local_size(0)", "get_num_groups(0)")))
+    pt.build_opencl(f"__kernel void k(__global float *y) {{ {body}; barrier(CLK_LOCAL_MEM_FENCE); }}")
+
+
+def test_seed_mistakes_are_listed_with_their_fixes():
+    said = " ".join(m["seed says"] for m in pt.SEED_MISTAKES)
+    fixed = " ".join(m["correct"] for m in pt.SEED_MISTAKES)
+    assert "`kernel`" in said and "declarative" in said and "Block ID" in said and "Local ID" in said
+    assert "`kernels`" in fixed and "directive" in fixed and "get_group_id(0)" in fixed and "get_local_id(0)" in fixed
+
+
+def test_toolchain_status_says_what_runs_here():
+    status = _need(pt.toolchain_status)
+    assert {"OpenCL C", "OpenACC C", "CUDA C", "Numba CUDA"} <= set(status["model"])
+    if SIM:
+        assert not status.set_index("model").loc["CUDA C", "runs"]
+
+
+# --- experiments ---------------------------------------------------------------------------------------------
+
+
+def test_cpu_table_runs_every_model_small(cpu_opencl, openacc):
+    from labhelpers.experiments import portability as ep
+
+    t = ep.cpu_table(1 << 12, 24, repeat=1, matmul_repeat=1)
+    assert list(t.columns) == list(ep.COLUMNS)
+    assert set(t["model"]) == {"NumPy", "Numba CPU", "OpenCL C", "OpenACC C", "C -O3"}
+    assert (t["status"] == "ok").all() and (t["median_ms"] > 0).all()
+    assert t["machine"].str.startswith("CPU: ").all()
+    assert (t.loc[t["kernel"] == "saxpy", "gbps"] > 0).all() and (t.loc[t["kernel"] == "matmul", "gflops"] > 0).all()
+
+
+def test_directives_table_times_every_version(openacc):
+    from labhelpers.experiments import portability as ep
+
+    t = ep.directives_table(1 << 10, 16, repeat=1)
+    assert len(t) == len(pt.ACC_SAXPY_VERSIONS) + len(pt.ACC_MATMUL_VERSIONS)
+    assert t.set_index("version").loc["naive", "parallelism"] == "(no OpenACC loop)"
+    assert (t["median_ms"] > 0).all()
+
+
+@sim_only
+def test_gpu_tables_need_a_gpu():
+    from labhelpers.experiments import portability as ep
+
+    with pytest.raises(lh.GPUOnlyError):
+        ep.gpu_table(1024, 32)
+    with pytest.raises(lh.GPUOnlyError):
+        ep.data_clause_table(1024)
+
+
+@gpu_only
+def test_gpu_tables_run_small_on_a_gpu():
+    from labhelpers.experiments import portability as ep
+
+    t = ep.gpu_table(1 << 20, 256, repeat=3, matmul_repeat=2)
+    ok = t[t["status"] == "ok"]
+    assert {"Numba", "CUDA C", "cuBLAS"} <= set(ok["model"])
+    assert (ok["median_ms"] > 0).all()
+    d = ep.data_clause_table(1 << 20, repeat=2)
+    assert list(d["version"]) == ["naive", "parallel", "data", "kernels"]
