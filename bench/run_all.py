@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Context, report  # noqa: E402
 
-TOPICS = ["cuda_intro", "bsp", "memory", "scheduling", "matmul", "reduction", "roofline", "nbody", "stencil", "scan", "consistency"]
+TOPICS = ["cuda_intro", "bsp", "memory", "scheduling", "matmul", "reduction", "roofline", "nbody", "stencil", "scan", "portability", "consistency"]
 
 
 def main() -> int:
