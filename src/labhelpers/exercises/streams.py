@@ -1,0 +1,301 @@
+"""Checkers for the lab "Streams and the host-device link" (labs/11_streams_lab.ipynb).
+
+1. :func:`check_pinned_buffers`: two page-locked float32 host buffers (asked of the driver on a GPU; under
+   the simulator, where every array is ordinary NumPy memory, read from the function's source).
+2. :func:`check_chunked_pipeline`: the chunk loop, right for every size and number of chunks, written
+   into an output that sits between guard bands (and starts as NaN), so a missing remainder, a copy
+   the wrong way or a write outside the output shows.
+3. :func:`check_prediction`: the pipelined time predicted by the ideal formula, against the engine model.
+4. :func:`check_no_hidden_sync`: the pipeline without its hidden synchronisations, checked by reading the
+   function (what runs inside the loop) and by running it.
+
+Failures raise :class:`~labhelpers.errors.CheckFailed` with a message that names the likely bug.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+import numpy as np
+from numba import cuda
+
+from .. import backend, validate
+from ..errors import CheckFailed
+from ..kernels import streams as ks
+from ..models import streams as model
+
+#: FMAs per element of the lab's kernel (small under the simulator).
+LAB_ITERS = ks.SIM_ITERS
+#: (n, chunks, streams) cases of exercises 2 and 4: one element, as many chunks as elements, remainders.
+PIPELINE_CASES_SIM: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (7, 7, 3), (33, 4, 2), (100, 3, 2), (257, 7, 3))
+PIPELINE_CASES_GPU: tuple[tuple[int, int, int], ...] = PIPELINE_CASES_SIM + ((1_000_003, 7, 3), (2**20 + 5, 16, 4))
+#: Guard elements on each side of the checker's buffers, and the value the output's guards hold.
+GUARD = 64
+GUARD_VALUE = np.float32(-777.0)
+#: Calls that have no place inside the issue loop of a pipeline (each may synchronise or stage).
+LOOP_FORBIDDEN = {
+    "synchronize": "a synchronisation inside the loop waits for the GPU after every chunk",
+    "device_array": "allocating device memory in the loop may synchronise the device: allocate once, before it",
+    "device_array_like": "allocating device memory in the loop may synchronise the device: allocate once, before it",
+    "to_device": "cuda.to_device allocates device memory (and copies synchronously without stream=): allocate "
+                 "before the loop and copy with d.copy_to_device(h, stream=s)",
+    "pinned_array": "allocating pinned memory synchronises the device: allocate once, before the loop",
+    "pinned_array_like": "allocating pinned memory synchronises the device: allocate once, before the loop",
+    "copy_to_host_async": "there is no copy_to_host_async: copy_to_host(ary, stream=s) is the asynchronous copy",
+}
+PINNED_CALLS = ("pinned_array", "pinned_array_like", "mapped_array", "mapped_array_like")
+PAGEABLE_CALLS = ("empty", "zeros", "ones", "empty_like", "zeros_like", "ones_like", "full", "array", "copy")
+
+
+def _cases():
+    return PIPELINE_CASES_SIM if backend.is_simulator() else PIPELINE_CASES_GPU
+
+
+def _function_tree(fn, what: str) -> ast.FunctionDef:
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise CheckFailed(f"the source of {what} cannot be read: define it in a notebook cell with `def`.") from None
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            return node
+    raise CheckFailed(f"{what} is not a function defined with `def`.")
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    if isinstance(f, ast.Attribute):
+        return f.attr
+    if isinstance(f, ast.Name):
+        return f.id
+    return ""
+
+
+def _calls(tree: ast.AST) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+
+def _issues_work(loop: ast.AST) -> bool:
+    """Does the loop copy or launch (a copy call, or a call of a subscript: ``kernel[grid, block, s](...)``)?"""
+    for call in _calls(loop):
+        if _call_name(call) in ("copy_to_device", "copy_to_host") or isinstance(call.func, ast.Subscript):
+            return True
+    return False
+
+
+def loop_problems(fn, what: str = "your function") -> list[str]:
+    """What runs inside ``fn``'s issue loops (those that copy or launch) that should not: one line per call."""
+    tree = _function_tree(fn, what)
+    problems = []
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        if not _issues_work(loop):
+            continue  # e.g. `for s in pool: s.synchronize()` after the issue loop: waiting once is the point
+        for call in _calls(loop):
+            name = _call_name(call)
+            if name in LOOP_FORBIDDEN:
+                problems.append(f"line {call.lineno - tree.lineno + 1} of {what}: `{name}(...)` inside the loop: "
+                                f"{LOOP_FORBIDDEN[name]}")
+    return sorted(set(problems))
+
+
+def _pinned_in_source(fn, what: str) -> int:
+    return sum(1 for c in _calls(_function_tree(fn, what)) if _call_name(c) in PINNED_CALLS)
+
+
+def _require_page_locked(arrays, fn, what: str, minimum: int) -> None:
+    """On a GPU ask the driver; under the simulator count pinned allocations in the source."""
+    if backend.is_simulator():
+        if _pinned_in_source(fn, what) < minimum:
+            raise CheckFailed(f"{what} does not allocate its host buffers with cuda.pinned_array: ordinary NumPy "
+                              "arrays are pageable, and copies from them are staged by the driver and do not run "
+                              "asynchronously. (Under the simulator this is read from your code; on a GPU the "
+                              "checker asks the driver.)")
+        return
+    for name, a in arrays:
+        if not ks.is_page_locked(a):
+            raise CheckFailed(f"{name} is pageable memory (the driver does not know it as page-locked): allocate it "
+                              "with cuda.pinned_array(n, dtype=np.float32).")
+
+
+# ------------------------------------------------------------------------------------------ exercise 1
+
+
+def check_pinned_buffers(make_buffers) -> None:
+    """Exercise 1: ``make_buffers(n)`` returns ``(h_in, h_out)``, two page-locked float32 arrays of ``n`` elements.
+
+    Then the checker moves data through them with asynchronous copies on a stream and checks it arrives.
+    """
+    validate.function(make_buffers, "make_buffers")
+    for n in (1, 33, 1003):
+        got = make_buffers(n)
+        if not isinstance(got, tuple) or len(got) != 2:
+            raise CheckFailed(f"make_buffers({n}) must return a tuple (h_in, h_out), got {type(got).__name__}.")
+        h_in, h_out = got
+        for name, a in (("h_in", h_in), ("h_out", h_out)):
+            if not isinstance(a, np.ndarray):
+                raise CheckFailed(f"{name} must be a host array (np.ndarray), got {type(a).__name__}: "
+                                  "cuda.pinned_array returns one.")
+            if a.dtype != np.float32 or a.shape != (n,):
+                raise CheckFailed(f"{name} must be float32 of shape ({n},), got {a.dtype} of shape {a.shape}.")
+        if np.shares_memory(h_in, h_out):
+            raise CheckFailed("h_in and h_out share memory: allocate two separate buffers.")
+        _require_page_locked((("h_in", h_in), ("h_out", h_out)), make_buffers, "make_buffers", 2)
+        x = np.arange(n, dtype=np.float32)
+        h_in[:] = x
+        h_out[:] = np.nan
+        s = cuda.stream()
+        d = cuda.device_array(n, dtype=np.float32)
+        d.copy_to_device(h_in, stream=s)
+        d.copy_to_host(h_out, stream=s)
+        s.synchronize()
+        if not np.array_equal(h_out, x):
+            raise CheckFailed("data copied in and out through your buffers did not come back unchanged.")
+    print("Correct: two page-locked float32 buffers; a round trip through them on a stream returns the data.")
+
+
+# ------------------------------------------------------------------------------------------ exercise 2
+
+
+def _guarded_pinned(values: np.ndarray, guard_value) -> tuple[np.ndarray, np.ndarray]:
+    """A pinned buffer holding ``values`` between ``GUARD`` guard elements on each side; returns (whole, view)."""
+    whole = cuda.pinned_array(values.size + 2 * GUARD, dtype=np.float32)
+    whole[:] = guard_value
+    view = whole[GUARD:GUARD + values.size]
+    view[:] = values
+    return whole, view
+
+
+def _pipeline_diagnosis(got: np.ndarray, expected: np.ndarray, n: int, chunks: int) -> str | None:
+    unwritten = np.isnan(got)
+    if unwritten.all():
+        return ("no output was written: do the D2H copies run the right way? d_out.copy_to_host(h_out[lo:hi], "
+                "stream=s) copies device -> host; d_out.copy_to_device(h_out[...]) overwrites the device result "
+                "with the host's (the lecture's reversed cudaMemcpyAsync)")
+    if unwritten.any():
+        idx = np.flatnonzero(unwritten)
+        tail = idx.min() >= n - (n % chunks) and n % chunks and idx.size <= n % chunks
+        if tail:
+            return (f"the last {idx.size} element(s) were never computed: with n = {n} and {chunks} chunks the "
+                    "chunks must cover the remainder n % chunks too. Use lo = c * n // chunks and "
+                    "hi = (c + 1) * n // chunks")
+        return (f"{idx.size} of {n} outputs were never written (first at index {int(idx[0])}): the chunks leave "
+                "gaps. Chunk c covers [c * n // chunks, (c + 1) * n // chunks)")
+    tol = ks.tolerance(LAB_ITERS)
+    bad = ~np.isclose(got, expected, rtol=tol, atol=1e-6)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        return (f"{int(bad.sum())} of {n} outputs are wrong (first at index {i}: got {got[i]!r}, expected "
+                f"{expected[i]!r}): does each chunk copy, compute and copy back the SAME slice lo:hi, and does the "
+                "kernel get the chunk's device views d_in[lo:hi], d_out[lo:hi]?")
+    return None
+
+
+def check_chunked_pipeline(pipeline) -> None:
+    """Exercise 2: ``pipeline(h_in, h_out, chunks, streams)`` fills ``h_out`` with ``fma_chain(h_in)``.
+
+    ``h_in`` and ``h_out`` are pinned views inside larger buffers: NaN around the input, guard values around
+    the output (they must survive), the output NaN before the call. Sizes include remainders
+    (``n % chunks != 0``) and as many chunks as elements.
+    """
+    validate.function(pipeline, "pipeline")
+    rng = np.random.default_rng(11)
+    for n, chunks, streams in _cases():
+        x = (rng.random(n) * 4).astype(np.float32)
+        whole_in, h_in = _guarded_pinned(x, np.nan)
+        whole_out, h_out = _guarded_pinned(np.full(n, np.nan, dtype=np.float32), GUARD_VALUE)
+        try:
+            pipeline(h_in, h_out, chunks, streams)
+        except CheckFailed:
+            raise
+        except Exception as exc:
+            raise CheckFailed(f"pipeline raised {type(exc).__name__} for n={n}, chunks={chunks}, streams={streams}: "
+                              f"{str(exc)[:400]}") from None
+        cuda.synchronize()
+        where = f"n={n}, chunks={chunks}, streams={streams}"
+        if not np.array_equal(whole_in[GUARD:GUARD + n], x):
+            raise CheckFailed(f"{where}: the input h_in changed. An H2D copy written the wrong way "
+                              "(d_in.copy_to_host(h_in...)) copies device -> host: use d_in[lo:hi].copy_to_device("
+                              "h_in[lo:hi], stream=s).")
+        guards = np.concatenate([whole_out[:GUARD], whole_out[GUARD + n:]])
+        if not (guards == GUARD_VALUE).all():
+            raise CheckFailed(f"{where}: something was written outside h_out (the guard bands around it changed).")
+        problem = _pipeline_diagnosis(np.array(h_out), ks.fma_chain_reference(x, LAB_ITERS), n, chunks)
+        if problem:
+            raise CheckFailed(f"{where}: {problem}.")
+    print(f"Correct: the pipeline is right for all {len(_cases())} (n, chunks, streams) cases tried, "
+          "remainders included, and writes nothing outside its output.")
+
+
+# ------------------------------------------------------------------------------------------ exercise 3
+
+PREDICTION_CASES: tuple[tuple[float, float, float, int], ...] = (
+    (5.0, 4.0, 5.0, 1), (5.0, 4.0, 5.0, 8), (1.0, 10.0, 1.0, 4), (3.0, 1.0, 1.0, 16), (1.0, 1.0, 4.0, 3),
+    (2.0, 2.0, 2.0, 5), (0.5, 0.1, 0.25, 32), (7.0, 7.0, 0.0, 2))
+
+
+def check_prediction(predict_ms) -> None:
+    """Exercise 3: ``predict_ms(h2d_ms, kernel_ms, d2h_ms, chunks)`` for two copy engines, one stream per chunk.
+
+    Compared with :func:`labhelpers.models.streams.pipeline_time` (depth-first issue, no per-operation
+    overhead) on cases including one chunk, a kernel much longer than the copies and copies much longer
+    than the kernel.
+    """
+    validate.function(predict_ms, "predict_ms")
+    for h, k, d, c in PREDICTION_CASES:
+        want = model.pipeline_time(h, k, d, c, c, copy_engines=2)
+        got = predict_ms(h, k, d, c)
+        if got is None:
+            raise CheckFailed("predict_ms returned None: return the predicted time in ms.")
+        try:
+            got = float(got)
+        except (TypeError, ValueError):
+            raise CheckFailed(f"predict_ms must return a number, got {type(got).__name__}.") from None
+        if not np.isclose(got, want, rtol=1e-9, atol=1e-12):
+            hint = ""
+            if np.isclose(got, h + k + d):
+                hint = " That is the serial time: the chunks overlap."
+            elif np.isclose(got, max(h, k, d)):
+                hint = (" That is the slowest stage alone: the other two stages still show once, while the pipeline "
+                        "fills and drains, a k-th of them each.")
+            elif np.isclose(got, (h + k + d) / c):
+                hint = " Dividing everything by k assumes all three stages overlap perfectly from the first moment."
+            raise CheckFailed(f"predict_ms({h}, {k}, {d}, chunks={c}) = {got!r}, the model gives {want!r}.{hint}")
+    print(f"Correct: your prediction equals the engine model on all {len(PREDICTION_CASES)} cases.")
+
+
+# ------------------------------------------------------------------------------------------ exercise 4
+
+
+def check_no_hidden_sync(pipeline) -> None:
+    """Exercise 4: ``pipeline(x, chunks, streams)`` returns ``fma_chain(x)`` in a pinned host buffer, without
+    synchronising, allocating or copying through pageable memory inside its loop."""
+    validate.function(pipeline, "pipeline")
+    problems = loop_problems(pipeline, "your pipeline")
+    if problems:
+        raise CheckFailed("hidden synchronisation left in the loop:\n  " + "\n  ".join(problems))
+    rng = np.random.default_rng(5)
+    for n, chunks, streams in _cases()[:4]:
+        x = (rng.random(n) * 4).astype(np.float32)
+        try:
+            out = pipeline(x, chunks, streams)
+        except Exception as exc:
+            raise CheckFailed(f"your pipeline raised {type(exc).__name__} for n={n}, chunks={chunks}: "
+                              f"{str(exc)[:400]}") from None
+        cuda.synchronize()
+        if out is None:
+            raise CheckFailed("your pipeline returned None: return the host output buffer h_out.")
+        if not isinstance(out, np.ndarray) or out.shape != (n,):
+            raise CheckFailed(f"your pipeline must return the host output of shape ({n},).")
+        _require_page_locked((("the returned output", out),), pipeline, "your pipeline", 2)
+        problem = _pipeline_diagnosis(np.array(out), ks.fma_chain_reference(x, LAB_ITERS), n, chunks)
+        if problem:
+            raise CheckFailed(f"n={n}, chunks={chunks}: {problem}.")
+    print("Correct: nothing in the loop synchronises or allocates, the output is page-locked, and the result is "
+          "right.")
+
+
+__all__ = ["GUARD", "LAB_ITERS", "check_chunked_pipeline", "check_no_hidden_sync", "check_pinned_buffers",
+           "check_prediction", "loop_problems"]

@@ -1,0 +1,318 @@
+"""Chapter "Streams and the host-device link": the kernel, the chunked pipeline, NumPy references.
+
+=================================  ==========================================================================
+ name                               lesson
+=================================  ==========================================================================
+ ``fma_chain``                      the job's kernel: ``iters`` dependent FMAs per element, so its time can be
+                                    tuned to match the copies (SAXPY's one FMA per 12 bytes is all copy)
+ ``fill``                           writes a constant: first touch of managed memory on the device
+ ``StreamPipeline``                 pinned host buffers, device buffers, ``streams`` streams; ``issue()``
+                                    queues H2D, kernel and D2H of ``chunks`` chunks in depth-first or
+                                    breadth-first order, optionally with CUDA events around every operation
+ ``run_pipeline``                   the checked host wrapper: any ``n``, any number of chunks
+ ``reversed_d2h_pipeline``          PITFALL: the D2H copy with its arguments reversed (the output stays unwritten)
+=================================  ==========================================================================
+
+The pipeline keeps one device slice per chunk (the device buffers hold the whole job): with buffers
+reused per stream, breadth-first issue would overwrite chunk ``c``'s input with chunk ``c + s``'s before
+chunk ``c``'s kernel has read it (stream order puts the second copy before the first kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .. import backend, validate
+from ..errors import ArgumentError, GPUOnlyError
+from ..models.streams import OPS, ORDERS, chunk_bounds, issue_order
+
+#: The FMA's multiplier and addend: ``v = A * v + B`` has the fixed point 1 and shrinks ``v - 1`` by
+#: ``A`` per step (float32 constants: Python floats would make the kernel compute in float64).
+A = np.float32(1.0 - 2.0**-12)
+B = np.float32(2.0**-12)
+#: Threads per block of the pipeline's kernel.
+THREADS = 256
+#: Iterations of ``fma_chain`` under the simulator (on a GPU the experiments calibrate it to the copies).
+SIM_ITERS = 8
+
+
+@cuda.jit
+def fma_chain(x, out, a, b, iters):
+    """``out[i] = f(f(...f(x[i])))`` with ``f(v) = a * v + b`` applied ``iters`` times.
+
+    One load and one store per element and ``iters`` dependent fused multiply-adds in between: the
+    number of iterations sets the kernel's time without changing the bytes it moves, so the chapter
+    can make the kernel as long as the copies (or longer, or shorter).
+    """
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        for _ in range(iters):
+            v = a * v + b
+        out[i] = v
+
+
+@cuda.jit
+def fill(x, value):
+    """``x[:] = value`` on the device (the first touch of a managed array, when the GPU makes it)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = value
+
+
+def fma_chain_reference(x, iters: int, a: float = A, b: float = B) -> np.ndarray:
+    """NumPy specification of :func:`fma_chain`, in float32 like the kernel.
+
+    On a GPU each step is one fused multiply-add (one rounding instead of two), so the results agree
+    to a relative error of about ``iters * 6e-8``, not bit for bit.
+    """
+    validate.array(x, "x", dtype=np.float32, ndim=1)
+    iters = validate.integer(iters, "iters", minimum=0)
+    v = np.array(x, dtype=np.float32, copy=True)
+    a, b = np.float32(a), np.float32(b)
+    for _ in range(iters):
+        v = a * v + b
+    return v
+
+
+def fma_chain_closed_form(x, iters: int, a: float = float(A), b: float = float(B)) -> np.ndarray:
+    """The exact value in float64: ``a**iters * (x - f) + f`` with the fixed point ``f = b / (1 - a)``."""
+    iters = validate.integer(iters, "iters", minimum=0)
+    x = np.asarray(x, dtype=np.float64)
+    f = b / (1.0 - a)
+    return a**iters * (x - f) + f
+
+
+def tolerance(iters: int) -> float:
+    """Relative tolerance for comparing :func:`fma_chain` on a GPU with the float32 reference."""
+    return 1e-6 + 2e-7 * validate.integer(iters, "iters", minimum=0)
+
+
+def pipeline_bytes(n: int) -> dict:
+    """Bytes each stage moves for ``n`` float32 elements: H2D and D2H over the link, the kernel in device memory."""
+    n = validate.integer(n, "n", minimum=1)
+    return {"H2D": 4 * n, "kernel": 8 * n, "D2H": 4 * n}
+
+
+@dataclass
+class StreamPipeline:
+    """The chunked pipeline ``h_out = fma_chain(h_in)`` on ``streams`` streams, its buffers allocated once.
+
+    ``h_in`` and ``h_out`` are pinned (page-locked) host arrays: only those let a copy run
+    asynchronously (a pageable one is staged by the driver and the call returns when the copy is done).
+    Allocation happens here, before the timed loop: allocating device or pinned memory synchronises
+    the whole device. Chunk ``c`` runs on stream ``c % streams``.
+
+    >>> p = StreamPipeline(n, chunks=8, streams=4, iters=100)
+    >>> p.h_in[:] = x
+    >>> p.issue("depth-first"); p.synchronize()
+    >>> p.h_out          # the result
+    """
+
+    n: int
+    chunks: int = 1
+    streams: int = 1
+    iters: int = SIM_ITERS
+    threads: int = THREADS
+    pinned: bool = True
+    h_in: Any = field(init=False, repr=False)
+    h_out: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.n = validate.integer(self.n, "n", minimum=1)
+        self.chunks = validate.integer(self.chunks, "chunks", minimum=1)
+        self.streams = validate.integer(self.streams, "streams", minimum=1, maximum=256)
+        self.iters = validate.integer(self.iters, "iters", minimum=0)
+        self.threads = validate.threads_per_block(self.threads)
+        if self.pinned:
+            self.h_in = cuda.pinned_array(self.n, dtype=np.float32)
+            self.h_out = cuda.pinned_array(self.n, dtype=np.float32)
+        else:
+            self.h_in = np.empty(self.n, dtype=np.float32)
+            self.h_out = np.empty(self.n, dtype=np.float32)
+        self.h_out[:] = np.nan  # an element the pipeline forgets stays NaN
+        self.d_in = cuda.device_array(self.n, dtype=np.float32)
+        self.d_out = cuda.device_array(self.n, dtype=np.float32)
+        self.stream_objects: list = []
+        self.configure(self.chunks, self.streams)
+
+    def configure(self, chunks: int, streams: int) -> None:
+        """Cut the job into ``chunks`` chunks on ``streams`` streams, keeping the buffers (created streams are reused)."""
+        self.chunks = validate.integer(chunks, "chunks", minimum=1)
+        self.streams = validate.integer(streams, "streams", minimum=1, maximum=256)
+        self.bounds = chunk_bounds(self.n, self.chunks)
+        while len(self.stream_objects) < self.streams:
+            self.stream_objects.append(cuda.stream())
+        # each chunk's views of the four buffers, made once (slicing costs host time in the issue loop)
+        self.views = [(self.h_in[lo:hi], self.d_in[lo:hi], self.d_out[lo:hi], self.h_out[lo:hi])
+                      for lo, hi in self.bounds]
+
+    def stream_of(self, chunk: int):
+        """The stream chunk ``chunk`` runs on."""
+        return self.stream_objects[chunk % self.streams]
+
+    def _op(self, chunk: int, op: str) -> None:
+        h_in, d_in, d_out, h_out = self.views[chunk]
+        s = self.stream_of(chunk)
+        if op == "H2D":
+            d_in.copy_to_device(h_in, stream=s)  # asynchronous: h_in is pinned
+        elif op == "kernel":
+            blocks = -(-d_in.size // self.threads)  # ceiling division: the chunk's tail gets a thread too
+            fma_chain[blocks, self.threads, s](d_in, d_out, A, B, self.iters)
+        else:
+            d_out.copy_to_host(h_out, stream=s)  # device -> host: the destination is the argument
+
+    def issue(self, order: str = "depth-first", *, events: bool = False) -> list[tuple] | None:
+        """Queue every chunk's H2D, kernel and D2H on its stream, in ``order``; returns at once (pinned buffers).
+
+        With ``events=True`` (GPU only) a CUDA event is recorded on the operation's stream just before
+        and just after it, and the list of ``(chunk, stream, op, start_event, end_event)`` is returned
+        (read the times with :meth:`timeline` after synchronising).
+        """
+        validate.choice(order, "order", ORDERS)
+        recorded = [] if events else None
+        if events and backend.is_simulator():
+            raise GPUOnlyError("the simulator has no real streams or events (its operations run one after the "
+                               "other, on the CPU): the chapter shows the model's timeline and reference data.")
+        for chunk, op in issue_order(self.chunks, order):
+            if events:
+                s = self.stream_of(chunk)
+                start, end = cuda.event(), cuda.event()
+                start.record(stream=s)
+                self._op(chunk, op)
+                end.record(stream=s)
+                recorded.append((chunk, chunk % self.streams, op, start, end))
+            else:
+                self._op(chunk, op)
+        return recorded
+
+    def synchronize(self) -> None:
+        """Wait for every stream of the pipeline."""
+        for s in self.stream_objects:
+            s.synchronize()
+
+    def run(self, x, order: str = "depth-first") -> np.ndarray:
+        """Copy ``x`` into the pinned input, run the pipeline, wait, and return a copy of the output."""
+        validate.array(x, "x", dtype=np.float32, ndim=1, shape=(self.n,))
+        self.h_in[:] = x
+        self.h_out[:] = np.nan
+        self.issue(order)
+        self.synchronize()
+        return np.array(self.h_out)
+
+
+def timeline(recorded: list[tuple], origin) -> "Any":
+    """The start and end (ms after the event ``origin``) of every operation recorded by ``issue(events=True)``.
+
+    Returns a DataFrame with the columns of :func:`labhelpers.models.streams.simulate_pipeline`:
+    ``chunk``, ``stream``, ``op``, ``issue``, ``start_ms``, ``end_ms``.
+    """
+    import pandas as pd
+
+    rows = []
+    for position, (chunk, stream, op, start, end) in enumerate(recorded):
+        rows.append({"chunk": chunk, "stream": stream, "op": op, "issue": position,
+                     "start_ms": cuda.event_elapsed_time(origin, start),
+                     "end_ms": cuda.event_elapsed_time(origin, end)})
+    return pd.DataFrame(rows)
+
+
+def run_pipeline(x, chunks: int = 4, streams: int = 2, order: str = "depth-first", iters: int = SIM_ITERS,
+                 threads: int = THREADS) -> np.ndarray:
+    """``fma_chain`` of ``x`` computed by the chunked pipeline: any length, any number of chunks up to ``x.size``.
+
+    Raises:
+        ArgumentError: ``x`` not a 1-D float32 array, NaN in ``x``, more chunks than elements, a bad order.
+    """
+    validate.array(x, "x", dtype=np.float32, ndim=1, finite=True)
+    if x.size == 0:
+        raise ArgumentError("x is empty: the pipeline needs at least one element.")
+    validate.choice(order, "order", ORDERS)
+    pipe = StreamPipeline(x.size, chunks, streams, iters, threads)
+    return pipe.run(np.asarray(x), order)
+
+
+def reversed_d2h_pipeline(x, chunks: int = 4, streams: int = 2, iters: int = SIM_ITERS) -> np.ndarray:
+    """PITFALL (the lecture's second stream's copy back): the D2H copy written with its arguments reversed.
+
+    ``cudaMemcpyAsync(d_C0, h_C + i, ...)`` names the device buffer as the destination: in Numba the
+    same slip is ``d_out.copy_to_device(h_out)`` where ``d_out.copy_to_host(h_out)`` was meant. The copy
+    runs, the wrong way: the (NaN-filled) host output overwrites the device result and is never written.
+    """
+    validate.array(x, "x", dtype=np.float32, ndim=1, finite=True)
+    pipe = StreamPipeline(x.size, chunks, streams, iters)
+    pipe.h_in[:] = x
+    pipe.h_out[:] = np.nan
+    for chunk, op in issue_order(chunks, "depth-first"):
+        _h_in, _d_in, d_out, h_out = pipe.views[chunk]
+        if op == "D2H":
+            d_out.copy_to_device(h_out, stream=pipe.stream_of(chunk))  # BUG: copies host -> device
+        else:
+            pipe._op(chunk, op)
+    pipe.synchronize()
+    return np.array(pipe.h_out)
+
+
+__all__ = ["A", "B", "OPS", "SIM_ITERS", "StreamPipeline", "THREADS", "fill", "fma_chain", "fma_chain_closed_form",
+           "fma_chain_reference", "pipeline_bytes", "reversed_d2h_pipeline", "run_pipeline", "timeline",
+           "tolerance"]
+
+
+def pipeline_with_hidden_syncs(x, chunks: int = 4, streams: int = 2, iters: int = SIM_ITERS) -> np.ndarray:
+    """PITFALL: a pipeline that computes the right answer and overlaps nothing. Three hidden synchronisations:
+
+    1. the host output is an ordinary (pageable) NumPy array, so every D2H copy is staged by the driver
+       and returns only when it is done: the host cannot issue the next chunk meanwhile;
+    2. device buffers are allocated inside the loop: allocating device memory may synchronise the device;
+    3. a ``cuda.synchronize()`` left in the loop (from debugging) waits for every stream after each chunk.
+    """
+    validate.array(x, "x", dtype=np.float32, ndim=1, finite=True)
+    n = x.size
+    h_in = cuda.pinned_array(n, dtype=np.float32)
+    h_out = np.empty(n, dtype=np.float32)  # hidden sync 1: pageable
+    h_in[:] = x
+    pool = [cuda.stream() for _ in range(streams)]
+    for c in range(chunks):
+        lo, hi = c * n // chunks, (c + 1) * n // chunks
+        s = pool[c % streams]
+        d_in = cuda.device_array(hi - lo, dtype=np.float32)  # hidden sync 2: allocation in the loop
+        d_out = cuda.device_array(hi - lo, dtype=np.float32)
+        d_in.copy_to_device(h_in[lo:hi], stream=s)
+        fma_chain[-(-(hi - lo) // THREADS), THREADS, s](d_in, d_out, A, B, iters)
+        d_out.copy_to_host(h_out[lo:hi], stream=s)
+        cuda.synchronize()  # hidden sync 3: waits for every stream after every chunk
+    return h_out
+
+
+def is_page_locked(a) -> bool:
+    """True when the host array ``a`` (or the array it is a view of) lives in page-locked (pinned) memory. GPU only.
+
+    Raises:
+        GPUOnlyError: under the simulator, where ``cuda.pinned_array`` returns an ordinary NumPy array.
+    """
+    validate.array(a, "a", contiguous=False)
+    if backend.is_simulator():
+        raise GPUOnlyError("the simulator has no page-locked memory (cuda.pinned_array returns an ordinary NumPy "
+                           "array there): whether a buffer is pinned can only be asked on a GPU.")
+    from numba.cuda.cudadrv.driver import PinnedMemory
+
+    obj = a
+    while obj is not None:
+        if isinstance(obj, PinnedMemory):
+            return True
+        obj = getattr(obj, "base", None)
+    try:  # memory pinned some other way (cuda.pinned(...), cudaHostRegister): ask the driver
+        from cuda.bindings import driver as cu
+
+        err, kind = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                             int(a.ctypes.data))
+        return int(err) == 0 and int(kind) == int(cu.CUmemorytype.CU_MEMORYTYPE_HOST)
+    except Exception:
+        return False
+
+
+__all__ += ["is_page_locked", "pipeline_with_hidden_syncs"]

@@ -1,0 +1,320 @@
+"""Chapter 11 (streams and the host-device link): models, the pipeline, the pitfalls, checkers, figures, data.
+
+Under the simulator the pipeline runs on small awkward sizes (streams and copies exist there but run one
+after the other); on a GPU (``LABHELPERS_BACKEND=gpu``) larger sizes are added, events are recorded and
+the experiments run small.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from numba import cuda
+
+import labhelpers as lh
+from labhelpers.exercises import streams as ex
+from labhelpers.kernels import streams as ks
+from labhelpers.models import streams as model
+from markers import SIM, gpu_only, sim_only
+from mutants import load_solutions, mutant
+
+SIZES = (1, 2, 7, 33, 100) if SIM else (1, 2, 7, 33, 100, 1023, 100_003, 2**20 + 7)
+LAB = "11_streams_lab"
+PY = dict(jit=lambda f: f)  # mutants of plain Python functions (no cuda.jit)
+
+
+def _x(n, seed=0):
+    return (np.random.default_rng(seed).random(n) * 4).astype(np.float32)
+
+
+# --- the link model -------------------------------------------------------------------------------
+
+def test_fit_link_recovers_latency_and_bandwidth():
+    sizes = np.array([4 * 4**k for k in range(15)], dtype=float)
+    true = model.LinkFit(latency_us=8.0, bandwidth_gbs=52.0)
+    ms = true.time_ms(sizes) * (1 + 0.01 * np.sin(np.arange(15)))  # 1% noise
+    fit = model.fit_link(sizes, ms)
+    assert fit.latency_us == pytest.approx(8.0, rel=0.03)
+    assert fit.bandwidth_gbs == pytest.approx(52.0, rel=0.03)
+    assert fit.half_bandwidth_bytes() == pytest.approx(8e-6 * 52e9, rel=0.06)
+
+
+@pytest.mark.parametrize("bad", [([1, 1], [1.0, 2.0]), ([1, 2], [0.0, 1.0]), ([1, 2], [np.nan, 1.0]),
+                                 ([1, 2, 3], [1.0, 2.0]), ([1, 2], [2.0, 1.0])])
+def test_fit_link_refuses_what_is_not_a_transfer_table(bad):
+    with pytest.raises(lh.ArgumentError):
+        model.fit_link(*bad)
+
+
+def test_pcie_bandwidth():
+    assert model.pcie_bandwidth_gbs(5, 16) == pytest.approx(63.02, abs=0.01)
+    assert model.pcie_bandwidth_gbs(4, 16) == pytest.approx(31.51, abs=0.01)
+    assert model.pcie_bandwidth_gbs(3, 8) == pytest.approx(7.88, abs=0.01)
+    for bad in ((0, 16), (7, 16), (5, 0), ("5", 16), (5.5, 16)):
+        with pytest.raises(lh.ArgumentError):
+            model.pcie_bandwidth_gbs(*bad)
+
+
+# --- chunks and issue order -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,k", [(1, 1), (7, 7), (10, 3), (1003, 7), (100, 1), (2**20 + 3, 16)])
+def test_chunk_bounds_cover_every_element_once(n, k):
+    bounds = model.chunk_bounds(n, k)
+    assert len(bounds) == k and bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    lengths = [hi - lo for lo, hi in bounds]
+    assert max(lengths) - min(lengths) <= 1 and min(lengths) >= 1
+
+
+@pytest.mark.parametrize("n,k", [(0, 1), (5, 0), (3, 4), (10, 2.5), (None, 2)])
+def test_chunk_bounds_refuse_bad_input(n, k):
+    with pytest.raises(lh.ArgumentError):
+        model.chunk_bounds(n, k)
+
+
+def test_issue_orders():
+    assert model.issue_order(2, "depth-first") == [(0, "H2D"), (0, "kernel"), (0, "D2H"),
+                                                   (1, "H2D"), (1, "kernel"), (1, "D2H")]
+    assert model.issue_order(2, "breadth-first") == [(0, "H2D"), (1, "H2D"), (0, "kernel"), (1, "kernel"),
+                                                     (0, "D2H"), (1, "D2H")]
+    with pytest.raises(lh.ArgumentError):
+        model.issue_order(2, "sideways")
+
+
+# --- the pipeline model ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("h,k,d", [(5, 4, 5), (1, 10, 1), (3, 1, 1), (1, 1, 4), (2, 2, 2), (0.5, 0.1, 0.25)])
+@pytest.mark.parametrize("chunks", [1, 2, 5, 16])
+def test_model_equals_the_formula_with_two_engines_and_a_stream_per_chunk(h, k, d, chunks):
+    for order in model.ORDERS:
+        got = model.pipeline_time(h, k, d, chunks, chunks, copy_engines=2, order=order)
+        assert got == pytest.approx(model.ideal_time(h, k, d, chunks))
+        assert got >= model.lower_bound(h, k, d) - 1e-12
+
+
+def test_model_one_copy_engine_depth_first_serialises():
+    # the lecture's Fermi case: D2H of chunk 0 waits for its kernel and blocks the H2D of chunk 1 behind it
+    assert model.pipeline_time(5, 4, 5, 8, 8, copy_engines=1, order="depth-first") == pytest.approx(14.0)
+    breadth = model.pipeline_time(5, 4, 5, 8, 8, copy_engines=1, order="breadth-first")
+    assert breadth < 14.0 and breadth >= model.lower_bound(5, 4, 5, copy_engines=1)
+
+
+def test_model_probe_numbers():
+    # the H100 probe of the notes: 4.95 / 4.0 / 4.9 ms, 8 chunks on 8 streams -> 6.06 ms
+    assert model.pipeline_time(4.95, 4.0, 4.9, 8, 8) == pytest.approx(6.0625)
+
+
+def test_model_timeline_is_consistent():
+    t = model.simulate_pipeline(3, 2, 1, 7, 3, copy_engines=2, overhead_ms=0.01)
+    assert len(t) == 21 and list(t["issue"]) == list(range(21))
+    assert (t["end_ms"] > t["start_ms"]).all()
+    for _, part in t.groupby("stream"):  # a stream runs its operations one after the other, in issue order
+        part = part.sort_values("issue")
+        assert (part["start_ms"].to_numpy()[1:] >= part["end_ms"].to_numpy()[:-1] - 1e-12).all()
+    for _, part in t.groupby("engine"):  # an engine runs one operation at a time
+        part = part.sort_values("start_ms")
+        assert (part["start_ms"].to_numpy()[1:] >= part["end_ms"].to_numpy()[:-1] - 1e-12).all()
+
+
+def test_breadth_first_on_fewer_streams_than_chunks_waits_in_stream_order():
+    # chunk 0's kernel is queued behind every H2D of its stream
+    t = model.simulate_pipeline(1, 1, 1, 4, 2, order="breadth-first").set_index(["chunk", "op"])
+    assert t.loc[(0, "kernel"), "start_ms"] >= t.loc[(2, "H2D"), "end_ms"]
+
+
+def test_condition_and_bottleneck():
+    assert model.copies_hidden(1, 2, 1.5) and not model.copies_hidden(1, 2, 1.5, copy_engines=1)
+    assert model.bottleneck(5, 4, 4.9) == "H2D" and model.bottleneck(1, 4, 1) == "kernel"
+    assert model.bottleneck(2, 3, 2, copy_engines=1) == "copy engine"
+
+
+def test_speedup_table_and_multi_gpu():
+    t = model.speedup_table(5, 4, 5, chunks=(1, 4, 16), streams=(1, 4))
+    assert set(t.columns) == {"chunks", "streams", "order", "model_ms", "speedup"}
+    assert (t["streams"] <= t["chunks"]).all() and t["speedup"].max() > 2
+    one = model.multi_gpu_time(5, 4, 5, gpus=1)
+    assert model.multi_gpu_time(5, 4, 5, gpus=2) == pytest.approx(one / 2)
+    shared = model.multi_gpu_time(5, 4, 5, gpus=2, shared_link=True)
+    assert one / 2 < shared <= one
+
+
+@pytest.mark.parametrize("kwargs", [dict(chunks=0), dict(streams=0), dict(copy_engines=3), dict(order="random"),
+                                    dict(h2d_ms=-1.0), dict(kernel_ms=float("nan")), dict(fractions=[0.5, 0.6])])
+def test_model_refuses_bad_input(kwargs):
+    args = dict(h2d_ms=1.0, kernel_ms=1.0, d2h_ms=1.0, chunks=2, streams=2)
+    args.update(kwargs)
+    with pytest.raises(lh.ArgumentError):
+        model.simulate_pipeline(**args)
+
+
+# --- the kernel and the pipeline ------------------------------------------------------------------
+
+def test_fma_chain_reference_and_closed_form_agree():
+    x = _x(1000)
+    np.testing.assert_allclose(ks.fma_chain_reference(x, 300), ks.fma_chain_closed_form(x, 300), rtol=1e-4)
+    np.testing.assert_array_equal(ks.fma_chain_reference(x, 0), x)
+
+
+@pytest.mark.parametrize("order", model.ORDERS)
+def test_pipeline_matches_numpy_for_any_size_and_chunking(order):
+    iters = ks.SIM_ITERS if SIM else 100
+    for n in SIZES:
+        for chunks, streams in ((1, 1), (min(n, 3), 2), (min(n, 7), 3)):
+            got = ks.run_pipeline(_x(n, n), chunks, streams, order, iters=iters)
+            np.testing.assert_allclose(got, ks.fma_chain_reference(_x(n, n), iters), rtol=ks.tolerance(iters),
+                                       err_msg=f"n={n} chunks={chunks} streams={streams} {order}")
+
+
+def test_pipeline_reuses_its_buffers_across_configurations():
+    x = _x(50)
+    p = ks.StreamPipeline(50, 1, 1)
+    for chunks, streams in ((5, 2), (50, 4), (3, 3)):
+        p.configure(chunks, streams)
+        np.testing.assert_allclose(p.run(x, "breadth-first"), ks.fma_chain_reference(x, p.iters), rtol=1e-6)
+    assert len(p.stream_objects) == 4
+
+
+def test_reversed_d2h_leaves_the_output_unwritten():
+    assert np.isnan(ks.reversed_d2h_pipeline(_x(40), 3, 2)).all()
+
+
+def test_hidden_syncs_pipeline_is_right_but_its_loop_synchronises():
+    x = _x(30)
+    np.testing.assert_allclose(ks.pipeline_with_hidden_syncs(x, 3, 2), ks.fma_chain_reference(x, ks.SIM_ITERS),
+                               rtol=1e-6)
+    problems = ex.loop_problems(ks.pipeline_with_hidden_syncs)
+    assert len(problems) == 3 and "synchronize" in problems[-1] and "device_array" in problems[0]
+
+
+def test_device_synchronize_takes_no_stream():
+    with pytest.raises(TypeError):
+        cuda.synchronize(cuda.stream())  # the lecture's cudaDeviceSynchronize(stream): stream.synchronize() it is
+
+
+@pytest.mark.parametrize("bad", [np.ones(5, np.float64), np.ones((2, 2), np.float32), np.array([1, np.nan], np.float32),
+                                 np.ones(0, np.float32), [1.0, 2.0], None])
+def test_run_pipeline_refuses_bad_input(bad):
+    with pytest.raises(lh.ArgumentError):
+        ks.run_pipeline(bad, 1, 1)
+
+
+@pytest.mark.parametrize("kwargs", [dict(chunks=0), dict(chunks=6), dict(streams=0), dict(order="zigzag"),
+                                    dict(iters=-1), dict(threads=2048)])
+def test_run_pipeline_refuses_bad_settings(kwargs):
+    with pytest.raises(lh.ArgumentError):
+        ks.run_pipeline(_x(5), **kwargs)
+
+
+@sim_only
+def test_simulator_has_no_events_or_page_locked_memory():
+    p = ks.StreamPipeline(10, 2, 2)
+    with pytest.raises(lh.GPUOnlyError):
+        p.issue(events=True)
+    with pytest.raises(lh.GPUOnlyError):
+        ks.is_page_locked(cuda.pinned_array(4, dtype=np.float32))
+    from labhelpers.experiments import streams as exs
+
+    for fn in (exs.link_table, exs.transfer_table, exs.async_table, exs.pipeline_table, exs.gantt_table,
+               exs.managed_table):
+        with pytest.raises(lh.GPUOnlyError):
+            fn()
+
+
+@gpu_only
+def test_gpu_page_locked_and_events():
+    assert ks.is_page_locked(cuda.pinned_array(16, dtype=np.float32)[3:9])
+    assert not ks.is_page_locked(np.ones(16, dtype=np.float32))
+    p = ks.StreamPipeline(2**20, 4, 2, iters=64)
+    p.h_in[:] = _x(2**20)
+    origin = cuda.event()
+    origin.record()
+    recorded = p.issue("depth-first", events=True)
+    p.synchronize()
+    t = ks.timeline(recorded, origin)
+    assert len(t) == 12 and (t["end_ms"] >= t["start_ms"]).all() and (t["start_ms"] >= 0).all()
+    for _, part in t.groupby("stream"):
+        part = part.sort_values("issue")
+        assert (part["start_ms"].to_numpy()[1:] >= part["end_ms"].to_numpy()[:-1] - 1e-3).all()
+
+
+@gpu_only
+def test_gpu_experiments_run_small():
+    from labhelpers.experiments import streams as exs
+
+    link = exs.link_table()
+    assert len(link) == 1 and link["async_engines"].iloc[0] >= 1
+    tr = exs.transfer_table(sizes=(4, 4096, 2**20), repeat=2)
+    fit = exs.fit_table(tr, at_bytes=2**20)
+    assert len(fit) == 4 and (fit["bandwidth_gbs"] > 0).all()
+    table = exs.pipeline_table(2**20, iters=50, chunks=(1, 4), streams=(1, 2), repeat=2)
+    assert (table["wall_ms"] > 0).all() and exs.pipeline_summary(table)["speedup"] > 0
+    gantt = exs.gantt_table(2**20, iters=50, chunks=4, streams=(1, 2))
+    assert len(gantt) == 2 * 12
+    managed = exs.managed_table(sizes=(2**20,), repeat=1)
+    assert len(managed) == 4
+
+
+# --- the lab's checkers ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def solutions():
+    return load_solutions(LAB)
+
+
+def test_checkers_accept_the_solutions(solutions):
+    ex.check_pinned_buffers(solutions.make_buffers)
+    ex.check_chunked_pipeline(solutions.chunked_pipeline)
+    ex.check_prediction(solutions.predict_ms)
+    ex.check_no_hidden_sync(solutions.fixed_pipeline)
+
+
+def test_pinned_checker_rejects_pageable_buffers(solutions):
+    pageable = mutant(solutions.make_buffers, ("h_in = cuda.pinned_array(n, dtype=np.float32)",
+                                               "h_in = np.empty(n, dtype=np.float32)"), **PY)
+    with pytest.raises(lh.CheckFailed, match="pageable|pinned"):
+        ex.check_pinned_buffers(pageable)
+    same = mutant(solutions.make_buffers, ("h_out = cuda.pinned_array(n, dtype=np.float32)", "h_out = h_in"), **PY)
+    with pytest.raises(lh.CheckFailed, match="share memory"):
+        ex.check_pinned_buffers(same)
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("lo, hi = c * n // chunks, (c + 1) * n // chunks", "lo, hi = c * (n // chunks), (c + 1) * (n // chunks)",
+     "remainder"),
+    ("d_out[lo:hi].copy_to_host(h_out[lo:hi], stream=s)", "d_out[lo:hi].copy_to_device(h_out[lo:hi], stream=s)",
+     "reversed|right way"),
+    ("d_in[lo:hi].copy_to_device(h_in[lo:hi], stream=s)", "d_in[lo:hi].copy_to_host(h_in[lo:hi], stream=s)",
+     "input h_in changed"),
+    ("fma_chain[blocks, THREADS, s](d_in[lo:hi], d_out[lo:hi], A, B, LAB_ITERS)",
+     "fma_chain[blocks, THREADS, s](d_in[:hi - lo], d_out[lo:hi], A, B, LAB_ITERS)", "same slice|SAME slice"),
+    ("blocks = (hi - lo + THREADS - 1) // THREADS", "blocks = (hi - lo) // THREADS", "ceiling division"),
+])
+def test_pipeline_checker_names_each_bug(solutions, old, new, message):
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex.check_chunked_pipeline(mutant(solutions.chunked_pipeline, (old, new), **PY))
+
+
+@pytest.mark.parametrize("new,message", [
+    ("return h2d_ms + kernel_ms + d2h_ms", "serial time"),
+    ("return max(h2d_ms, kernel_ms, d2h_ms)", "slowest stage alone"),
+    ("return (h2d_ms + kernel_ms + d2h_ms) / chunks", "overlap perfectly"),
+    ("return None", "returned None"),
+])
+def test_prediction_checker_names_each_bug(solutions, new, message):
+    bad = mutant(solutions.predict_ms, ("return slowest + (h2d_ms + kernel_ms + d2h_ms - slowest) / chunks", new),
+                 **PY)
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex.check_prediction(bad)
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("d_out[lo:hi].copy_to_host(h_out[lo:hi], stream=s)",
+     "d_out[lo:hi].copy_to_host(h_out[lo:hi], stream=s)\ncuda.synchronize()", "synchronize"),
+    ("s = pool[c % streams]", "s = pool[c % streams]\nd_tmp = cuda.device_array(hi - lo, dtype=np.float32)",
+     "device_array"),
+    ("h_out = cuda.pinned_array(n, dtype=np.float32)", "h_out = np.empty(n, dtype=np.float32)", "pageable|pinned"),
+])
+def test_hidden_sync_checker_finds_each_sync(solutions, old, new, message):
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex.check_no_hidden_sync(mutant(solutions.fixed_pipeline, (old, new), **PY))
