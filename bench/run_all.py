@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Context, report  # noqa: E402
 
-TOPICS = ["cuda_intro", "bsp", "memory", "scheduling", "matmul", "reduction", "roofline", "nbody", "stencil", "scan", "portability", "consistency"]
+TOPICS = ["cuda_intro", "bsp", "memory", "scheduling", "matmul", "reduction", "roofline", "nbody", "stencil", "scan", "streams", "portability", "consistency"]
 
 
 def main() -> int:

@@ -74,7 +74,7 @@ def collect(out_dir) -> None:
         ("ch11_async", lambda: ex.async_table(),
          "host clock (time.perf_counter), medians of 5: returns_ms = the call returned, done_ms = the next "
          "synchronisation returned; copies of 2^26 float32 with stream=s; default-stream kernels: 1 block of 256 "
-         "threads, 200000 FMAs each; the error row ran in a separate process"),
+         "threads, 1000000 FMAs each; the error row ran in a separate process"),
         ("ch11_pipeline", _pipeline,
          "2^26 float32 (256 MiB each way), pinned host buffers; fma_chain calibrated to about 0.8 x the H2D time; "
          "wall_ms = host clock from the first call to the last stream synchronisation, median of 5 after one "

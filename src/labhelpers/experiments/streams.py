@@ -247,7 +247,7 @@ def _median_pair(fn, done, repeat: int) -> tuple[float, float]:
     return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
 
 
-def async_table(n: int = PIPELINE_N, iters: int = 2000, small_iters: int = 200_000, *, repeat: int = 5,
+def async_table(n: int = PIPELINE_N, iters: int = 2000, small_iters: int = 1_000_000, *, repeat: int = 5,
                 errors: bool = True) -> pd.DataFrame:
     """When calls return against when their work is done, measured with the host's clock (GPU only).
 

@@ -300,17 +300,17 @@ def is_page_locked(a) -> bool:
                            "array there): whether a buffer is pinned can only be asked on a GPU.")
     from numba.cuda.cudadrv.driver import PinnedMemory
 
-    obj = a
-    while obj is not None:
+    obj, seen = a, 0
+    while obj is not None and seen < 32:  # a view's base is its array, whose base is the pinned allocation
         if isinstance(obj, PinnedMemory):
             return True
-        obj = getattr(obj, "base", None)
-    try:  # memory pinned some other way (cuda.pinned(...), cudaHostRegister): ask the driver
+        obj = getattr(obj, "base", None) if not isinstance(obj, memoryview) else obj.obj
+        seen += 1
+    try:  # memory pinned some other way (cuda.pinned(...), cudaHostRegister): the driver knows its flags
         from cuda.bindings import driver as cu
 
-        err, kind = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                             int(a.ctypes.data))
-        return int(err) == 0 and int(kind) == int(cu.CUmemorytype.CU_MEMORYTYPE_HOST)
+        err, _flags = cu.cuMemHostGetFlags(int(a.ctypes.data))
+        return int(err) == 0
     except Exception:
         return False
 
