@@ -287,6 +287,23 @@ def test_a_c_build_error_carries_the_log_and_a_missing_compiler_says_what_to_ins
     pt.compile_c.cache_clear()
 
 
+def test_the_split_build_without_offload_sections_gives_the_same_library(openacc, tmp_path):
+    """The fallback for a GCC whose link of OpenACC code needs a missing lto-wrapper (the lent GPU machines)."""
+    import ctypes
+
+    src = tmp_path / "saxpy_acc.c"
+    src.write_text(pt.listing("saxpy_acc.c"))
+    rc, messages = pt._compile_and_link(pt.c_compiler(), pt.OPENACC_FLAGS, src, tmp_path / "lib.so", split=True)
+    assert rc == 0, messages
+    assert "gang vector loop parallelism" in messages  # the compiler's report survives the split
+    fn = ctypes.CDLL(str(tmp_path / "lib.so")).saxpy_data
+    fn.argtypes = [ctypes.c_int, ctypes.c_float, ctypes.c_float, pt._P, pt._P]
+    x, y = _vectors(257)
+    out = y.copy()
+    fn(257, 2.0, 3.0, x.ctypes.data, out.ctypes.data)
+    _close(out, pt.saxpy_twice_reference(2.0, 3.0, x, y), 1e-5, 1e-5)
+
+
 def test_openacc_wrappers_refuse_bad_input(openacc):
     x, y = _vectors(8)
     with pytest.raises(lh.ArgumentError, match="version"):

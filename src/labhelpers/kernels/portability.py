@@ -721,15 +721,40 @@ def compile_c(source: str, flags: tuple[str, ...] = OPENACC_FLAGS, name: str = "
     lib = folder / f"{key}.so"
     src.write_text(source)
     tmp = folder / f"{key}.{os.getpid()}.so"
-    proc = subprocess.run([cc, *flags, str(src), "-o", str(tmp)], capture_output=True, text=True, timeout=300)
-    messages = (proc.stdout + proc.stderr).replace(str(src), Path(name).name)
-    if proc.returncode != 0:
+    returncode, messages = _compile_and_link(cc, tuple(flags), src, tmp, split=False)
+    if returncode != 0 and "lto-wrapper" in messages and "-fopenacc" in flags:
+        # A GCC built for offloading (e.g. Ubuntu's) hands the link of OpenACC objects to lto-wrapper, which some
+        # images lack: compile and link apart, without the offload sections (the host code is all that runs).
+        returncode, messages = _compile_and_link(cc, tuple(flags), src, tmp, split=True)
+    messages = messages.replace(str(src), Path(name).name)
+    if returncode != 0:
         if "openacc" in messages.lower() and ("unrecognized" in messages or "not supported" in messages):
             raise ToolMissing(f"{cc} does not support -fopenacc: {INSTALL_GCC}")
         raise BuildError(f"{Path(cc).name} could not compile {Path(name).name}", messages)
     os.replace(tmp, lib)
     report = "\n".join(line for line in messages.splitlines() if line.strip())
     return CompiledC(ctypes.CDLL(str(lib)), report, tuple(flags), lib)
+
+
+def _compile_and_link(cc: str, flags: tuple[str, ...], src: Path, out: Path, *, split: bool) -> tuple[int, str]:
+    """Run the compiler: in one step, or (``split``) compile to an object, drop its offload sections, then link."""
+    if not split:
+        proc = subprocess.run([cc, *flags, str(src), "-o", str(out)], capture_output=True, text=True, timeout=300)
+        return proc.returncode, proc.stdout + proc.stderr
+    obj = out.with_suffix(".o")
+    compile_flags = [f for f in flags if f != "-shared"]
+    proc = subprocess.run([cc, *compile_flags, "-c", str(src), "-o", str(obj)], capture_output=True, text=True,
+                          timeout=300)
+    messages = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        return proc.returncode, messages
+    objcopy = shutil.which("objcopy") or "objcopy"
+    strip = subprocess.run([objcopy, "-w", "--remove-section=.gnu.offload_lto_*", str(obj)], capture_output=True,
+                           text=True, timeout=120)
+    link = subprocess.run([cc, "-shared", "-fPIC", str(obj), "-o", str(out), "-lgomp"], capture_output=True,
+                          text=True, timeout=300)
+    obj.unlink(missing_ok=True)
+    return link.returncode or strip.returncode, messages + strip.stderr + link.stdout + link.stderr
 
 
 def compile_listing(name: str, flags: tuple[str, ...] = OPENACC_FLAGS) -> CompiledC:
