@@ -464,3 +464,204 @@ def test_checker_messages_name_the_mistake():
         ex.check_even_odd_sorted(SKEL["even_odd_sorted"])
     with pytest.raises(lh.CheckFailed, match="1 KB the driver reserves"):
         ex.check_shared_for_blocks(lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128)
+
+
+# =========================================================================== the vector add, warp by warp
+
+
+def test_vector_add_walkthrough_follows_the_lecture():
+    walk = wt.vector_add_walkthrough(n=8, threads=8, warp_size=4, memory_latency=20)
+    assert walk.trace.shape[1] == 2  # "How many warps?" two
+    first = walk.issued.groupby("warp")["instruction"].apply(list)
+    assert first[0] == first[1] and first[0][0].startswith("setp") and first[0][-1] == "ret"
+    assert [i.split()[0] for i in first[0]] == ["setp.lt.s32", "@%p", "ld.global.f32", "ld.global.f32", "add.f32",
+                                                "st.global.f32", "ret"]
+    assert walk.issued["cycle"].tolist()[:8] == list(range(8))  # round-robin, both loads before any wait
+    add0 = walk.issued[(walk.issued["warp"] == 0) & walk.issued["instruction"].str.startswith("add")]["cycle"].item()
+    assert add0 == 6 + 20  # the scoreboard holds the add until the second load's register has arrived
+    assert walk.trace.loc[7, "warp 0"] == "waits for %f1 %f2" and walk.trace.loc[25, "warp 0"] == "waits for %f2"
+    assert (walk.cycles, walk.idle_cycles) == (32, 18)
+    assert "14 instructions in 32 cycles, 18 idle" in str(walk)
+
+
+def test_vector_add_walkthrough_diverges_past_the_end_and_hides_latency_with_more_warps():
+    walk = wt.vector_add_walkthrough(n=6, threads=8, warp_size=4, memory_latency=10)
+    w1 = walk.issued[walk.issued["warp"] == 1].set_index("instruction")["lanes"]
+    assert w1["bra L2"] == "2-3" and w1["ld.global.f32 %f1, [%r6]"] == "0-1" and w1["ret"] == "0-3"
+    assert "bra L2" not in walk.issued[walk.issued["warp"] == 0]["instruction"].tolist()
+    idle = [wt.vector_add_walkthrough(n=t, threads=t, memory_latency=20).idle_cycles for t in (8, 16, 32, 64)]
+    assert idle == sorted(idle, reverse=True) and idle[-1] == 4
+    assert wt.vector_add_walkthrough(memory_latency=1).idle_cycles == 0
+    partial = wt.vector_add_walkthrough(n=5, threads=5).issued  # the second warp has one thread: lane 0
+    assert partial.query("warp == 1")["lanes"].unique().tolist() == ["0"]
+    assert partial.query("warp == 0")["lanes"].unique().tolist() == ["0-3"]
+
+
+def test_vector_add_walkthrough_rejects_bad_parameters():
+    with pytest.raises(lh.ArgumentError):
+        wt.vector_add_walkthrough(threads=0)
+    with pytest.raises(lh.ArgumentError):
+        wt.vector_add_walkthrough(memory_latency=2.5)
+
+
+def test_draw_walkthrough_runs():
+    fig, ax = plt.subplots()
+    wt.draw_walkthrough(ax, wt.vector_add_walkthrough(n=6))
+    assert ax.get_title().startswith("vector add")
+    plt.close(fig)
+
+
+def test_waves_of_blocks():
+    table = oc.waves(2000, blocks_per_sm=8, sm_count=132)
+    assert table["blocks"].tolist() == [1056, 944] and table["fill"].iloc[-1] == pytest.approx(944 / 1056)
+    assert oc.waves(1056, 8, 132)["blocks"].tolist() == [1056]
+    assert oc.waves(1, 8, 132)["fill"].item() == pytest.approx(1 / 1056)
+    with pytest.raises(lh.ArgumentError):
+        oc.waves(0, 8, 132)
+
+
+# =========================================================================== lab 4 measures only a checked function
+
+
+def test_measure_throttle_with_refuses_an_unsolved_function():
+    with pytest.raises(lh.CheckFailed, match="returned None"):
+        ex.measure_throttle_with(lambda k: None)
+    m = lh.live_or_reference(lambda: ex.measure_throttle_with(lambda k: None), "ch04_occupancy_throttle",
+                             fallback_on=(lh.CheckFailed,))
+    assert not m.is_live and len(m.table) == 22
+
+
+@sim_only
+def test_measure_throttle_with_a_solved_function_runs_the_experiment():
+    table = ex.measure_throttle_with(lambda k: oc.shared_for_blocks(k), n=4096)
+    assert set(table["target_blocks"]) == set(ks_exp.THROTTLE_BLOCKS)
+
+
+# =========================================================================== the chapter's prose against the reference data
+# Every figure the chapter's text quotes from a measurement is recomputed here from the reference data: a
+# re-measured reference file that changes a figure fails this test instead of silently contradicting the text.
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from labhelpers.experiments import memory as memory_exp  # noqa: E402
+
+CHAPTER = Path(__file__).resolve().parents[1] / "book" / "04_scheduling.ipynb"
+
+
+def _prose(path: Path = CHAPTER) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+def _missing(text: str, phrases: list[str]) -> list[str]:
+    return [p for p in phrases if " ".join(p.split()) not in text]
+
+
+def test_chapter_names_the_reference_gpu_it_quotes():
+    for name in ("ch04_divergence", "ch04_register_caps", "ch04_occupancy_throttle", "ch04_block_size_sweep",
+                 "ch04_occupancy_driver", "ch03_pointer_chase"):
+        assert lh.load_reference(name).gpu == "NVIDIA H200", f"{name}: the chapter's prose calls its GPU the H200"
+
+
+def test_chapter_prose_about_divergence_registers_and_the_driver_matches_the_reference_data():
+    div = lh.load_reference("ch04_divergence").table.set_index("kernel")["median_ms"]
+    caps = lh.load_reference("ch04_register_caps")
+    c = caps.table.set_index("max_registers")
+    drv = lh.load_reference("ch04_occupancy_driver").table
+    regs = drv.groupby("kernel")["registers"].first()
+    chase = lh.load_reference("ch03_pointer_chase")
+    dev = chase.meta["device"]
+    dram_ns = memory_exp.latency_summary(chase.table, l1_bytes=memory_exp.l1_capacity_bytes(dev),
+                                         l2_bytes=dev["l2_bytes"]).set_index("level").loc["device memory", "ns per load"]
+    fp64_peak = dev["sm_count"] * 64 * 2 * dev["clock_khz"] / 1e9  # TFLOP/s
+    gf = c["gflops"] / 1000
+    ilp4 = drv[(drv["kernel"] == "scale_ilp4") & (drv["threads"] == 64) & (drv["dynamic_shared"] == 0)]
+    assert abs(div["packed_branch"] / div["lane0_branch"] - 1 / 8) < 0.01, "the text says 'an eighth of its time'"
+    assert drv["agree"].all()
+    phrases = [
+        f"the memory-hierarchy chapter measured about {round(dram_ns * dev['clock_khz'] / 1e6, -1):.0f} on the reference H200",
+        f"({div['lane0_branch']:.2f} ms against {div['per_warp_paths']:.2f} ms)",
+        f"is {div['per_lane_paths'] / div['per_warp_paths']:.0f} times slower ({div['per_lane_paths']:.1f} ms)",
+        f"`per_lane_paths` is {div['per_lane_paths'] / div['per_warp_paths']:.0f} rather than 32 times slower",
+        f"takes {1 - div['lane0_branch'] / div['per_warp_paths']:.0%} less time than `per_warp_paths`",
+        f"take {div['packed_branch']:.3f} and {div['first_warp_branch']:.3f} ms",
+        f"`sixteen_accumulators` {c.loc[255, 'registers']:.0f} registers on the reference H200: "
+        f"{c.loc[255, 'driver_blocks_per_sm']:.0f} blocks of 256 threads per SM, {c.loc[255, 'occupancy']:.1%} occupancy, "
+        f"and {gf[255]:.1f} TFLOP/s of float64 arithmetic, already {gf[255] / fp64_peak:.0%} of the GPU's float64 peak",
+        f"= {fp64_peak:.1f} TFLOP/s",
+        f"({c.loc[64, 'registers']:.0f} and {c.loc[48, 'registers']:.0f} registers)",
+        f"{gf[48]:.1f} TFLOP/s, {gf[48] / fp64_peak:.0%} of peak",
+        f"({c.loc[40, 'occupancy']:.0%} occupancy) for {c.loc[40, 'local_bytes']:.0f} bytes of spills",
+        f"spills {c.loc[32, 'local_bytes']:.0f} bytes per thread",
+        f"runs at {gf[32]:.1f} TFLOP/s, {gf[255] / gf[32]:.1f} times slower than uncapped; at 24 registers, "
+        f"{c.loc[24, 'local_bytes']:.0f} bytes and {gf[255] / gf[24]:.0f} times slower",
+        f"On the reference H200 they agree on all {len(drv)}",
+        f"(`scale_ilp4`'s {regs['scale_ilp4']:.0f} registers allow {ilp4['driver_blocks'].item():.0f} blocks of 64 "
+        f"threads, {ilp4['driver_blocks'].item() * 2 / 64:.0%})",
+        f"the {regs['scale']:.0f} registers per thread the compiler gave it on the reference H200",
+        f"For `scale_ilp4` ({regs['scale_ilp4']:.0f} registers)",
+        f"Spilling registers to buy occupancy cost up to {gf[255] / gf[24]:.0f} times",
+        f"calculator and the driver agree on all {len(drv)} configurations tried",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+
+
+def test_chapter_prose_about_throttling_and_block_sizes_matches_the_reference_data():
+    thr = lh.load_reference("ch04_occupancy_throttle")
+    t = thr.table
+    s1 = t[t["ilp"] == 1].set_index("occupancy")["gbps"]
+    s4 = t[t["ilp"] == 4].drop_duplicates("occupancy").set_index("occupancy")["gbps"]
+    reached = t[t["driver_blocks_per_sm"] == t["target_blocks"]]
+    waiting = reached["occupancy"] * 64 * reached["ilp"] * 128 * thr.meta["sm_count"]
+    lat = (waiting / (reached["gbps"] / 2)).to_numpy()
+    implied = dict(zip(zip(reached["ilp"], reached["occupancy"]), lat))
+    chase = lh.load_reference("ch03_pointer_chase")
+    dev = chase.meta["device"]
+    dram_ns = memory_exp.latency_summary(chase.table, l1_bytes=memory_exp.l1_capacity_bytes(dev),
+                                         l2_bytes=dev["l2_bytes"]).set_index("level").loc["device memory", "ns per load"]
+    bs = lh.load_reference("ch04_block_size_sweep").table
+    b1 = bs[bs["ilp"] == 1].set_index("threads")["gbps"]
+    b4 = bs[bs["ilp"] == 4].set_index("threads")["gbps"]
+    good1 = b1.loc[[64, 96, 128, 192, 256, 384, 512, 1024]]
+    good4 = b4.loc[[64, 96, 128, 192, 256, 384, 512, 768]]
+    enough1 = s1[s1 >= 0.9 * s1.max()].index.min()
+    match4 = s4[s4 >= s1.max()].index.min()
+    assert s4.loc[0.125] > s1.loc[0.3125] * 0.95 and s4.loc[0.125] < s1.loc[0.375], "scale_ilp4 at 12.5% ~ scale at 31%"
+    phrases = [
+        f"({s1.loc[0.875]:,.0f} GB/s at 87.5%, {s1.loc[1.0]:,.0f} at 100%), and it needs {enough1:.0%} occupancy for 90% "
+        "of its best",
+        f"moves {s4.loc[0.25]:,.0f} GB/s with a quarter of the warps, {s4.loc[0.25] / s1.loc[0.25]:.1f} times `scale`'s "
+        f"{s1.loc[0.25]:,.0f} GB/s at the same occupancy",
+        f"it matches `scale`'s best from {match4:.1%} occupancy",
+        f"at {s4.loc[0.625] / 1000:.1f} to {s4.max() / 1000:.1f} TB/s, three quarters of the copy ceiling",
+        f"the answer, {implied[(1, 0.125)]:.0f} ns, is close to the {dram_ns:.0f} ns the memory-hierarchy chapter",
+        f"to {implied[(1, 1.0)]:.0f} ns at 100%",
+        f"({implied[(4, 0.125)]:.0f} ns at 12.5% occupancy and {s4.loc[0.125]:,.0f} GB/s, against "
+        f"{implied[(1, 0.3125)]:.0f} ns for `scale` at {s1.loc[0.3125]:,.0f} GB/s)",
+        f"`scale` moves {good1.min():,.0f} to {good1.max():,.0f} GB/s with every size from 64 to 512 threads and at 1024",
+        f"at 32 threads ({b1.loc[32]:,.0f} GB/s, 50% occupancy) and 768 ({b1.loc[768]:,.0f} GB/s, 75%)",
+        f"`scale_ilp4` moves {good4.min():,.0f} to {good4.max():,.0f} GB/s from 64 to 768 threads",
+        f"({b4.loc[32]:,.0f} and {b4.loc[1024]:,.0f} GB/s)",
+        f"one load per thread still gained at 100% occupancy ({s1.loc[1.0] / 1000:.1f} TB/s), four independent loads "
+        f"per thread reached {s4.max() / 1000:.1f} TB/s at 75%",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+
+
+def test_chapter_prose_about_the_walkthrough_matches_the_model():
+    walk = wt.vector_add_walkthrough(n=8, threads=8, warp_size=4, memory_latency=20)
+    big = wt.vector_add_walkthrough(n=64, threads=64, warp_size=4, memory_latency=20)
+    waves = oc.waves(2000, 8, 132)
+    phrases = [f"{walk.idle_cycles} cycles issued nothing", f"only {big.idle_cycles} of {big.cycles} cycles",
+               f"The second wave keeps {waves['fill'].iloc[1]:.0%} of the block slots busy"]
+    assert not _missing(_prose(), phrases)
+
+
+def test_chapter_computes_the_copy_ceiling_from_the_reference_data():
+    text = _prose()
+    assert "4.2 TB/s" not in text and "4,150" not in text and "4,143" not in text
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    assert any("rl.reference_ceilings()" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")

@@ -6,7 +6,8 @@ with a message that says what to change; on success it prints one line.
 * :func:`check_blocks_per_sm`: occupancy by hand on the lab's SM (:data:`LAB_SM`).
 * :func:`check_warps_to_hide`: Little's law for the warp scheduler, judged by the simulation.
 * :func:`check_even_odd_sorted`: a divergence-free version of an even/odd branch.
-* :func:`check_shared_for_blocks`: the shared memory that throttles an SM to ``k`` blocks.
+* :func:`check_shared_for_blocks`: the shared memory that throttles an SM to ``k`` blocks;
+  :func:`measure_throttle_with` times the chapter's throttle experiment with it, once it passes.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def check_even_odd_sorted(kernel, steps: int = 3, threads: int = 64) -> None:
 SHARED_TARGETS = tuple(range(4, 33))
 
 
-def check_shared_for_blocks(student: Callable[[int], int], threads: int = 64) -> None:
+def check_shared_for_blocks(student: Callable[[int], int], threads: int = 64, *, quiet: bool = False) -> None:
     """Check ``student(k) -> dynamic shared bytes per block`` that lets exactly ``k`` blocks share an H100 SM."""
     sm = occ.HOPPER_H100
     for k in SHARED_TARGETS:
@@ -207,5 +208,22 @@ def check_shared_for_blocks(student: Callable[[int], int], threads: int = 64) ->
                 f"{threads} threads, not {k}. Each block is allocated {alloc:,} B (your bytes plus the 1 KB the driver reserves, "
                 f"rounded up to 128 B); {k} blocks share the {sm.shared_per_sm // 1024} KB exactly when that "
                 f"allocation is between {lo:,} and {hi:,} B: more than 228 KB / (k + 1), at most 228 KB / k.")
-    print(f"Correct: shared_for_blocks gives exactly k resident blocks for every k from {SHARED_TARGETS[0]} to "
-          f"{SHARED_TARGETS[-1]}.")
+    if not quiet:
+        print(f"Correct: shared_for_blocks gives exactly k resident blocks for every k from {SHARED_TARGETS[0]} to "
+              f"{SHARED_TARGETS[-1]}.")
+
+
+def measure_throttle_with(student: Callable[[int], int], n: int = 2**26):
+    """The chapter's throttle experiment (:func:`labhelpers.experiments.scheduling.measure_throttle`) with the
+    student's ``shared_for_blocks``, measured only once it passes :func:`check_shared_for_blocks`.
+
+    Pass it to :func:`labhelpers.live_or_reference` with ``fallback_on=(CheckFailed,)``: until the function is
+    right, nothing runs and the reference GPU's measurements are shown, with the check's message saying why.
+
+    Raises:
+        CheckFailed: ``student`` does not pass :func:`check_shared_for_blocks` yet.
+    """
+    from ..experiments.scheduling import measure_throttle
+
+    check_shared_for_blocks(student, quiet=True)
+    return measure_throttle(n, shared_for=student)

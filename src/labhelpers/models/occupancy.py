@@ -13,8 +13,8 @@ limits:
 * **shared memory**: static plus dynamic shared memory of the block, plus what the
   driver reserves per block (1 KB since Ampere), rounded up to the allocation unit.
 
-*Occupancy* is resident warps over the SM's maximum (seed 001, cs378 lecture:
-"Occupancy = #active warps / #maximum active warps"). :func:`occupancy` computes it
+*Occupancy* is resident warps over the SM's maximum (Rossbach, *CUDA* lecture slides, UT Austin
+CS378: "Occupancy = #active warps / #maximum active warps"). :func:`occupancy` computes it
 and names the limiting resource, following the rules of NVIDIA's CUDA Occupancy
 Calculator (``cuda_occupancy.h``, shipped with the CUDA toolkit). The per-SM limits come
 from :class:`SMLimits`: presets for a Hopper H100 (NVIDIA CUDA C++ Programming Guide,
@@ -131,13 +131,13 @@ FERMI_GF100 = SMLimits(
     source=_GUIDE + " (column 2.x)",
 )
 
-#: The SM of the cs378 lecture's worked examples (seed 001): Fermi's 1536 threads and
+#: The SM of the cs378 lecture's worked examples (Rossbach, *CUDA* lecture slides): Fermi's 1536 threads and
 #: 8 blocks, but a register file of 16 K registers (the size of the previous
 #: generation, GT200), which is what makes "+2 registers -> one block fewer" true.
 FERMI_LECTURE = dataclasses.replace(
     FERMI_GF100, name="Fermi as in the lecture (16 K registers)",
     registers_per_sm=16384, max_registers_per_block=16384, register_partitions=1,
-    source="cs378 CUDA lecture slides (seed 001): 1536 threads/SM, 8 blocks/SM, 16K registers/SM",
+    source="Rossbach, CUDA lecture slides, UT Austin CS378: 1536 threads/SM, 8 blocks/SM, 16K registers/SM",
 )
 
 PRESETS = {"H100 (Hopper, 9.0)": HOPPER_H100, "Fermi GF100 (2.0)": FERMI_GF100,
@@ -388,6 +388,27 @@ def shared_for_blocks(blocks: int, sm: SMLimits = HOPPER_H100, static_shared: in
             f"{dynamic + static_shared:,} B per block, more than the {sm.shared_per_block:,} B available without "
             "opting in: ask for more blocks.")
     return dynamic
+
+
+def waves(blocks: int, blocks_per_sm: int, sm_count: int) -> pd.DataFrame:
+    """How the block scheduler hands out a grid: one row per wave of blocks.
+
+    The block scheduler places a block on an SM only when all of its resources fit there, and the
+    block stays until all of its threads have finished; the blocks that do not fit yet wait in a queue
+    and take the place of finished ones. With every block taking about the same time, the grid runs in
+    waves of ``blocks_per_sm * sm_count`` blocks, and the last wave may leave SMs idle (the *tail*).
+
+    Returns:
+        A table with ``wave``, ``blocks`` (in that wave) and ``fill`` (its fraction of the GPU's block slots).
+    """
+    blocks = validate.integer(blocks, "blocks", minimum=1, allow_float=False)
+    blocks_per_sm = validate.integer(blocks_per_sm, "blocks_per_sm", minimum=1, allow_float=False)
+    sm_count = validate.integer(sm_count, "sm_count", minimum=1, allow_float=False)
+    slots = blocks_per_sm * sm_count
+    full, rest = divmod(blocks, slots)
+    sizes = [slots] * full + ([rest] if rest else [])
+    return pd.DataFrame({"wave": range(1, len(sizes) + 1), "blocks": sizes,
+                         "fill": [size / slots for size in sizes]})
 
 
 # --------------------------------------------------------------------------- the driver's answer (GPU only)

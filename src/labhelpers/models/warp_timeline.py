@@ -1,7 +1,7 @@
 """Latency hiding by warp scheduling: a cycle-by-cycle model of one warp scheduler.
 
-The model is the one of the classic G80 lecture example (seed note 004, "Hardware
-multi-threading example"): every warp alternates between a *burst* of ``burst``
+The model is the one of the classic G80 lecture example (*GPU Computing* course walkthrough,
+2025, "Hardware multi-threading example"): every warp alternates between a *burst* of ``burst``
 instructions that need the execution units (one instruction per cycle) and a memory
 access that *stalls* it for ``stall`` cycles. One scheduler issues at most one
 instruction per cycle, from a warp that is not stalled. With enough warps some warp is
@@ -27,6 +27,11 @@ Two scheduling policies are modelled:
   so they also stall together: the reason real schedulers prefer a greedy order
   (Narasiman et al., *Improving GPU Performance via Large Warps and Two-Level Warp
   Scheduling*, MICRO 2011).
+
+:func:`vector_add_walkthrough` is a second, finer model: the cs378 lecture's walk-through of a vector
+add, warp by warp and instruction by instruction (Rossbach, *CUDA* lecture slides, UT Austin CS378,
+"Example: VectorAdd on GPU"), with a *scoreboard* that holds back an instruction until the registers
+it reads have arrived.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .. import validate
 
@@ -227,3 +233,199 @@ def draw_timeline(ax, timeline: Timeline) -> None:
     handles, labels = ax.get_legend_handles_labels()
     by_label = dict(zip(labels, handles))
     ax.legend(by_label.values(), by_label.keys(), fontsize=7, loc="upper center", ncol=4, frameon=False)
+
+
+# --------------------------------------------------------------------------- the vector add, warp by warp
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One instruction of :data:`VECTOR_ADD`: its text, the registers it writes and reads, and its kind."""
+
+    text: str
+    writes: tuple[str, ...]
+    reads: tuple[str, ...]
+    kind: str  # "alu", "branch", "load", "store" or "exit"
+
+
+#: The vector add ``if (i < n) c[i] = a[i] + b[i]`` as the cs378 slides show its PTX, in the order the
+#: lanes of a warp meet it: the compare, the branch, then the path of the lanes past the end (``bra L2``)
+#: and the path of the lanes in range (two loads, the add, the store), and the exit where both meet.
+VECTOR_ADD = {
+    "start": (Instruction("setp.lt.s32 %p, %r5, %rd4", ("%p",), ("%r5", "%rd4"), "alu"),
+              Instruction("@%p bra L1", (), ("%p",), "branch")),
+    "out of range": (Instruction("bra L2", (), (), "branch"),),
+    "in range": (Instruction("ld.global.f32 %f1, [%r6]", ("%f1",), (), "load"),
+                 Instruction("ld.global.f32 %f2, [%r7]", ("%f2",), (), "load"),
+                 Instruction("add.f32 %f3, %f1, %f2", ("%f3",), ("%f1", "%f2"), "alu"),
+                 Instruction("st.global.f32 [%r8], %f3", (), ("%f3",), "store")),
+    "end": (Instruction("ret", (), (), "exit"),),
+}
+
+
+@dataclass(frozen=True)
+class Walkthrough:
+    """The result of :func:`vector_add_walkthrough`.
+
+    Attributes:
+        n, threads, warp_size, memory_latency, alu_latency: the model's parameters.
+        issued: one row per issued instruction: ``cycle``, ``warp``, ``lanes`` (the active ones, e.g. ``"0-3"``)
+            and ``instruction``.
+        trace: one row per cycle, one column per warp: the instruction the warp issued, ``waits for %f1 ...``
+            when the scoreboard holds it back, ``ready`` when another warp was chosen, ``done`` after ``ret``.
+    """
+
+    n: int
+    threads: int
+    warp_size: int
+    memory_latency: int
+    alu_latency: int
+    issued: pd.DataFrame
+    trace: pd.DataFrame
+
+    @property
+    def cycles(self) -> int:
+        """Cycles until the last warp's ``ret``."""
+        return len(self.trace)
+
+    @property
+    def idle_cycles(self) -> int:
+        """Cycles in which no warp could issue: every unfinished warp was waiting on the scoreboard."""
+        return self.cycles - len(self.issued)
+
+    def __str__(self) -> str:
+        return (f"vector add of {self.n} elements, {self.threads} threads, warps of {self.warp_size}: "
+                f"{len(self.issued)} instructions in {self.cycles} cycles, {self.idle_cycles} idle "
+                f"(memory latency {self.memory_latency}, ALU latency {self.alu_latency})")
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython display
+        p.text(str(self))
+
+
+def _lanes(active: list[int]) -> str:
+    return f"{active[0]}-{active[-1]}" if len(active) > 1 else str(active[0])
+
+
+def warp_program(n: int, first_thread: int, lanes_used: int) -> list[tuple[Instruction, list[int]]]:
+    """The instructions one warp issues for :data:`VECTOR_ADD`, each with the lanes active for it.
+
+    The warp's threads are ``first_thread`` to ``first_thread + lanes_used - 1`` (the last warp of a block
+    may have fewer threads than lanes). Lanes whose thread index is ``>= n`` take the out-of-range path;
+    when a warp holds both kinds of lanes it runs both paths one after the other (divergence), the
+    out-of-range one first in this model.
+    """
+    lanes = list(range(lanes_used))
+    inside = [lane for lane in lanes if first_thread + lane < n]
+    outside = [lane for lane in lanes if first_thread + lane >= n]
+    program = [(ins, lanes) for ins in VECTOR_ADD["start"]]
+    if outside:
+        program += [(ins, outside) for ins in VECTOR_ADD["out of range"]]
+    if inside:
+        program += [(ins, inside) for ins in VECTOR_ADD["in range"]]
+    program += [(ins, lanes) for ins in VECTOR_ADD["end"]]
+    return program
+
+
+def vector_add_walkthrough(n: int = 8, threads: int = 8, warp_size: int = 4, memory_latency: int = 20,
+                           alu_latency: int = 1, max_cycles: int = 10_000) -> Walkthrough:
+    """Play the cs378 vector-add walk-through: one scheduler, a scoreboard, warps issuing in round-robin order.
+
+    The lecture's setting is the default: 8 elements, one block of 8 threads, warps of 4 threads on one
+    SM with 4 cores, so each instruction of a warp takes one cycle to issue. Every cycle the scheduler
+    tries the warps in round-robin order, starting after the one that issued last, and issues the next
+    instruction of the first warp whose instruction may go: in order within a warp, and only when the
+    **scoreboard** says that every register it reads has been written (a load's register arrives
+    ``memory_latency`` cycles after it issued, an ALU result ``alu_latency`` cycles after) and that no
+    earlier instruction still has a write pending to a register it writes. Stores and branches write no
+    register, so nothing waits for them.
+
+    Args:
+        n: elements (threads with index ``>= n`` take the out-of-range path).
+        threads: threads in the block (at least ``n`` to cover it, but any count is modelled).
+        warp_size: lanes per warp (4 in the lecture's example, 32 on every NVIDIA GPU).
+        memory_latency, alu_latency: cycles until a load's or an ALU instruction's result may be read.
+
+    Returns:
+        A :class:`Walkthrough` with the issued instructions and the cycle-by-cycle trace.
+    """
+    n = validate.integer(n, "n", minimum=0, allow_float=False)
+    threads = validate.integer(threads, "threads", minimum=1, allow_float=False)
+    warp_size = validate.integer(warp_size, "warp_size", minimum=1, allow_float=False)
+    memory_latency = validate.integer(memory_latency, "memory_latency", minimum=1, allow_float=False)
+    alu_latency = validate.integer(alu_latency, "alu_latency", minimum=1, allow_float=False)
+    n_warps = -(-threads // warp_size)
+    programs = []
+    for w in range(n_warps):
+        size = min(warp_size, threads - w * warp_size)  # the last warp may be partial: its missing lanes idle
+        programs.append(warp_program(n, w * warp_size, size))
+    pc = [0] * n_warps
+    ready_at = [dict() for _ in range(n_warps)]  # the scoreboard: register -> first cycle it may be read
+    issued, trace = [], []
+    last = -1
+    for cycle in range(max_cycles):
+        if all(pc[w] >= len(programs[w]) for w in range(n_warps)):
+            break
+        row, chosen = {}, None
+        for k in range(n_warps):
+            w = (last + 1 + k) % n_warps
+            if pc[w] >= len(programs[w]):
+                row[w] = "done"
+                continue
+            ins, lanes = programs[w][pc[w]]
+            pending = [r for r in ins.reads + ins.writes if ready_at[w].get(r, 0) > cycle]
+            if pending:
+                row[w] = "waits for " + " ".join(dict.fromkeys(pending))
+            elif chosen is None:
+                chosen = w
+                row[w] = ins.text
+                latency = memory_latency if ins.kind == "load" else alu_latency
+                for r in ins.writes:
+                    ready_at[w][r] = cycle + latency
+                issued.append(dict(cycle=cycle, warp=w, lanes=_lanes(lanes), instruction=ins.text))
+                pc[w] += 1
+            else:
+                row[w] = "ready"
+        if chosen is not None:
+            last = chosen
+        trace.append([row[w] for w in range(n_warps)])
+    else:
+        raise RuntimeError(f"the walk-through did not finish in {max_cycles} cycles")
+    trace_df = pd.DataFrame(trace, columns=[f"warp {w}" for w in range(n_warps)]).rename_axis("cycle")
+    return Walkthrough(n=n, threads=threads, warp_size=warp_size, memory_latency=memory_latency,
+                       alu_latency=alu_latency, issued=pd.DataFrame(issued, columns=["cycle", "warp", "lanes",
+                                                                                      "instruction"]),
+                       trace=trace_df)
+
+
+_KIND_COLOURS = {"alu": "tab:green", "branch": "tab:purple", "load": "tab:blue", "store": "tab:orange",
+                 "exit": "0.5"}
+
+
+def draw_walkthrough(ax, walk: Walkthrough) -> None:
+    """Draw a :class:`Walkthrough`: one row per warp, a box per issued instruction, red where the scoreboard waits."""
+    kinds = {ins.text: ins.kind for part in VECTOR_ADD.values() for ins in part}
+    n_warps = walk.trace.shape[1]
+    labelled = set()
+    for w, column in enumerate(walk.trace.columns):
+        y = n_warps - 1 - w
+        for cycle, text in enumerate(walk.trace[column]):
+            if text.startswith("waits"):
+                ax.broken_barh([(cycle, 1)], (y - 0.3, 0.6), facecolors="mistyrose",
+                               label=None if "waiting" in labelled else "waiting on the scoreboard")
+                labelled.add("waiting")
+            elif text in kinds:
+                kind = kinds[text]
+                ax.broken_barh([(cycle, 1)], (y - 0.4, 0.8), facecolors=_KIND_COLOURS[kind],
+                               label=None if kind in labelled else kind)
+                labelled.add(kind)
+                ax.text(cycle + 0.5, y, text.split()[0].split(".")[0], rotation=90, ha="center", va="center",
+                        fontsize=6, color="white")
+    ax.set_yticks(range(n_warps))
+    ax.set_yticklabels([f"warp {n_warps - 1 - k}" for k in range(n_warps)])
+    ax.set_xlim(0, walk.cycles)
+    ax.set_ylim(-0.8, n_warps + 0.4)
+    ax.set_xlabel("cycle")
+    ax.set_title(f"vector add of {walk.n} elements, {walk.threads} threads in warps of {walk.warp_size}, memory latency "
+                 f"{walk.memory_latency}: {walk.cycles} cycles, {walk.idle_cycles} idle", fontsize=9)
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels, fontsize=7, loc="upper center", ncol=6, frameon=False)
