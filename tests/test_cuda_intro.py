@@ -355,3 +355,159 @@ def _floor_warps(n, threads):
 def test_check_launch_config_rejects(func, message):
     with pytest.raises(lh.CheckFailed, match=message):
         ex.check_launch_config(func)
+
+
+# --- CUDA C's qualifiers in Numba, recursion ----------------------------------------------------
+
+@pytest.mark.parametrize("n", ODD_SIZES)
+def test_qualifier_kernels_match_numpy(n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    np.testing.assert_allclose(intro.run_polynomial(x), intro.polynomial_numpy(x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(intro.run_median_filter(x), intro.median_filter_numpy(x))
+    np.testing.assert_array_equal(intro.run_reverse_each_block(x), intro.reverse_each_block_numpy(x))
+
+
+def test_qualifier_specifications_on_known_values():
+    np.testing.assert_allclose(intro.polynomial_numpy(np.array([0, 1, 2], np.float32)), [1, 0.625, 0])
+    np.testing.assert_array_equal(intro.median_filter_numpy(np.array([5, 1, 9, 3, 7], np.float32)), [5, 5, 5, 7, 7])
+    np.testing.assert_array_equal(intro.reverse_each_block_numpy(np.arange(5), threads=2), [1, 0, 3, 2, 4])
+
+
+def test_reverse_each_block_has_no_race_and_needs_its_barrier():
+    args = (3, intro.REVERSE_THREADS, np.arange(150, dtype=np.float32))
+    assert lh.check_races(intro.reverse_each_block, *args).ok
+    racy = mutant(intro.reverse_each_block, "cuda.syncthreads()  # RAW: every element must be in the tile "
+                  "before any thread reads another's", "pass")
+    assert not lh.check_races(racy, *args).ok
+
+
+def test_fibonacci_recurses():
+    np.testing.assert_array_equal(intro.run_fibonacci(), [0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55])
+    np.testing.assert_array_equal(intro.run_fibonacci(3), [0, 1, 1])
+    with pytest.raises(lh.ArgumentError, match="count"):
+        intro.run_fibonacci(intro.FIB_MAX + 2)
+
+
+def test_qualifier_wrappers_reject_bad_arrays():
+    with pytest.raises(lh.ArrayArgumentError, match="float32"):
+        intro.run_polynomial(np.ones(4))
+    with pytest.raises(lh.ArrayArgumentError, match="float32"):
+        intro.run_median_filter(np.ones(4))
+    with pytest.raises(lh.ArrayArgumentError, match="dimension"):
+        intro.run_reverse_each_block(np.ones((2, 2), np.float32))
+
+
+# --- an error the GPU reports late --------------------------------------------------------------
+
+@sim_only
+def test_asynchronous_error_under_the_simulator_raises_at_the_launch():
+    steps = intro_exp.asynchronous_error()
+    assert list(steps.columns) == intro_exp.ASYNC_ERROR_COLUMNS and len(steps) == 5
+    results = list(steps["result"])
+    assert results[1].startswith("IndexError") and str(intro_exp.FAR_INDEX) in results[1]
+    assert all(r == "ok: no error" for i, r in enumerate(results) if i != 1)
+
+
+@gpu_only
+def test_asynchronous_error_on_a_gpu_surfaces_at_the_synchronisation():
+    steps = intro_exp.asynchronous_error()
+    results = list(steps["result"])
+    assert results[0] == results[1] == results[2] == "ok: no error", results
+    assert "ILLEGAL_ADDRESS" in results[3] and "ILLEGAL_ADDRESS" in results[4], results
+    out = cuda.to_device(np.arange(4))  # this process's context is untouched
+    assert np.array_equal(out.copy_to_host(), np.arange(4))
+
+
+# --- compute capability ----------------------------------------------------------------------------
+
+def test_compute_capability_features():
+    table = launch_calc.compute_capability_features()
+    assert list(table.index) == sorted(table.index, key=lambda v: tuple(map(int, v.split("."))))
+    assert "recursion" in table.loc["2.0", "what it brought"] and "shuffle" in table.loc["3.0", "what it brought"]
+    t4 = launch_calc.compute_capability_features((7, 5))
+    assert list(t4["on CC 7.5"]) == ["yes"] * 6 + ["no"] * 2
+    assert (launch_calc.compute_capability_features("9.0")["on CC 9.0"] == "yes").all()
+    with pytest.raises(ValueError, match="compute capability"):
+        launch_calc.compute_capability_features("Hopper")
+
+
+def test_peak_memory_bandwidth_of_the_reference():
+    table = lh.load_reference("ch01_device_properties").table
+    assert launch_calc.peak_memory_bandwidth(table) == pytest.approx(3201e3 * 6016 / 8 * 2 / 1e6, rel=1e-3)
+
+
+def test_saxpy_plot_takes_a_measured():
+    measured = lh.live_or_reference(None, "ch01_saxpy_three_ways")
+    fig = intro_fig.plot_saxpy_three_ways(measured)
+    assert "H200" not in fig._suptitle.get_text()  # the title names no GPU: the legend does
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels and all(measured.reference.label in label for label in labels)
+
+
+# --- the chapter's prose against the reference data (drift check) --------------------------------
+
+def _prose(path: Path) -> str:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def test_chapter_1_prose_quotes_the_reference_data():
+    """Every measured figure in chapter 1's text, recomputed from the reference data it comes from."""
+    from labhelpers import roofline as rl
+
+    text = _prose(ROOT / "book" / "01_cuda_in_python.ipynb")
+    saxpy = lh.load_reference("ch01_saxpy_three_ways").table
+    ms = saxpy.pivot(index="n", columns="method", values="median_ms")
+    gbs = saxpy.pivot(index="n", columns="method", values="gbps")
+    K, T, H = intro_exp.GPU_KERNEL_ONLY, intro_exp.GPU_WITH_TRANSFERS, intro_exp.HOST_NUMPY
+    small = ms.index <= 2**23
+    props = lh.load_reference("ch01_device_properties").table
+    peak = launch_calc.peak_memory_bandwidth(props)
+    ceilings = rl.reference_ceilings()
+    transfers = lh.load_reference("ch03_transfers").table
+    biggest = transfers[transfers["nbytes"] == transfers["nbytes"].max()].set_index("transfer")["gbps"]
+    empty_us = float(lh.load_reference("ch02_speedup").table["empty_ms"].iloc[0]) * 1e3
+    numpy_wins = [n for n in ms.index if ms.loc[n, H] < ms.loc[n, K]]
+    g28, k28, t28, h28 = gbs.loc[2**28, K], ms.loc[2**28, K], ms.loc[2**28, T], ms.loc[2**28, H]
+    cache_range = gbs.loc[2**19:2**22, H]
+    dram_range = gbs.loc[2**24:, H]
+    fp32 = launch_calc.peak_fp32_gflops(props)
+    expected = [
+        f"between {ms.loc[small, K].min() * 1e3:.0f} and {ms.loc[small, K].max() * 1e3:.0f} µs",
+        f"{ms.loc[small, K].min() * 1e3:.0f} to {ms.loc[small, K].max() * 1e3:.0f} µs is *one* launch",
+        f"({intro.saxpy_bytes(2**23) / 1e6:.1f} MB moved)",
+        f"({intro.saxpy_bytes(2**23) / g28 / 1e3:.0f} µs at $2^{{23}}$)",
+        f"at $2^{{26}}$ the curve reaches {gbs.loc[2**26, K] / 1e3:.1f} TB/s",
+        f"$2^{{28}}$ {g28 / 1e3:.1f} TB/s, {_pct(g28 / peak)} of the memory's datasheet peak and "
+        f"{_pct(g28 / ceilings.dram_gbs)} of the copy ceiling",
+        f"flat at about {ms.loc[:2**15, T].median():.1f} ms, {(ms.loc[:2**15, T] / ms.loc[:2**15, K]).median():.0f} "
+        "times the kernel-only time",
+        f"{t28:.0f} ms against {k28:.2f} ms for the kernel, {t28 / k28:.0f} times longer",
+        f"The useful bytes then flow at {gbs.loc[2**28, T]:.0f} GB/s",
+        f"measures {biggest['H2D pinned']:.0f} GB/s from pinned memory",
+        f"reach only {biggest['H2D pageable']:.0f} to {biggest['D2H pageable']:.0f} GB/s, "
+        f"{g28 / gbs.loc[2**28, T]:.0f} times less than the kernel's {g28 / 1e3:.1f} TB/s",
+        f"{ms.loc[2**10, H] * 1e3:.1f} µs at $2^{{10}}$, {ms.loc[2**10, T] / ms.loc[2**10, H]:.0f} times faster",
+        f"up to $2^{{{max(numpy_wins).bit_length() - 1}}}$ elements",
+        f"NumPy runs at {gbs.loc[max(numpy_wins), H]:.0f} GB/s",
+        f"from $2^{{{max(numpy_wins).bit_length()}}}$ on the resident GPU wins, by {h28 / k28:.0f} times",
+        f"drops to {cache_range.min():.0f}-{cache_range.max():.0f} GB/s",
+        f"$2^{{24}}$ to {dram_range.min():.0f}-{dram_range.max():.0f} GB/s",
+        f"Chapter 2's {empty_us:.0f} µs",
+        f"({ms.loc[2**24, T]:.1f} against {ms.loc[2**24, H]:.1f} ms)",
+        f"at best {_pct(1 - t28 / h28)} less time",
+        f"a factor of up to {(ms[T] / ms[H]).max():.0f}",
+        f"{biggest['H2D pinned']:.0f} instead of {biggest['H2D pageable']:.0f} to {biggest['D2H pageable']:.0f} GB/s",
+        f"SAXPY does {g28 / 6 / 1e3:.2f} TFLOP/s, under 1 % of the reference GPU's {fp32 / 1e3:.1f} TFLOP/s",
+        f"{(ms.loc[:2**15, T] / ms.loc[:2**15, K]).median():.0f} to {t28 / k28:.0f} times",
+    ]
+    assert g28 / 6 < 0.01 * fp32
+    missing = [e for e in expected if e not in text]
+    assert not missing, f"chapter 1's text no longer matches the reference data: {missing}"
+    assert "H200" not in text and "H100" not in text, "name the reference GPU from its data, not by hand"

@@ -4,17 +4,27 @@
 GPU kernel only) and :func:`saxpy_three_ways` sweeps sizes and ways (``bench/cuda_intro.py``
 stores the result as reference ``ch01_saxpy_three_ways``); :func:`saxpy_summary` reads it at
 one size. The kernel and its specification are in :mod:`labhelpers.kernels.intro`.
+
+:func:`asynchronous_error` shows when a GPU reports an error in a kernel: not at the launch,
+which returns at once, but at the next call that waits for the GPU. On a GPU it runs in a
+child process, because such an error leaves the CUDA context unusable.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 from numba import cuda
 
-from ..kernels.intro import saxpy, saxpy_bytes, saxpy_flops, saxpy_numpy
+from .. import backend
+from ..kernels.intro import saxpy, saxpy_bytes, saxpy_flops, saxpy_numpy, write_at
 from ..launch import launch_1d
 from ..sweep import STATUS_OK, sweep
 from ..timing import Timing, benchmark, wall_time
@@ -128,3 +138,92 @@ def saxpy_summary(table: pd.DataFrame, n: int | None = None) -> pd.DataFrame:
     })
     summary.index.name = f"SAXPY, n = 2^{int(np.log2(n))}" if n & (n - 1) == 0 else f"SAXPY, n = {n}"
     return summary.round(3)
+
+
+# --------------------------------------------------------------------------- an error the GPU reports late
+#: The element :func:`asynchronous_error` writes to in a 16-element array: 2^40 int32 elements, 4 TiB, past
+#: its end, an address no allocation owns.
+FAR_INDEX = 2**40
+#: Columns of :func:`asynchronous_error`'s table.
+ASYNC_ERROR_COLUMNS = ["step", "returned after (ms)", "result"]
+_ASYNC_STEPS = (
+    "1. launch write_at in bounds, then cuda.synchronize() (compiles it; no error)",
+    "2. launch write_at 4 TiB past the end of the array",
+    "3. host work meanwhile: a NumPy sum",
+    "4. cuda.synchronize(): wait for the GPU",
+    "5. afterwards: a new allocation, cuda.to_device",
+)
+
+
+def _async_error_steps(emit: Callable[[dict], None]) -> None:
+    """Run the five steps of the demonstration on the current backend, calling ``emit`` with each row."""
+
+    def step(what: str, call: Callable[[], object]) -> None:
+        t0 = time.perf_counter()
+        try:
+            call()
+            result = "ok: no error"
+        except Exception as exc:  # noqa: BLE001  (reporting every error is the point of the demonstration)
+            message = getattr(exc, "msg", None) or str(exc)
+            result = f"{type(exc).__name__}: {message}"
+        emit({"step": what, "returned after (ms)": (time.perf_counter() - t0) * 1e3, "result": result})
+
+    out = cuda.device_array(16, dtype=np.int32)
+    first, far, host, sync, alloc = _ASYNC_STEPS
+    step(first, lambda: (write_at[1, 1](out, 0, 1), cuda.synchronize()))
+    step(far, lambda: write_at[1, 1](out, FAR_INDEX, 1))
+    step(host, lambda: np.ones(10**6).sum())
+    step(sync, cuda.synchronize)
+    step(alloc, lambda: cuda.to_device(np.ones(4)))
+
+
+def _async_error_child() -> None:
+    """Entry point of the child process on a GPU: one JSON line per step on stdout, as it happens."""
+    _async_error_steps(lambda row: print(json.dumps(row), flush=True))
+
+
+def asynchronous_error(timeout: float = 300) -> pd.DataFrame:
+    """Launch a kernel that writes far out of bounds, and record which call reports the error.
+
+    The steps: (1) launch :func:`~labhelpers.kernels.intro.write_at` in bounds and synchronise
+    (this compiles it); (2) launch it again with an index 4 TiB past the end of a 16-element
+    array; (3) do some host work; (4) ``cuda.synchronize()``; (5) allocate again.
+
+    On a GPU the launch (2) returns at once without an error; the kernel faults on the GPU
+    meanwhile, and the error (``CUDA_ERROR_ILLEGAL_ADDRESS``) is reported by the next call that
+    waits for the GPU (4). Such an error is *sticky*: the CUDA context is lost and every later
+    call fails too (5), until the process restarts. That is why, on a GPU, the steps run in a
+    child process: the notebook's own context stays usable. Under the simulator, which runs
+    a kernel to completion inside the launch call and checks every index, the launch itself
+    raises ``IndexError``.
+
+    Returns:
+        One row per step: ``step``, ``returned after (ms)`` (host clock) and ``result`` (``ok: no
+        error`` or the exception's type and message).
+    """
+    if backend.is_simulator():
+        rows: list[dict] = []
+        _async_error_steps(rows.append)
+        return pd.DataFrame(rows, columns=ASYNC_ERROR_COLUMNS)
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = [package_root] + [p for p in sys.path if p and os.path.isdir(p)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    code = "import labhelpers; from labhelpers.experiments.intro import _async_error_child; _async_error_child()"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        stdout, why = proc.stdout, f"exit code {proc.returncode}"
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        why = f"no answer within {timeout:.0f} s"
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    for missing in _ASYNC_STEPS[len(rows):]:
+        rows.append({"step": missing, "returned after (ms)": float("nan"),
+                     "result": f"not reached: the child process stopped ({why})"})
+    return pd.DataFrame(rows, columns=ASYNC_ERROR_COLUMNS)

@@ -10,6 +10,17 @@ up to whole blocks and the last block usually has threads with no element to wor
 * :func:`add_2d`: a 2D grid over a matrix (x runs along columns, y along rows);
   :func:`run_add_2d` launches it.
 * :func:`saxpy_numpy`, :func:`saxpy_bytes`, :func:`saxpy_flops`: SAXPY's specification and costs.
+* CUDA C's qualifiers in Numba, one idea per kernel: :func:`horner`, a device function
+  (``__device__``, ``@cuda.jit(device=True)``) that returns a value, called by :func:`polynomial`,
+  whose coefficients live in constant memory (``__constant__``, ``cuda.const.array_like``);
+  :func:`median_filter`, with a per-thread array (``cuda.local.array``); :func:`reverse_each_block`,
+  with a per-block array in shared memory (``__shared__``, ``cuda.shared.array``). Each has a NumPy
+  specification and a ``run_*`` wrapper.
+* :func:`fib`, a device function that calls itself: recursion works on every GPU since compute
+  capability 2.0; :func:`fibonacci` launches it.
+* :func:`write_at`: one thread writes one element *without* a bounds check, for the chapter's
+  demonstration of an error that surfaces at a later synchronising call
+  (:func:`labhelpers.experiments.intro.asynchronous_error`).
 
 Timing SAXPY three ways (host, GPU with transfers, GPU kernel only) is in
 :mod:`labhelpers.experiments.intro`, its figure in :mod:`labhelpers.figures.intro`.
@@ -18,11 +29,22 @@ Timing SAXPY three ways (host, GPU with transfers, GPU kernel only) is in
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float32
 
+from .. import validate
 from ..arrays import check_array, to_host
 from ..launch import launch_1d
 from ..models.launch_calc import launch_2d
+
+#: Coefficients of the polynomial :func:`polynomial` evaluates, lowest power first:
+#: p(v) = 1 - v/2 + v^2/4 - v^3/8. Compiling :func:`polynomial` copies them into constant memory.
+POLY_COEFFS = np.array([1.0, -0.5, 0.25, -0.125], dtype=np.float32)
+#: Width of :func:`median_filter`'s window (odd): each output is the median of this many inputs.
+MEDIAN_WIDTH = 5
+#: Threads per block of :func:`reverse_each_block`, the length of its shared-memory array.
+REVERSE_THREADS = 64
+#: :func:`fibonacci` recurses at most this deep: every call takes space on the thread's stack (1 KiB by default).
+FIB_MAX = 10
 
 
 @cuda.jit
@@ -121,3 +143,161 @@ def run_add_2d(a, b, block: tuple[int, int] = (16, 16)) -> np.ndarray:
     out_d = cuda.device_array_like(a_d)
     add_2d[grid, block](a_d, b_d, out_d)
     return to_host(out_d)
+
+
+# --------------------------------------------------------------------------- CUDA C's qualifiers in Numba
+@cuda.jit(device=True)
+def horner(coeffs, v):
+    """``coeffs[0] + coeffs[1] v + coeffs[2] v^2 + ...`` by Horner's rule.
+
+    A device function (CUDA C's ``__device__``): called from kernels, never launched, and unlike a
+    kernel it returns a value.
+    """
+    acc = coeffs[coeffs.size - 1]
+    for k in range(coeffs.size - 2, -1, -1):
+        acc = acc * v + coeffs[k]
+    return acc
+
+
+@cuda.jit
+def polynomial(x, out):
+    """``out[i] = p(x[i])`` for the polynomial of :data:`POLY_COEFFS`, held in constant memory."""
+    coeffs = cuda.const.array_like(POLY_COEFFS)  # __constant__: every thread reads the same coefficient at once
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = horner(coeffs, x[i])  # a device function returns its value to the caller
+
+
+@cuda.jit(device=True)
+def insertion_sort(values):
+    """Sort a small array in place (a device function that returns nothing)."""
+    for k in range(1, values.size):
+        v = values[k]
+        j = k - 1
+        while j >= 0 and values[j] > v:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = v
+
+
+@cuda.jit
+def median_filter(x, out):
+    """``out[i]`` = the median of the :data:`MEDIAN_WIDTH` inputs around ``i`` (indices clamped to the array)."""
+    window = cuda.local.array(MEDIAN_WIDTH, float32)  # one private copy per thread
+    i = cuda.grid(1)
+    if i < out.size:
+        for k in range(MEDIAN_WIDTH):
+            j = min(max(i + k - MEDIAN_WIDTH // 2, 0), x.size - 1)  # clamp at both ends
+            window[k] = x[j]
+        insertion_sort(window)
+        out[i] = window[MEDIAN_WIDTH // 2]
+
+
+@cuda.jit
+def reverse_each_block(a):
+    """Reverse every block's slice of ``a`` in place, through a tile in shared memory.
+
+    Launch with :data:`REVERSE_THREADS` threads per block; the last block may be partial.
+    """
+    tile = cuda.shared.array(REVERSE_THREADS, float32)  # __shared__: one copy per block
+    t = cuda.threadIdx.x
+    start = cuda.blockIdx.x * cuda.blockDim.x
+    count = min(cuda.blockDim.x, a.size - start)  # elements of this block: fewer in the last one
+    if t < count:
+        tile[t] = a[start + t]
+    cuda.syncthreads()  # RAW: every element must be in the tile before any thread reads another's
+    if t < count:
+        a[start + t] = tile[count - 1 - t]
+
+
+def polynomial_numpy(x: np.ndarray) -> np.ndarray:
+    """Specification of :func:`polynomial`: Horner's rule in float32, as the kernel computes it."""
+    x = np.asarray(x, dtype=np.float32)
+    acc = np.full_like(x, POLY_COEFFS[-1])
+    for c in POLY_COEFFS[-2::-1]:
+        acc = acc * x + c
+    return acc
+
+
+def median_filter_numpy(x: np.ndarray) -> np.ndarray:
+    """Specification of :func:`median_filter`: sliding medians with the ends repeated."""
+    half = MEDIAN_WIDTH // 2
+    padded = np.pad(np.asarray(x, dtype=np.float32), half, mode="edge")
+    return np.median(np.lib.stride_tricks.sliding_window_view(padded, MEDIAN_WIDTH), axis=1).astype(np.float32)
+
+
+def reverse_each_block_numpy(a: np.ndarray, threads: int = REVERSE_THREADS) -> np.ndarray:
+    """Specification of :func:`reverse_each_block`: every slice of ``threads`` elements reversed."""
+    a = np.asarray(a)
+    return np.concatenate([a[s:s + threads][::-1] for s in range(0, a.size, threads)]) if a.size else a.copy()
+
+
+def run_polynomial(x, threads: int = 256) -> np.ndarray:
+    """Launch :func:`polynomial` on a float32 vector and return ``p(x)`` as a NumPy array."""
+    check_array(x, "x", dtype=np.float32, ndim=1)
+    launch = launch_1d(x.shape[0], threads)
+    x_d = cuda.to_device(x)
+    out_d = cuda.device_array_like(x_d)
+    polynomial[launch.blocks, launch.threads](x_d, out_d)
+    return to_host(out_d)
+
+
+def run_median_filter(x, threads: int = 256) -> np.ndarray:
+    """Launch :func:`median_filter` on a float32 vector and return the filtered vector."""
+    check_array(x, "x", dtype=np.float32, ndim=1)
+    launch = launch_1d(x.shape[0], threads)
+    x_d = cuda.to_device(x)
+    out_d = cuda.device_array_like(x_d)
+    median_filter[launch.blocks, launch.threads](x_d, out_d)
+    return to_host(out_d)
+
+
+def run_reverse_each_block(a) -> np.ndarray:
+    """Launch :func:`reverse_each_block` (blocks of :data:`REVERSE_THREADS`) and return the result."""
+    check_array(a, "a", dtype=np.float32, ndim=1)
+    launch = launch_1d(a.shape[0], REVERSE_THREADS)
+    a_d = cuda.to_device(a)
+    reverse_each_block[launch.blocks, launch.threads](a_d)
+    return to_host(a_d)
+
+
+# --------------------------------------------------------------------------- recursion
+@cuda.jit(device=True)
+def fib(n):
+    """The ``n``-th Fibonacci number by plain recursion: a device function may call itself.
+
+    Recursion works on every GPU since compute capability 2.0 (Fermi). Each call takes room on
+    the thread's stack (1 KiB per thread by default), so keep the depth small.
+    """
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+@cuda.jit
+def fibonacci(out):
+    """``out[i] = fib(i)``, one thread per element."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = fib(np.int64(i))  # one argument type, so the recursive calls share one compiled version
+
+
+def run_fibonacci(count: int = FIB_MAX + 1) -> np.ndarray:
+    """Launch :func:`fibonacci` for ``fib(0) ... fib(count - 1)`` (at most ``FIB_MAX + 1`` of them)."""
+    count = validate.integer(count, "count", minimum=1, maximum=FIB_MAX + 1)
+    out_d = cuda.device_array(count, dtype=np.int64)
+    fibonacci[1, 32](out_d)
+    return to_host(out_d)
+
+
+# --------------------------------------------------------------------------- an error the GPU reports late
+@cuda.jit
+def write_at(out, index, value):
+    """Thread 0 writes ``out[index] = value``: *no* bounds check, on purpose.
+
+    The chapter's demonstration of an asynchronous error passes an index far past the end:
+    on a GPU the write faults after the launch has returned, and the error surfaces at the
+    next call that waits for the GPU; the simulator checks the index and raises at once.
+    """
+    if cuda.grid(1) == 0:
+        out[index] = value

@@ -9,6 +9,8 @@
   reference ``ch01_device_properties``); :func:`describe_device` makes it readable and
   :func:`compare_with_seed` sets it next to the ``deviceQuery`` table of three older GPUs
   published in the course's seed notes (GTX 480, Tesla K20c, RTX 2080 Ti).
+* :data:`CC_FEATURES` lists the compute-capability features the book relies on;
+  :func:`compute_capability_features` tabulates them, and says which a given GPU has.
 """
 
 from __future__ import annotations
@@ -252,6 +254,12 @@ def peak_fp32_gflops(table: pd.DataFrame) -> float | None:
     return 2 * cores * clock * 1e3 / 1e9 if cores and clock else None
 
 
+def peak_memory_bandwidth(table: pd.DataFrame) -> float | None:
+    """The datasheet-style memory bandwidth in GB/s (memory clock x bus width, as the driver reports them), or None."""
+    bw = _props(table).get("peak_memory_bandwidth_gbs")
+    return float(bw) if bw else None
+
+
 def ridge_point(table: pd.DataFrame) -> float | None:
     """Flops per byte at which the device stops being memory-bound: peak FP32 rate over peak bandwidth."""
     flops = peak_fp32_gflops(table)
@@ -331,3 +339,43 @@ def compare_with_seed(table: pd.DataFrame, label: str | None = None) -> pd.DataF
     out = pd.DataFrame(data)
     out.index.name = "property"
     return out
+
+
+#: Features of a compute capability that the book relies on: (first compute capability, architecture and year,
+#: feature, where the book meets it). From NVIDIA's *CUDA C++ Programming Guide* ("Compute Capabilities",
+#: "Feature Availability") and the architecture whitepapers.
+CC_FEATURES: tuple[tuple[str, str, str, str], ...] = (
+    ("2.0", "Fermi, 2010", "1024 threads per block; L1 and L2 caches; single-precision FMA; recursion, printf",
+     "every launch (the 1024 limit); chapter 1 (recursion)"),
+    ("3.0", "Kepler, 2012", "warp shuffles (shfl_*_sync): threads of a warp read each other's registers",
+     "chapters 4 and 6 (the last steps of a reduction)"),
+    ("3.5", "Kepler GK110, 2012", "up to 255 registers per thread; dynamic parallelism",
+     "chapter 4 (registers limit occupancy)"),
+    ("6.0", "Pascal, 2016", "double-precision atomicAdd; unified memory with page faults; compute preemption",
+     "chapters 6 and 13 (atomics)"),
+    ("7.0", "Volta, 2017", "independent thread scheduling: a warp's threads need not run in lockstep (syncwarp); "
+     "tensor cores", "chapters 4, 6 and 13 (warps), 5 (cuBLAS)"),
+    ("7.5", "Turing, 2018", "the oldest GPUs CUDA 13 compiles for (Colab's T4 is one)", "the setup cell"),
+    ("8.0", "Ampere, 2020", "asynchronous copies global -> shared; L2 residency control; TF32 tensor cores",
+     "chapter 5 (TF32 kept off for a fair FP32 comparison)"),
+    ("9.0", "Hopper, 2022", "thread block clusters and distributed shared memory; TMA; 227 KiB shared memory "
+     "per block", "chapters 3 and 4 (shared-memory limits)"),
+)
+
+
+def compute_capability_features(cc: Any = None) -> pd.DataFrame:
+    """:data:`CC_FEATURES` as a table, one row per compute capability.
+
+    Args:
+        cc: a compute capability (``"9.0"``, ``(8, 6)`` or ``8.6``); when given, a last column says
+            whether a GPU of that compute capability has each feature.
+    """
+    table = pd.DataFrame(CC_FEATURES, columns=["since compute capability", "architecture", "what it brought",
+                                               "where the book uses it"])
+    if cc is not None:
+        have = _cc_tuple(".".join(str(v) for v in cc) if isinstance(cc, (tuple, list)) else cc)
+        if have is None:
+            raise ValueError(f"a compute capability looks like '9.0' or (9, 0), got {cc!r}")
+        table[f"on CC {have[0]}.{have[1]}"] = ["yes" if _cc_tuple(v) <= have else "no"
+                                              for v in table["since compute capability"]]
+    return table.set_index("since compute capability")
