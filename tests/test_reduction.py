@@ -24,6 +24,7 @@ from labhelpers.exercises import reduction as ex
 from labhelpers.experiments import reduction as red_exp
 from labhelpers.figures import reduction as red_fig
 from labhelpers.kernels import reduction as red
+from labhelpers import roofline as rl
 from labhelpers.models import reduction_tree as tree
 from markers import SIM, gpu_only, sim_only
 from mutants import lab_skeletons, load_solutions, mutant
@@ -299,7 +300,7 @@ def test_first_add_checker():
         ex.check_first_add_any_n(SKEL["reduce_first_add"])
     unguarded = mutant(SOL.reduce_first_add, ("if i < x.size:", "if True:"),
                        ("if i + cuda.blockDim.x < x.size:", "if True:"))
-    with pytest.raises(lh.CheckFailed, match="read outside|read past the end"):
+    with pytest.raises(lh.CheckFailed, match="reads past the end of its input"):
         ex.check_first_add_any_n(unguarded)
 
     first_half_only = mutant(SOL.reduce_first_add, "v += x[i + cuda.blockDim.x]",
@@ -371,13 +372,72 @@ def test_reference_tables_are_typed():
         assert FLIGHT.table[column].dtype.kind in "if", column
 
 
+COPY = rl.reference_ceilings()
+
+
 def test_best_gbps_and_ceilings():
     table = SWEEP.table
-    assert red_exp.best_gbps(table, "copy") == table.loc[table["variant"] == "copy", "gbps"].max()
     assert red_exp.best_gbps(table, "sequential", 128) == pytest.approx(694.0, abs=0.5)
     assert np.isnan(red_exp.best_gbps(table, "no_such_variant"))
-    assert list(red_exp.ceilings(table)) == list(red_exp.CEILINGS.values())
-    assert all(np.isfinite(v) for v in red_exp.ceilings(table).values())
+    assert "copy" not in set(table["variant"])  # one copy ceiling: measure_dram_bandwidth's, in ch07_ceilings
+    yard = red_exp.ceilings(table, COPY.dram_gbs)
+    assert list(yard) == list(red_exp.CEILINGS)
+    assert yard[red_exp.COPY_CEILING] == COPY.dram_gbs
+    assert yard[red_exp.CUB] == red_exp.best_gbps(table, "cupy_sum") and np.isfinite(yard[red_exp.CUB])
+    named = red_exp.ceilings(table, 1.0, copy_source="a", sum_source="b")
+    assert list(named) == [f"{red_exp.COPY_CEILING}, a", f"{red_exp.CUB}, b"]
+
+
+def test_one_copy_ceiling_from_one_gpu():
+    """Chapter 6 compares with the copy ceiling of ch07_ceilings: the same GPU as its own sweep."""
+    assert COPY.gpu == SWEEP.gpu == FLIGHT.gpu
+    copies = lh.load_reference("ch07_copy_variants").table
+    assert COPY.dram_gbs == pytest.approx(copies["gbps"].max())  # the fastest copy tried is the ceiling
+
+
+def test_launch_delay_from_the_two_tables():
+    d = red_exp.launch_delay_us(SWEEP.table, FLIGHT.table)
+    assert d["sweep_us"] > d["flight_us"] > d["kernel_us"] > 0
+    # t3 = t + d/3 and t10 = t + d/10, recomputed
+    assert d["sweep_us"] == pytest.approx(d["kernel_us"] + d["delay_us"] / red_exp.SWEEP_NUMBER)
+    assert d["flight_us"] == pytest.approx(d["kernel_us"] + d["delay_us"] / red_exp.FLIGHT_NUMBER)
+    assert 5 < d["delay_us"] < 100
+    empty = red_exp.launch_delay_us(SWEEP.table.iloc[:0], FLIGHT.table)
+    assert all(np.isnan(v) for v in empty.values())
+
+
+def test_lecture_variant5_model():
+    ones = np.ones(256)
+    assert tree.lecture_variant5(ones) == 256  # the correct code adds every word
+    assert tree.lecture_variant5(ones, loop_condition="tid < 0") == 64  # the loop never adds: 64 of 256
+    assert tree.lecture_variant5(ones, last_warp="=") == 4  # one word of the 64 the last warp starts with
+    assert tree.lecture_variant5(ones, loop_condition="tid < 0", last_warp="=") == 1
+    words = np.arange(256.0)
+    assert tree.lecture_variant5(words) == words.sum()
+    assert tree.lecture_variant5(words, loop_condition="tid < 0", last_warp="=") == 63  # s[63], copied down
+    with pytest.raises(ValueError):
+        tree.lecture_variant5(np.ones(48))
+    with pytest.raises(ValueError):
+        tree.lecture_variant5(ones, last_warp="-=")
+
+
+def test_checker_cases_start_with_the_simulators(monkeypatch):
+    """A GPU tries the simulator's cases first, in order: a failing kernel fails with the same message."""
+    sim_cases, sim_sizes = ex.reduction_cases(), ex._sizes()
+    monkeypatch.setattr(ex.backend, "is_simulator", lambda: False)
+    gpu_cases, gpu_sizes = ex.reduction_cases(), ex._sizes()
+    assert gpu_cases[:len(sim_cases)] == sim_cases and len(set(gpu_cases)) == len(gpu_cases)
+    assert set(gpu_cases) == {(n, t) for t in ex.THREADS_GPU for n in ex.SIZES_GPU}
+    assert gpu_sizes[:len(sim_sizes)] == sim_sizes and set(gpu_sizes) == set(ex.SIZES_GPU)
+
+
+def test_read_past_the_end_is_found_by_the_padding():
+    """What a GPU sees of an unguarded load: the padding after x; zeros there make the NaN disappear."""
+    x = red.integer_valued(33)
+    ok = ex.run_levels(SOL.reduce_sequential, x, 32)[0]
+    assert not np.isnan(ok).any()
+    zero_padded = ex.run_levels(SOL.reduce_sequential, x, 32, fill=0.0)[0]
+    assert np.array_equal(ok, zero_padded)
 
 
 def test_gbps_grid_and_best_per_variant():
@@ -392,7 +452,7 @@ def test_gbps_grid_and_best_per_variant():
 
 
 def test_variant_summary_matches_the_chapter_text():
-    summary = red_exp.variant_summary(SWEEP.table, LECTURE.table)
+    summary = red_exp.variant_summary(SWEEP.table, LECTURE.table, COPY.dram_gbs)
     assert list(summary.index) == [v.label for v in red.VARIANTS.values()]
     first = summary.iloc[0]
     assert first["lecture: x variant 1"] == 1 and first["here: x variant 1"] == 1
@@ -411,13 +471,12 @@ def test_max_rel_errors():
 def test_verdict_matches_the_chapter_text():
     best = red_exp.best_in_flight(FLIGHT.table)
     assert best["gbps"] == FLIGHT.table["gbps"].max()
-    yardsticks = red_exp.ceilings(SWEEP.table)
+    yardsticks = red_exp.ceilings(SWEEP.table, COPY.dram_gbs)
     table = red_exp.verdict(float(best["gbps"]), yardsticks)
     assert list(table.index) == ["best kernel", *yardsticks]
     share = table["best kernel as % of it"]
-    # the prose: "the best kernel reads 4,160 GB/s, 101.5% of `cupy.sum` and 100.3% of the copy"
-    assert round(best["gbps"], -1) == 4160
-    assert share["cupy.sum (CUB)"] == 101.5 and share["copy ceiling (read + write)"] == 100.3
+    assert share[red_exp.CUB] == round(100 * best["gbps"] / red_exp.best_gbps(SWEEP.table, "cupy_sum"), 1)
+    assert share[red_exp.COPY_CEILING] == round(100 * best["gbps"] / COPY.dram_gbs, 1)
     assert red_exp.best_in_flight(FLIGHT.table.assign(gbps=np.nan)) is None
 
 
@@ -443,24 +502,46 @@ def test_heatmaps_figure():
 def test_best_per_variant_figure():
     import matplotlib.pyplot as plt
 
-    fig = red_fig.plot_best_per_variant(SWEEP)
+    yard = red_exp.ceilings(SWEEP.table, COPY.dram_gbs, copy_source=COPY.label, sum_source=SWEEP.label)
+    fig = red_fig.plot_best_per_variant(SWEEP, yard)
     ax = fig.axes[0]
     assert len(ax.patches) == len(red.VARIANTS)
-    assert ax.get_legend_handles_labels()[1] == list(red_exp.CEILINGS.values())
+    assert ax.get_legend_handles_labels()[1] == list(yard)
     best = red_exp.best_per_variant(SWEEP.table)["gbps"]
     assert f"{best['best']:,.0f}" in _texts(ax)
     assert SWEEP.label in ax.get_title()
     plt.close(fig)
 
 
+def test_figures_draw_a_live_measurement_beside_the_reference():
+    import matplotlib.pyplot as plt
+
+    live = lh.Measured(table=SWEEP.table.assign(gbps=SWEEP.table["gbps"] * 0.8), is_live=True, gpu="Some GPU",
+                       label="this GPU: Some GPU", reference=SWEEP)
+    fig = red_fig.plot_best_per_variant(live, red_exp.ceilings(live.table, 1000.0, copy_source=live.label))
+    ax = fig.axes[0]
+    assert len(ax.patches) == 2 * len(red.VARIANTS)  # this GPU's bars and the reference's
+    labels = ax.get_legend_handles_labels()[1]
+    assert SWEEP.label in labels and "this GPU: Some GPU" in labels
+    assert "this GPU: Some GPU" in ax.get_title()
+    flight = lh.Measured(table=FLIGHT.table, is_live=True, gpu="Some GPU", label="this GPU: Some GPU",
+                         reference=FLIGHT)
+    ax2 = red_fig.plot_loads_in_flight(flight, {}).axes[0]
+    labels2 = ax2.get_legend_handles_labels()[1]
+    assert "threads=256 (this GPU: Some GPU)" in labels2 and f"threads=256 ({FLIGHT.label})" in labels2
+    assert not any("No GPU timings" in t.get_text() for t in ax2.texts)
+    plt.close("all")
+
+
 def test_loads_in_flight_figure():
     import matplotlib.pyplot as plt
 
-    fig = red_fig.plot_loads_in_flight(FLIGHT, red_exp.ceilings(SWEEP.table))
+    yard = red_exp.ceilings(SWEEP.table, COPY.dram_gbs, copy_source=COPY.label, sum_source=SWEEP.label)
+    fig = red_fig.plot_loads_in_flight(FLIGHT, yard)
     ax = fig.axes[0]
     labels = ax.get_legend_handles_labels()[1]
     assert [f"threads={t} ({FLIGHT.label})" for t in (256, 1024)] == labels[:2]
-    assert labels[2:] == list(red_exp.CEILINGS.values())
+    assert labels[2:] == list(yard) and COPY.label in labels[2]
     assert [a.get_text() for a in ax.texts if a.get_text().startswith("unroll")] == [
         f"unroll {u}" for u in (1, 2, 4, 8, 16)]
     assert ax.get_xscale() == "log" and ax.get_ylim()[0] == 0
@@ -478,3 +559,110 @@ def test_figures_without_measurements_say_so():
     fig3 = red_fig.plot_loads_in_flight(lh.Reference("f", FLIGHT.table.assign(gbps=np.nan), FLIGHT.meta))
     assert fig3.axes[0].get_xscale() == "linear"
     plt.close("all")
+
+
+@gpu_only
+def test_live_tables_have_the_reference_columns():
+    """What the chapter measures on a GPU has the columns of the reference tables it replaces."""
+    sweep = red_exp.reduction_sweep(2**20, keys=["sequential", "best"], threads=(128, 256))
+    assert set(SWEEP.table.columns) <= set(sweep.columns) and (sweep["status"] == "ok").all()
+    assert "cupy_sum" in set(sweep["variant"])
+    flight = red_exp.loads_in_flight(2**20, threads=(256,), unrolls=(1, 2))
+    assert list(flight.columns) == list(FLIGHT.table.columns) and flight["gbps"].gt(0).all()
+
+
+# --- drift check: every measured figure the prose quotes, recomputed from the reference data ---------------
+
+def _markdown(relpath: str) -> str:
+    import json
+
+    nb = json.loads((ROOT / relpath).read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    return " ".join(text.split())  # line breaks inside a sentence do not matter
+
+
+def _g(v: float, digits: int = 0) -> str:
+    """A number as the prose writes it: thousands separated, ``digits`` decimals (negative: round to tens...)."""
+    return f"{round(v, digits):,.{max(digits, 0)}f}"
+
+
+def _chapter6_figures() -> list[str]:
+    t, lec, fl = SWEEP.table, LECTURE.table, FLIGHT.table
+    grid, lgrid = red_exp.gbps_grid(t), red_exp.gbps_grid(lec, red.CLASSIC[:6])
+    best, lbest = red_exp.best_per_variant(t), red_exp.best_per_variant(lec)
+    b, lb = best["gbps"], lbest["gbps"]
+    copy = COPY.dram_gbs
+    v = list(red.CLASSIC)  # interleaved_divergent ... grid_stride
+
+    def x(a, c, table=b):
+        return f"×{table[c] / table[a]:.2f}"
+
+    at32, at64 = grid[32], grid[64]
+    f1 = fl[fl["unroll"] == 1]["gbps"]
+    f2 = fl[fl["unroll"] == 2]["gbps"]
+    f4 = fl[fl["unroll"] == 4]["gbps"]
+    f8 = fl[fl["unroll"] == 8]["gbps"]
+    f16 = fl.set_index(["threads", "unroll"])["gbps"]
+    loss = [1 - f16[(th, 16)] / f16[(th, 8)] for th in (256, 1024)]
+    flight1 = float(fl[fl["unroll"] == 1]["bytes_in_flight"].iloc[0])
+    v7 = grid.loc["grid_stride", [64, 128, 256, 512, 1024]]
+    verdict = red_exp.verdict(float(fl["gbps"].max()), red_exp.ceilings(t, copy))["best kernel as % of it"]
+    delay = red_exp.launch_delay_us(t, fl)
+    sheet = rl.datasheet_ceilings(SWEEP.gpu)
+    return [
+        f"copy ceiling: {_g(copy)} GB/s",
+        f"reference GPU's copy ceiling ({_g(copy)} GB/s)",
+        f"({_g(b['full_unroll'])} against {_g(grid.loc['unroll_last_warp', 256])} GB/s)",
+        f"it is {100 * (grid.loc['full_unroll', 256] / grid.loc['unroll_last_warp', 256] - 1):.0f}% faster than variant 5",
+        f"up to {100 * (grid.loc['full_unroll', 1024] / grid.loc['unroll_last_warp', 1024] - 1):.0f}% at 1024",
+        f"({_g(lb['full_unroll'])} against {_g(lb['unroll_last_warp'])} GB/s at its best",
+        f"({_g(at32[v[:3]].min())} to {_g(at32[v[:3]].max())} GB/s)",
+        f"twice that ({_g(at32[v[3]])})" if len({_g(at32[k]) for k in v[3:6]}) == 1 else "405 != 405",
+        f"({_g(at64['interleaved'])} and {_g(at64['sequential'])})",
+        f"({_g(at64[v[3:6]].min())} to {_g(at64[v[3:6]].max())})",
+        f"use {100 * b[v[0]] / copy:.0f}% (variant 1) to {100 * b[v[5]] / copy:.0f}% (variant 6) of the copy ceiling",
+        f"({x(v[0], v[1])}, {_g(b[v[0]])} → {_g(b[v[1]])} GB/s; the lecture: {x(v[0], v[1], lb)})",
+        f"adds {x(v[1], v[2])} (the lecture: {x(v[1], v[2], lb)})",
+        f"({x(v[2], v[3])}, the lecture {x(v[2], v[3], lb)})",
+        f"({x(v[3], v[4])} and {x(v[4], v[5])}, against {x(v[3], v[4], lb)} and {x(v[4], v[5], lb)})",
+        f"{b[v[5]] / b[v[0]]:.1f} times here, at most {(lb / lb[v[0]]).max():.1f} in",
+        f"moves from {best.loc[v[0], 'threads']:.0f} (variant 1) to {best.loc[v[4], 'threads']:.0f} (variants 5 and 6)"
+        if best.loc[v[4], "threads"] == best.loc[v[5], "threads"] else "5 and 6 differ",
+        f"{_g(b['grid_stride'], -1)} GB/s, {100 * b['grid_stride'] / copy:.0f}% of the copy ceiling, "
+        f"{b['grid_stride'] / b['full_unroll']:.1f} times variant 6 ({_g(v7.min(), -1)} to {_g(v7.max(), -1)} at",
+        f"warp-shuffle version ({_g(b['warp_shuffle'], -1)}) and one atomic per block ({_g(b['atomic_per_block'], -1)})",
+        f"reads {_g(f1.mean(), -1)} GB/s, whatever the block size",
+        f"/ {f1.mean() / 1e3:.2f}\\ \\text{{TB/s}} \\approx {round(flight1 / f1.mean(), -1):.0f}$ ns",
+        f"give {_g(f2.mean(), -1)} GB/s ({f2.mean() / f1.mean():.2f} times",
+        f"grows to {round(2 * flight1 / f2.mean(), -1):.0f} ns",
+        f"four give {_g(f4.min(), -1)} and eight {_g(f8.min(), -1)} to {_g(f8.max(), -1)} GB/s",
+        f"({100 * min(loss):.1f} to {100 * max(loss):.0f}% less)",
+        f"reaches {100 * b['grid_stride'] / copy:.0f}% of the copy ceiling without trying",
+        f"reads {_g(fl['gbps'].max())} GB/s, {verdict[red_exp.CUB]:.1f}% of `cupy.sum` and "
+        f"{verdict[red_exp.COPY_CEILING]:.1f}% of the copy ceiling",
+        f"at {100 * fl['gbps'].max() / sheet.dram_gbs:.0f}% of the datasheet's bandwidth",
+        f"About {delay['delay_us']:.0f} µs, and it is worth",
+        f"about {delay['delay_us']:.0f} µs from Python",
+        f"this kernel of about {delay['kernel_us']:.0f} µs",
+        f"(×{b[v[1]] / b[v[0]]:.2f}); in the lecture's table ×{lb[v[1]] / lb[v[0]]:.2f}",
+        f"reads about {f1.mean() / 1e3:.1f} TB/s with one load in flight",
+    ]
+
+
+def test_chapter6_prose_quotes_the_reference_data():
+    """Re-measuring fails here instead of silently contradicting the text: every quoted figure is recomputed."""
+    text = _markdown("book/06_reduction.ipynb")
+    missing = [f for f in _chapter6_figures() if f not in text]
+    assert not missing, "chapter 6's prose no longer matches its reference data; update these:\n" + "\n".join(missing)
+    assert "4,150" not in text  # the copy of an older reference run
+    # no GPU named by hand as a data source: the one "H200" is a datasheet figure
+    assert text.count("H200") == 1 and "(an H200: 4.8 TB/s)" in text
+
+
+def test_lab6_prose_quotes_the_reference_data():
+    text = _markdown("labs/06_reduction_lab.ipynb")
+    b = red_exp.best_per_variant(SWEEP.table)["gbps"]
+    for figure in (f"variant reads {_g(b['sequential'])} GB/s and exercise 2's {_g(b['first_add'])} GB/s",
+                   f"the {_g(COPY.dram_gbs)} GB/s copy ceiling"):
+        assert figure in text, figure
+    assert "H200" not in text

@@ -1,8 +1,9 @@
 """Checkers for the lab "Parallel reduction" (labs/06_reduction_lab.ipynb).
 
 Every checker takes the student's kernel first, runs it on the sizes that break reduction
-kernels (1, 2, 31, 32, 33, 1023, 1025 and, on a GPU, 2**20 + 7) and several block sizes,
-and compares with NumPy. The inputs are small integers stored as float32, so every sum is
+kernels (1, 2, 31, 32, 33, 1025 and, on a GPU, also 1023 and 2**20 + 7) and several block sizes,
+and compares with NumPy. A GPU tries the simulator's cases first, in the same order and with the same
+data, so a kernel that fails there fails with the same message on both backends. The inputs are small integers stored as float32, so every sum is
 exact whatever the order of the additions: any difference is a bug, never rounding. The
 input is followed in memory by NaN and every output starts as NaN, so a kernel that reads
 past the end or forgets to write shows it. Failures raise :class:`~labhelpers.errors.CheckFailed`
@@ -37,38 +38,67 @@ SHUFFLES = ("shfl_down_sync", "shfl_xor_sync", "shfl_up_sync", "shfl_sync")
 
 
 def _sizes() -> tuple[int, ...]:
-    return SIZES_SIM if backend.is_simulator() else SIZES_GPU
+    """The sizes tried on this backend: the simulator's first (same order), then the GPU's others."""
+    if backend.is_simulator():
+        return SIZES_SIM
+    return SIZES_SIM + tuple(n for n in SIZES_GPU if n not in SIZES_SIM)
 
 
 def reduction_cases() -> tuple[tuple[int, int], ...]:
-    """The ``(n, threads per block)`` pairs the reduction checkers try on this backend."""
+    """The ``(n, threads per block)`` pairs the reduction checkers try on this backend.
+
+    On a GPU the simulator's cases come first, in the same order, then every other size and block size:
+    a kernel that fails a case the simulator tries fails it first on a GPU too, with the same message.
+    """
     if backend.is_simulator():
         return CASES_SIM
-    return tuple((n, t) for t in THREADS_GPU for n in SIZES_GPU)
+    rest = tuple((n, t) for t in THREADS_GPU for n in SIZES_GPU if (n, t) not in CASES_SIM)
+    return CASES_SIM + rest
 
 
-def _nan_padded(values: np.ndarray, pad: int):
-    """A device view of ``values`` whose memory continues with ``pad`` NaNs (reads past the end show)."""
-    buf = np.full(values.size + pad, np.nan, dtype=np.float32)
+def _padded(values: np.ndarray, pad: int, fill: float = np.nan):
+    """A device view of ``values`` whose memory continues with ``pad`` copies of ``fill`` (NaN: reads past the end show)."""
+    buf = np.full(values.size + pad, fill, dtype=np.float32)
     buf[:values.size] = values
     return cuda.to_device(buf)[:values.size]
 
 
-def run_levels(kernel, x: np.ndarray, threads: int, per_thread: int = 1) -> list[np.ndarray]:
+def run_levels(kernel, x: np.ndarray, threads: int, per_thread: int = 1, *, fill: float = np.nan) -> list[np.ndarray]:
     """Run a partial-sum kernel ``kernel(x, partial)`` pass after pass until one value is left.
 
     Every pass launches ``ceil(m / (threads * per_thread))`` blocks over the ``m`` values of
-    the previous one. Returns the partial sums of every pass (the last has one element).
+    the previous one. The memory after every input continues with ``fill`` (NaN by default); every
+    output starts as NaN. Returns the partial sums of every pass (the last has one element).
     """
     pad = 2 * threads * per_thread
-    src = _nan_padded(np.asarray(x, dtype=np.float32), pad)
+    src = _padded(np.asarray(x, dtype=np.float32), pad, fill)
     passes = []
     for _m, blocks in level_sizes(x.size, threads, per_thread):
-        dst = _nan_padded(np.full(blocks, np.nan, dtype=np.float32), pad)
+        dst = _padded(np.full(blocks, np.nan, dtype=np.float32), pad, fill)
         kernel[blocks, threads](src, dst)
         passes.append(dst.copy_to_host())
         src = dst
     return passes
+
+
+def _outside(what: str, n: int, threads: int) -> CheckFailed:
+    """The one message for a kernel that reads past the end of its input, on either backend."""
+    return CheckFailed(
+        f"{what} reads past the end of its input for n={n} with {threads} threads per block (the simulator "
+        "stops such a read; a GPU returns whatever lies behind the array, here the NaN the checker put there). "
+        "Guard the loads from x (`x[i] if i < x.size else float32(0)`), not the whole body: every thread must "
+        "still reach every cuda.syncthreads()")
+
+
+def _reads_past_the_end(kernel, x: np.ndarray, threads: int, per_thread: int) -> bool:
+    """True if the first pass's NaN disappears when the memory after x holds zeros: the kernel read there.
+
+    On a GPU nothing stops a read past the end of an array; the checker sees the NaN it put behind the
+    input in a block's sum. A kernel that never wrote its output keeps the NaN the output started with,
+    whatever lies behind the input.
+    """
+    first = run_levels(kernel, x, threads, per_thread, fill=0.0)[0]
+    return not np.isnan(first).any()
 
 
 def _block_sums(x: np.ndarray, per_block: int) -> np.ndarray:
@@ -93,10 +123,9 @@ def _diagnose_first_pass(got: np.ndarray, x: np.ndarray, threads: int, per_threa
         if (nan & whole).any():
             return ("partial[cuda.blockIdx.x] is never written (it still holds the NaN the checker put there): "
                     "after the tree, thread 0 must write the block's sum s[0] into partial[cuda.blockIdx.x]")
-        return ("the last block returned NaN: it read past the end of x (the checker puts NaN after the last "
-                "element), or never wrote partial[cuda.blockIdx.x] (which starts as NaN). Guard every load, e.g. "
-                "`v = x[i] if i < x.size else float32(0)`, keep the barrier outside the guard, and let thread 0 "
-                "write s[0]")
+        return ("the last block returned NaN: partial[cuda.blockIdx.x] (which starts as NaN) was never written "
+                "there, or the block added a NaN from uninitialised shared memory. Let every thread store its "
+                "(guarded) value into s[tid], keep the barrier outside the guard, and let thread 0 write s[0]")
     bad = int(np.flatnonzero(got != expected)[0])
     first = bad * per_block
     custom, hint = hint, ""
@@ -136,28 +165,32 @@ def check_block_reduction(kernel, *, per_thread: int = 1, what: str = "your kern
         CheckFailed: the first size and block size where a block's sum is wrong, with the likely cause.
     """
     cases = tuple(cases) if cases is not None else reduction_cases()
-    by_threads: dict[int, list[int]] = {}
-    for n, t in cases:
-        by_threads.setdefault(t, []).append(n)
-    for t, sizes in by_threads.items():
-        def student(x: np.ndarray, t=t) -> np.ndarray:
-            try:
-                passes = run_levels(kernel, x, t, per_thread)
-            except IndexError:  # (the simulator's message names whichever thread failed first: not shown)
-                raise CheckFailed(
-                    f"{what} read outside an array for n={x.size} with {t} threads per block. Guard the "
-                    "loads from x (`x[i] if i < x.size else float32(0)`), not the whole body: every thread must "
-                    "still reach every cuda.syncthreads()") from None
-            problem = _diagnose_first_pass(passes[0], x, t, per_thread, x.size, hint)
-            if problem:
-                raise CheckFailed(f"{what} is wrong for n={x.size} with {t} threads per block: {problem}")
-            return passes[-1][:1]
+    # The simulator's cases first, exactly as the simulator runs them (same data, same messages), then the rest.
+    phases = [tuple(c for c in cases if c in CASES_SIM), tuple(c for c in cases if c not in CASES_SIM)]
+    all_threads: set[int] = set()
+    for phase in phases:
+        by_threads: dict[int, list[int]] = {}
+        for n, t in phase:
+            by_threads.setdefault(t, []).append(n)
+        all_threads.update(by_threads)
+        for t, sizes in by_threads.items():
+            def student(x: np.ndarray, t=t) -> np.ndarray:
+                try:
+                    passes = run_levels(kernel, x, t, per_thread)
+                except IndexError:  # (the simulator's message names whichever thread failed first: not shown)
+                    raise _outside(what, x.size, t) from None
+                if np.isnan(passes[0]).any() and _reads_past_the_end(kernel, x, t, per_thread):
+                    raise _outside(what, x.size, t)
+                problem = _diagnose_first_pass(passes[0], x, t, per_thread, x.size, hint)
+                if problem:
+                    raise CheckFailed(f"{what} is wrong for n={x.size} with {t} threads per block: {problem}")
+                return passes[-1][:1]
 
-        check_function(student, lambda x: np.array([np.sum(x, dtype=np.float64)], dtype=np.float32),
-                       lambda n, rng: (integer_valued(n, rng),), sizes=sizes, rtol=0, atol=0,
-                       what=f"{what} ({t} threads per block)", quiet=True)
+            check_function(student, lambda x: np.array([np.sum(x, dtype=np.float64)], dtype=np.float32),
+                           lambda n, rng: (integer_valued(n, rng),), sizes=sizes, rtol=0, atol=0,
+                           what=f"{what} ({t} threads per block)", quiet=True)
     sizes = sorted({n for n, _ in cases})
-    print(f"Correct: {what} matches NumPy exactly for n in {sizes} with {sorted(by_threads)} threads per block.")
+    print(f"Correct: {what} matches NumPy exactly for n in {sizes} with {sorted(all_threads)} threads per block.")
 
 
 def check_sequential_reduction(kernel) -> None:
@@ -227,10 +260,10 @@ def check_histogram(kernel, *, bins: int = NBINS) -> None:
     Raises:
         CheckFailed: with the first size and data where the counts differ, and the likely cause.
     """
-    threads = 32 if backend.is_simulator() else 256
-    max_blocks = 3 if backend.is_simulator() else 64
     rng = np.random.default_rng(6)
     for n in _sizes():
+        # the simulator's sizes with its launch on both backends (the same messages), a GPU's others larger
+        threads, max_blocks = (32, 3) if n in SIZES_SIM else (256, 64)
         blocks = max(2, min(max_blocks, -(-n // threads)))
         for name, values in (("uniform", rng.integers(0, bins, size=n).astype(np.int32)),
                              ("one-bin", np.full(n, bins - 1, dtype=np.int32))):

@@ -15,15 +15,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..experiments.reduction import best_per_variant, ceilings, gbps_grid
+from ..experiments.reduction import best_per_variant, gbps_grid
 from ..kernels.reduction import CLASSIC, VARIANTS
-from ..measured import Measured
+from ..measured import Measured, typed_table
 from ..plotting import plot_comparison
 
 #: What a panel says when its table has no measured number.
 NOT_MEASURED = "not measured yet"
-#: Line styles of the yardsticks (:data:`labhelpers.experiments.reduction.CEILINGS`), in their order.
-CEILING_COLORS = ("C3", "C1")
+#: Colours of the yardsticks (:func:`labhelpers.experiments.reduction.ceilings`: the copy ceiling, then
+#: ``cupy.sum``), in their order; a third and fourth for a second GPU's yardsticks.
+CEILING_COLORS = ("C3", "C1", "C5", "C8")
 
 
 def _size(table: pd.DataFrame) -> str:
@@ -83,27 +84,48 @@ def _draw_ceilings(ax, yardsticks: dict[str, float], vertical: bool) -> None:
             line(level, color=color, ls="--" if vertical else ":", lw=1.2 if vertical else 1, label=name)
 
 
-def plot_best_per_variant(sweep, keys: Sequence[str] | None = None):
-    """Horizontal bars: each variant at its best block size, with the copy and ``cupy.sum`` of the same run.
+def _reference_of(data):
+    """The reference GPU's data drawn beside a live measurement (None when ``data`` is not live)."""
+    if isinstance(data, Measured) and data.is_live and data.reference is not None:
+        return data.reference
+    return None
+
+
+def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, keys: Sequence[str] | None = None):
+    """Horizontal bars: each variant at its best block size, with the yardsticks as vertical lines.
 
     Classic variants (numbered 1-7) are blue, the later ones green; bars are labelled with their GB/s.
+    ``sweep`` is a ``Reference`` or a ``Measured``: measured live on this GPU, the reference GPU's bars are
+    drawn beside it (hatched) for comparison. ``yardsticks`` (name -> GB/s,
+    :func:`~labhelpers.experiments.reduction.ceilings`) are drawn as dashed lines, named in the legend.
     """
     keys = list(VARIANTS) if keys is None else list(keys)
     values = best_per_variant(sweep.table, keys)["gbps"].to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    ax.barh(range(len(keys)), np.nan_to_num(values), color=["C0" if VARIANTS[k].number else "C2" for k in keys])
+    reference = _reference_of(sweep)
+    fig, ax = plt.subplots(figsize=(8, 4.6 if reference is not None else 4.2))
+    colors = ["C0" if VARIANTS[k].number else "C2" for k in keys]
+    y = np.arange(len(keys), dtype=float)
+    height = 0.8
+    if reference is not None:
+        height = 0.4
+        ref_values = best_per_variant(typed_table(reference.table), keys)["gbps"].to_numpy(dtype=float)
+        ax.barh(y + 0.2, np.nan_to_num(ref_values), height=height, color=colors, alpha=0.35, hatch="//",
+                label=reference.label)
+        y = y - 0.2
+    ax.barh(y, np.nan_to_num(values), height=height, color=colors,
+            label=sweep.label if reference is not None else None)
     ax.set_yticks(range(len(keys)), [VARIANTS[k].label for k in keys], fontsize=8)
     ax.invert_yaxis()
-    _draw_ceilings(ax, ceilings(sweep.table), vertical=True)
+    _draw_ceilings(ax, yardsticks or {}, vertical=True)
     if not np.isfinite(values).any():
         ax.text(0.5, 0.5, NOT_MEASURED, transform=ax.transAxes, ha="center", va="center")
     ax.set_xlabel("effective bandwidth, GB/s (bytes read / time)")
-    for y, v in enumerate(values):
+    for yy, v in zip(y, values):
         if np.isfinite(v):
-            ax.text(v + 40, y, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", va="center", fontsize=7)
+            ax.text(v + 40, yy, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", va="center", fontsize=7)
     ax.set_title(f"Best block size of every variant: {sweep.label}, {_size(sweep.table)}", fontsize=9)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     return fig
 
@@ -114,7 +136,8 @@ def plot_loads_in_flight(flight, yardsticks: dict[str, float] | None = None):
     Args:
         flight: the loads-in-flight table (reference ``ch06_loads_in_flight``, or measured here).
         yardsticks: name -> GB/s drawn as horizontal lines
-            (:func:`~labhelpers.experiments.reduction.ceilings` of the sweep of the same run).
+            (:func:`~labhelpers.experiments.reduction.ceilings`: the copy ceiling of the same GPU and
+            ``cupy.sum``; name each with its source when the plot shows two GPUs).
     """
     table = flight.table
     fig, ax = plt.subplots(figsize=(7, 3.8))

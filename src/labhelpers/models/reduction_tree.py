@@ -20,7 +20,9 @@ the worst shared-memory bank conflict: shared memory has 32 banks of 4-byte word
 ``w`` lives in bank ``w % 32``), and a warp's access is split into as many passes as the
 largest number of *different* words it touches in one bank (NVIDIA, *CUDA C++
 Programming Guide*, "Shared Memory"). :func:`plot_level` draws one level, for the
-chapter's widget. :func:`last_warp_stale_reads` models the classic last-warp pitfall.
+chapter's widget. :func:`last_warp_stale_reads` models the classic last-warp pitfall, and
+:func:`lecture_variant5` the two typos of the lecture's version of variant 5 (``if (tid < 0)`` and
+``=`` for ``+=``), which are wrong even on a GPU that runs a warp in perfect lockstep.
 """
 
 from __future__ import annotations
@@ -206,6 +208,47 @@ def last_warp_in_order(values) -> float:
     for stride in (32, 16, 8, 4, 2, 1):
         s[:WARP] = s[:WARP] + s[stride:stride + WARP]  # all lanes read, then all lanes write
     return float(s[0])
+
+
+#: The lecture's unrolled last warp, as written: ``if (tid < k && blockDim.x >= 2k) s[tid] = s[tid + k]``.
+LAST_WARP_STEPS = (32, 16, 8, 4, 2, 1)
+
+
+def lecture_variant5(values, *, loop_condition: str = "tid < s", last_warp: str = "+=") -> float:
+    """What thread 0 of one block ends with in variant 5 as the lecture notes print it, in perfect lockstep.
+
+    ``values`` are the block's ``blockDim.x`` words in shared memory after the first add during load
+    (a power of two, at least 64). The block's loop ``for (s = blockDim.x / 2; s > 32; s >>= 1)`` adds
+    ``s[tid + s]`` into ``s[tid]`` for the threads that pass ``loop_condition``; then warp 0 runs the six
+    unrolled steps (strides 32 .. 1), each ``s[tid] += s[tid + k]`` (``last_warp="+="``) or, as printed
+    in the notes, ``s[tid] = s[tid + k]`` (``last_warp="="``). Every step is modelled the way the classic
+    code hoped the hardware would run it: all lanes read, then all lanes write (lockstep and ``volatile``),
+    the most favourable schedule there is. Even so:
+
+    * ``loop_condition="tid < 0"`` (the notes' typo): no thread ever adds in the loop, so only the first 64
+      words reach the last warp;
+    * ``last_warp="="``: every step *copies* a word instead of adding it, and thread 0 ends with one word.
+
+    Both are wrong on every GPU, before and after Volta: unlike the missing ``syncwarp``, they are not
+    races that may or may not show, just wrong arithmetic.
+    """
+    if loop_condition not in ("tid < s", "tid < 0"):
+        raise ValueError(f"loop_condition is 'tid < s' (correct) or 'tid < 0' (the notes' typo), got {loop_condition!r}")
+    if last_warp not in ("+=", "="):
+        raise ValueError(f"last_warp is '+=' (correct) or '=' (the notes' typo), got {last_warp!r}")
+    words = np.array(values, dtype=np.float64)
+    block = words.size
+    if block < 2 * WARP or block & (block - 1):
+        raise ValueError(f"give one block's words, a power of two of at least 64, got {block}")
+    stride = block // 2
+    while stride > WARP:
+        if loop_condition == "tid < s":
+            words[:stride] = words[:stride] + words[stride:2 * stride]
+        stride //= 2
+    for k in LAST_WARP_STEPS:
+        partner = words[k:2 * k].copy()  # every lane reads first (lockstep) ...
+        words[:k] = words[:k] + partner if last_warp == "+=" else partner  # ... then writes
+    return float(words[0])
 
 
 def plot_level(ax, variant: int = 1, block: int = 64, level: int = 1) -> None:
