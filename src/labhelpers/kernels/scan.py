@@ -287,17 +287,17 @@ def hillis_steele_scan(x, out, block_sums, inclusive):
         block_sums[cuda.blockIdx.x] = buf[src, tid]
 
 
-@typed_kernel
+@cuda.jit
 def hillis_steele_seed_bounds(x, out, block_sums, inclusive):
-    """PITFALL (do not use): :data:`hillis_steele_scan` with the loop bound of the slide, ``d < log2 n``.
+    """PITFALL (do not use): :data:`hillis_steele_scan` with the loop bound of the slide, ``d < log2 n`` (int32).
 
     ``for d = 1 .. log2(n) - 1`` runs one step too few: the last step, which adds the first half of
     the block into the second half, never happens. (Written as ``2 * offset < blockDim.x``.)
     """
-    buf = cuda.shared.array((2, MAX_THREADS), T)
+    buf = cuda.shared.array((2, MAX_THREADS), int32)
     tid = cuda.threadIdx.x
     i = cuda.blockIdx.x * cuda.blockDim.x + tid
-    buf[0, tid] = x[i] if i < x.size else T(0)
+    buf[0, tid] = x[i] if i < x.size else 0
     cuda.syncthreads()  # RAW: every element is in buffer 0 before step 1 reads it
     src = 0
     offset = 1
@@ -313,18 +313,18 @@ def hillis_steele_seed_bounds(x, out, block_sums, inclusive):
         out[i] = buf[src, tid]
 
 
-@typed_kernel
+@cuda.jit
 def hillis_steele_single_buffer(x, out, block_sums, inclusive):
-    """PITFALL (do not use): Hillis-Steele in ONE buffer: a thread may read a neighbour already updated.
+    """PITFALL (do not use): Hillis-Steele in ONE buffer (int32): a thread may read a neighbour already updated.
 
     ``s[tid] += s[tid - offset]`` reads a word that thread ``tid - offset`` writes in the same step.
     Whether the read comes before or after that write depends on scheduling: a data race (a RAW and a
     WAR hazard inside one step), which a barrier at the end of the step cannot fix.
     """
-    s = cuda.shared.array(MAX_THREADS, T)
+    s = cuda.shared.array(MAX_THREADS, int32)
     tid = cuda.threadIdx.x
     i = cuda.blockIdx.x * cuda.blockDim.x + tid
-    s[tid] = x[i] if i < x.size else T(0)
+    s[tid] = x[i] if i < x.size else 0
     cuda.syncthreads()  # RAW: every element is in shared memory before step 1
     offset = 1
     while offset < cuda.blockDim.x:
@@ -1614,7 +1614,13 @@ def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int
         return out.copy_to_host()
     per_block = 2 * threads if chosen.startswith("blelloch") else threads
     blocks = -(-n // per_block)
-    k = kernels[chosen].for_dtype(dtype)
+    kernel_obj = kernels[chosen]
+    if isinstance(kernel_obj, TypedKernel):
+        k = kernel_obj.for_dtype(dtype)
+    elif dtype != np.dtype(np.int32):
+        raise ArrayArgumentError(f"the pitfall kernel {chosen!r} is written for int32: pass x.astype(np.int32)")
+    else:
+        k = kernel_obj
     args = (_as_device(x), out, _empty(dtype)) + ((_empty(dtype),) if chosen.startswith("blelloch") else ())
     k[blocks, threads](*args, 1 if inclusive else 0)
     return out.copy_to_host()
