@@ -5,12 +5,15 @@
 #   bash tools/run_gpu_tests.sh                  # .venv from tools/setup_env.sh, plus the GPU extra (see README)
 #   PYTHON=python3 bash tools/run_gpu_tests.sh   # an interpreter that already has everything (a GPU image)
 #   bash tools/run_gpu_tests.sh notebooks        # only nbval; `package` for only the package tests
+#   bash tools/run_gpu_tests.sh notebooks book/08_nbody.ipynb labs/08_nbody_lab.ipynb   # some notebooks
 #
 # Notebooks run one at a time: two processes timing the same GPU would each see the other's load, and a ceiling
 # measured under load is not a ceiling.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHAT=${1:-all}
+shift || true
+NOTEBOOKS=("$@"); [ ${#NOTEBOOKS[@]} -gt 0 ] || NOTEBOOKS=(book labs)
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; else bash tools/setup_env.sh; PY=.venv/bin/python; fi
 "$PY" - <<'PYEOF'
 import sys
@@ -35,7 +38,7 @@ fi
 if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then
   echo "==> notebook regression tests with the GPU backend (nbval, strict) over book/ and labs/"
   MPLBACKEND=module://matplotlib_inline.backend_inline "$PY" -m pytest -q -p no:cacheprovider --nbval \
-    --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs || status=1
+    --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 "${NOTEBOOKS[@]}" || status=1
 fi
 [ $status = 0 ] && echo "==> GPU suite passed" || echo "==> GPU suite FAILED" >&2
 exit $status
