@@ -383,3 +383,142 @@ def test_check_hazard():
 def test_checkers_reject_functions_that_are_not_kernels():
     with pytest.raises(lh.CheckFailed, match="@cuda.jit"):
         ex.check_naive(lambda A, B, C: None)
+
+
+# =========================================================================== the chapter's prose against the reference data
+# Every figure the chapter's text (and lab 5's) quotes from a measurement is recomputed here from the reference data:
+# a re-measured reference file that changes a figure fails this test instead of silently contradicting the text.
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from labhelpers import roofline as rl  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "book" / "05_matrix_multiply.ipynb"
+LAB = ROOT / "labs" / "05_matrix_multiply_lab.ipynb"
+
+
+def _prose(path: Path) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+def _missing(text: str, phrases: list[str]) -> list[str]:
+    return [p for p in phrases if " ".join(p.split()) not in text]
+
+
+def _h(x: float) -> str:
+    """A rate as the prose rounds it: to the hundred, with a thousands separator (32,124 -> 32,100)."""
+    return f"{round(x, -2):,.0f}"
+
+
+def _t(x: float) -> str:
+    """A rate rounded to the ten (1,364 -> 1,360), as the prose quotes the smaller ones."""
+    return f"{round(x, -1):,.0f}"
+
+
+def _at(n: int):
+    t = lh.load_reference("ch05_matmul_sweep").table
+    return t[t["n"] == n].set_index("kernel")["gflops"]
+
+
+def test_chapter_names_the_reference_gpu_it_quotes():
+    for name in ("ch05_matmul_sweep", "ch05_register_configs", "ch05_cpu_loop_order", "ch05_ceilings", "ch07_ceilings"):
+        assert lh.load_reference(name).gpu == "NVIDIA H200", f"{name}: the chapter's prose calls its GPU the H200"
+
+
+def test_chapter_prose_about_the_cpu_loops_matches_the_reference_data():
+    cpu_t = lh.load_reference("ch05_cpu_loop_order").table.pivot(index="n", columns="order", values="gflops")
+    upto512 = cpu_t.loc[[128, 256, 512]]
+    ratio = upto512["ikj"] / upto512["ijk"]
+    phrases = [
+        f"the `ikj` order runs at {cpu_t['ikj'].min():.0f} to {cpu_t['ikj'].max():.0f} GFLOP/s, `ijk` at "
+        f"{upto512['ijk'].min():.1f} to {upto512['ijk'].max():.1f}",
+        f"about {ratio.min():.0f} to {ratio.max():.0f} times slower up to $n = 512$, and "
+        f"{cpu_t.loc[1024, 'ikj'] / cpu_t.loc[1024, 'ijk']:.0f} times slower at $n = 1024$ "
+        f"({cpu_t.loc[1024, 'ijk']:.2f} GFLOP/s)",
+        f"(by {1 - cpu_t.loc[512, 'blocked'] / cpu_t.loc[512, 'ikj']:.0%} at $n = 512$)",
+        f"({cpu_t.loc[2048, 'blocked']:.1f} against {cpu_t.loc[2048, 'ikj']:.1f} GFLOP/s)",
+        f"about {_h(cpu_t.loc[2048, 'numpy'])} GFLOP/s at $n = 2048$, "
+        f"{round(cpu_t.loc[2048, 'numpy'] / cpu_t.loc[2048, 'ikj'], -1):.0f} times `ikj`",
+    ]
+    missing = _missing(_prose(CHAPTER), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+
+
+def test_chapter_prose_about_the_gpu_kernels_matches_the_reference_data():
+    a, a256, a1024 = _at(4096), _at(256), _at(1024)
+    cfg = lh.load_reference("ch05_register_configs").table
+    key = cfg.set_index(["kernel", "bm", "bn", "bk"])
+    reg8, db8 = key.loc[("register", 128, 128, 8)], key.loc[("double_buffered", 128, 128, 8)]
+    reg16, db16 = key.loc[("register", 128, 128, 16)], key.loc[("double_buffered", 128, 128, 16)]
+    small = cfg[(cfg["bm"] == 64) & (cfg["bn"] == 64)]
+    peak = lh.load_reference("ch07_ceilings").meta["fp32_peak_at_clock_gflops"]
+    bound = peak / 8  # two shared loads per FMA: an eighth of the FMA rate
+    best = cfg["gflops"].max()
+    assert best == db16["gflops"], "the text calls 128 x 128 x 16 double-buffered the best shape"
+    phrases = [
+        f"({db8['registers']:.0f} against {reg8['registers']:.0f} per thread for the 128 × 128 × 8 shape",
+        f"reaches {_h(a['double_buffered'])} GFLOP/s against {_h(a['register'])} for the register-tiled kernel, "
+        f"{a['double_buffered'] / a['register'] - 1:.0%} more",
+        f"runs below {_h(a256.max())} GFLOP/s", f"slowest there ({a256[['register', 'double_buffered']].min():.0f} GFLOP/s)",
+        f"({_h(a1024['register'])} against {_h(a1024['coarsened'])} GFLOP/s",
+        f"levels off at {_t(a['naive'])} GFLOP/s from $n = 2048$ on: {a['naive'] / a['cublas_fp32']:.1%} of cuBLAS",
+        f"16 × 16 tiles reach {_h(a['tiled 16'])} GFLOP/s, {a['tiled 16'] / a['naive']:.1f} times naive, and 32 × 32 "
+        f"tiles are no faster ({round(a['tiled 32'], -1):,.0f})",
+        f"the H200's {peak / 1000:.0f} TFLOP/s FP32 peak, about {bound / 1000:.1f} TFLOP/s",
+        f"both sit at {a[['tiled 16', 'tiled 32']].max() / bound:.0%} of that bound",
+        f"The 8 × 8 tiles ({_h(a['tiled 8'])})",
+        f"{_h(a['coarsened'])} GFLOP/s with 4 × 4 per thread ({a['coarsened'] / a['tiled 16']:.1f} times the tiled kernel)",
+        f"{_h(a['double_buffered'])} ({a['double_buffered'] / a['cublas_fp32']:.0%} of cuBLAS FP32, "
+        f"{a['double_buffered'] / a['naive']:.0f} times naive)",
+        f"{_h(a['cublas_fp64'])} against {_h(a['cublas_fp32'])} GFLOP/s at $n = 4096$",
+        f"cuBLAS FP32 thus reaches about {a['cublas_fp32'] / peak:.0%} of the FP32 peak; our best kernel about "
+        f"{best / peak:.0%}",
+        f"({db8['gflops'] / reg8['gflops'] - 1:.0%} at `bk = 8` for 128 × 128, {db16['gflops'] / reg16['gflops'] - 1:.0%} "
+        "at `bk = 16`",
+        f"reaches {_h(best)} GFLOP/s, {best / a['cublas_fp32']:.0%} of cuBLAS FP32",
+        f"needs only {small['registers'].min():.0f} to {small['registers'].max():.0f} registers",
+        f"stays at {round(small['gflops'].min(), -3):,.0f} to {round(small['gflops'].max(), -3):,.0f}",
+    ]
+    missing = _missing(_prose(CHAPTER), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+
+
+def test_chapter_prose_about_the_roofline_matches_the_reference_data():
+    a = _at(4096)
+    copy = rl.reference_ceilings().dram_gbs
+    peak = lh.load_reference("ch05_ceilings").table.set_index(["quantity", "n"])["value"][("cublas_fp32", 4096)]
+    best = lh.load_reference("ch05_register_configs").table["gflops"].max()
+    naive_roof = tiling.kernel_intensity(4096, 4096, 4096) * copy
+    tiled_roof = tiling.kernel_intensity(4096, 4096, 4096, 16) * copy
+    phrases = [
+        f"with the ridge at {tiling.ridge_point(copy, peak):.0f} flop/byte",
+        f"even {a['naive'] / naive_roof - 1:.0%} *above* the slope: {_t(a['naive'])} GFLOP/s where DRAM could feed a "
+        f"quarter of the copy ceiling, about {round(naive_roof, -1):,.0f}",
+        f"({_h(a['tiled 16'])} of {_h(tiled_roof)} GFLOP/s)",
+        f"our best kernel ({_h(best)} GFLOP/s) and cuBLAS FP32 ({_h(a['cublas_fp32'])})",
+        "about 6 times faster, not 16",
+    ]
+    assert round(a["tiled 16"] / a["naive"]) == 6
+    missing = _missing(_prose(CHAPTER), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+
+
+def test_lab_prose_matches_the_reference_data_and_the_checker():
+    a = _at(4096)
+    text = _prose(LAB)
+    phrases = [f"{_t(a['naive'])} GFLOP/s for the naive kernel, {_h(a['tiled 16'])} for 16 × 16 tiles, "
+               f"{_h(a['register'])} with 8 × 8 per thread and {_h(a['double_buffered'])} with double buffering, "
+               f"against {_h(a['cublas_fp32'])} for cuBLAS FP32"]
+    assert not _missing(text, phrases)
+    assert f"{ex.INPUT_PADDING:,.0f}" in text and "surrounded by NaN" not in text, (
+        "the lab must say what the checker pads A and B with (exercises.matmul.INPUT_PADDING)")
+
+
+def test_chapter_computes_the_copy_ceiling_from_the_reference_data():
+    text = _prose(CHAPTER)
+    assert "4.2 TB/s" not in text and "4,150" not in text and "4,143" not in text
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    assert any("rl.reference_ceilings()" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")

@@ -69,7 +69,7 @@ def matmul_naive(A, B, C):
     0.25 flop per byte, which no GPU feeds fast enough. Launch with x along the columns of ``C``.
     """
     col, row = cuda.grid(2)  # x runs along a row of C: neighbouring threads, neighbouring columns
-    if row < C.shape[0] and col < C.shape[1]:  # >= shape is outside (the seed's `row > Width` lets row == Width in)
+    if row < C.shape[0] and col < C.shape[1]:  # >= shape is outside (the lecture notes' `row > Width` lets row == Width in)
         acc = float32(0)
         for k in range(A.shape[1]):
             acc += A[row, k] * B[k, col]
