@@ -638,3 +638,56 @@ def managed_table(sizes: Sequence[int] = MANAGED_SIZES, *, repeat: int = 3, iter
 __all__ = ["GANTT_STREAMS", "MANAGED_SIZES", "PIPELINE_CHUNKS", "PIPELINE_N", "PIPELINE_STREAMS", "TRANSFER_SIZES",
            "async_table", "calibrate_iters", "error_surfacing", "fit_table", "gantt_table", "link_table",
            "managed_table", "pipeline_summary", "pipeline_table", "stage_times", "transfer_table"]
+
+
+# ============================================================================================ reading the tables
+
+
+def issue_cost_ms(table: pd.DataFrame) -> float:
+    """Host time per issued operation, read off the pipeline rows with the most chunks (issuing is the limit there).
+
+    ``wall_ms / (3 * chunks)``, the median over the pinned rows of the largest chunk count: an upper bound
+    of what one Numba call (copy or launch) costs the host.
+    """
+    pinned = table[table["host_memory"] == "pinned"]
+    most = pinned[pinned["chunks"] == pinned["chunks"].max()]
+    return float((most["wall_ms"] / (3 * most["chunks"])).median())
+
+
+def copy_slowdown(gantt: pd.DataFrame) -> float:
+    """How much longer the H2D copies take while D2H copies run too, read off a Gantt table.
+
+    For each measured timeline with two or more streams: the span from the first H2D's start to the last
+    H2D's end over the H2D time alone; the smallest of them (the timeline with the least waiting in it).
+    """
+    ratios = []
+    for _, part in gantt[gantt["streams_used"] >= 2].groupby(["streams_used", "order"]):
+        h2d = part[part["op"] == "H2D"]
+        ratios.append(float((h2d["end_ms"].max() - h2d["start_ms"].min()) / h2d["h2d_ms"].iloc[0]))
+    return min(ratios) if ratios else float("nan")
+
+
+def model_options(table: pd.DataFrame, gantt: pd.DataFrame) -> dict:
+    """The model's costs fitted to measured tables: ``issue_ms``, ``duplex_slowdown``, ``copy_policy``."""
+    return {"issue_ms": issue_cost_ms(table), "duplex_slowdown": max(1.0, copy_slowdown(gantt)),
+            "copy_policy": "same stream"}
+
+
+def model_comparison(table: pd.DataFrame, **options) -> pd.DataFrame:
+    """The pinned rows of a pipeline table with the plain model (``plain_ms``: no costs, copies in issue order)
+    and the model with ``options`` (``fitted_ms``, e.g. :func:`model_options`), and their errors."""
+    pinned = table[table["host_memory"] == "pinned"].copy()
+    first = pinned.iloc[0]
+    h, k, d = float(first["h2d_ms"]), float(first["kernel_ms"]), float(first["d2h_ms"])
+    engines = int(first["copy_engines"]) if "copy_engines" in pinned else 2
+    plain, fitted = [], []
+    for r in pinned.itertuples():
+        plain.append(model.pipeline_time(h, k, d, r.chunks, r.streams, order=r.order, copy_engines=engines))
+        fitted.append(model.pipeline_time(h, k, d, r.chunks, r.streams, order=r.order, copy_engines=engines,
+                                          **options))
+    pinned["plain_ms"], pinned["fitted_ms"] = plain, fitted
+    pinned["fitted_error"] = pinned["fitted_ms"] / pinned["wall_ms"] - 1
+    return pinned[["chunks", "streams", "order", "wall_ms", "plain_ms", "fitted_ms", "fitted_error"]]
+
+
+__all__ += ["copy_slowdown", "issue_cost_ms", "model_comparison", "model_options"]

@@ -39,6 +39,8 @@ from ..errors import ArgumentError
 OPS: tuple[str, ...] = ("H2D", "kernel", "D2H")
 #: Issue orders: chunk by chunk (H2D, kernel, D2H of chunk 0, then of chunk 1...) or stage by stage.
 ORDERS: tuple[str, ...] = ("depth-first", "breadth-first")
+#: How a copy engine picks its next copy (see :func:`simulate_pipeline`).
+COPY_POLICIES: tuple[str, ...] = ("issue order", "same stream")
 #: PCIe transfer rate per lane (GT/s) and line-code efficiency, by generation (PCI-SIG specifications;
 #: generation 6 uses FLIT mode, 242 payload bytes of 256).
 PCIE_GTS: dict[int, float] = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -157,7 +159,9 @@ def _engine(op: str, copy_engines: int) -> str:
 
 def simulate_pipeline(h2d_ms: float, kernel_ms: float, d2h_ms: float, chunks: int = 1, streams: int = 1, *,
                       copy_engines: int = 2, order: str = "depth-first", overhead_ms: float = 0.0,
-                      compute_queues: int = 32, fractions: Sequence[float] | None = None) -> pd.DataFrame:
+                      issue_ms: float = 0.0, duplex_slowdown: float = 1.0, compute_queues: int = 32,
+                      copy_policy: str = "issue order",
+                      fractions: Sequence[float] | None = None) -> pd.DataFrame:
     """Start and end (ms) of every operation of a chunked pipeline, as the engine model schedules them.
 
     Args:
@@ -166,7 +170,17 @@ def simulate_pipeline(h2d_ms: float, kernel_ms: float, d2h_ms: float, chunks: in
         streams: ``s``, streams used.
         copy_engines: 1 (H2D and D2H share one queue) or 2 (one each).
         order: ``"depth-first"`` or ``"breadth-first"`` (see :func:`issue_order`).
-        overhead_ms: fixed cost added to every operation (a transfer's latency, a launch's).
+        overhead_ms: fixed cost added to every operation on its engine (a transfer's latency, a launch's).
+        issue_ms: host time to issue one operation: operation ``i`` of the issue order cannot start before
+            ``(i + 1) * issue_ms``. From Python this is tens of microseconds per call or more, and with many
+            small chunks the host, not the GPU, becomes the bottleneck.
+        duplex_slowdown: factor on every copy's time when copies can run in both directions at once (two
+            copy engines and more than one stream): a link moving data both ways at once gives each direction
+            less than it gets alone (1.0: no slowdown).
+        copy_policy: how a copy engine picks its next copy. ``"issue order"``: strictly in the order issued
+            (one queue, as on Fermi); ``"same stream"``: any copy whose stream is ready, preferring the stream
+            it served last (each stream has its own hardware channel, and the engine keeps serving one while
+            it has ready work: what the H100 measurements of the chapter show for breadth-first issue).
         compute_queues: 1 models Fermi's single compute queue (kernels strictly in issue order);
             more (Hyper-Q) lets a ready kernel pass one that waits.
         fractions: each chunk's share of the job (default equal shares; see :func:`chunk_bounds`).
@@ -182,14 +196,18 @@ def simulate_pipeline(h2d_ms: float, kernel_ms: float, d2h_ms: float, chunks: in
     streams = validate.integer(streams, "streams", minimum=1, maximum=1024)
     copy_engines = validate.integer(copy_engines, "copy_engines", minimum=1, maximum=2)
     overhead_ms = validate.number(overhead_ms, "overhead_ms", minimum=0)
+    issue_ms = validate.number(issue_ms, "issue_ms", minimum=0)
+    duplex_slowdown = validate.number(duplex_slowdown, "duplex_slowdown", minimum=1.0)
     compute_queues = validate.integer(compute_queues, "compute_queues", minimum=1)
+    validate.choice(copy_policy, "copy_policy", COPY_POLICIES)
     if fractions is None:
         share = np.full(chunks, 1.0 / chunks)
     else:
         share = validate.numbers(fractions, "fractions", minimum=0)
         if share.shape != (chunks,) or not np.isclose(share.sum(), 1.0):
             raise ArgumentError(f"fractions must hold {chunks} shares that add up to 1, got {list(share)}.")
-    stage = {"H2D": h2d_ms, "kernel": kernel_ms, "D2H": d2h_ms}
+    duplex = duplex_slowdown if copy_engines == 2 and streams > 1 else 1.0
+    stage = {"H2D": h2d_ms * duplex, "kernel": kernel_ms, "D2H": d2h_ms * duplex}
     ops = []
     for position, (c, op) in enumerate(issue_order(chunks, order)):
         ops.append({"chunk": c, "stream": c % streams, "op": op, "engine": _engine(op, copy_engines),
@@ -200,8 +218,9 @@ def simulate_pipeline(h2d_ms: float, kernel_ms: float, d2h_ms: float, chunks: in
         o["after"] = last_in_stream.get(o["stream"])
         last_in_stream[o["stream"]] = i
     fifo = {e: [i for i, o in enumerate(ops) if o["engine"] == e] for e in {o["engine"] for o in ops}}
-    in_order = {e: (not e.startswith("compute")) or compute_queues == 1 for e in fifo}
+    in_order = {e: compute_queues == 1 if e == "compute" else copy_policy == "issue order" for e in fifo}
     free = {e: 0.0 for e in fifo}
+    served: dict[str, int | None] = {e: None for e in fifo}  # the stream each engine ran last
     start = [None] * len(ops)
     end = [None] * len(ops)
     remaining = len(ops)
@@ -214,13 +233,15 @@ def simulate_pipeline(h2d_ms: float, kernel_ms: float, d2h_ms: float, chunks: in
                 after = ops[i]["after"]
                 if after is not None and end[after] is None:
                     continue  # its stream predecessor is not scheduled yet
-                t = max(free[e], end[after] if after is not None else 0.0)
-                key = (t, ops[i]["issue"], i)
+                t = max(free[e], end[after] if after is not None else 0.0, (ops[i]["issue"] + 1) * issue_ms)
+                other = 0 if e == "compute" or ops[i]["stream"] == served[e] else 1
+                key = (t, other, ops[i]["issue"], i)
                 if best is None or key < best:
                     best = key
-        t, _, i = best
+        t, _, _, i = best
         start[i], end[i] = t, t + ops[i]["duration"]
         free[ops[i]["engine"]] = end[i]
+        served[ops[i]["engine"]] = ops[i]["stream"]
         remaining -= 1
     table = pd.DataFrame(ops).drop(columns=["after", "duration"])
     table["start_ms"] = start
@@ -318,6 +339,6 @@ def multi_gpu_time(h2d_ms: float, kernel_ms: float, d2h_ms: float, gpus: int = 2
     return pipeline_time(h2d_ms * copy_factor, kernel_ms / gpus, d2h_ms * copy_factor, chunks, streams, **options)
 
 
-__all__ = ["LinkFit", "OPS", "ORDERS", "PCIE_ENCODING", "PCIE_GTS", "bottleneck", "chunk_bounds", "copies_hidden",
+__all__ = ["COPY_POLICIES", "LinkFit", "OPS", "ORDERS", "PCIE_ENCODING", "PCIE_GTS", "bottleneck", "chunk_bounds", "copies_hidden",
            "fit_link", "ideal_time", "issue_order", "lower_bound", "multi_gpu_time", "pcie_bandwidth_gbs",
            "pipeline_time", "simulate_pipeline", "speedup_table", "transfer_time_ms"]

@@ -1,0 +1,203 @@
+"""Chapter "Streams and the host-device link": figures and widget draw functions.
+
+Draw functions for widgets take an axes first (``draw(ax, **controls)``); the other plot functions take an
+axes too and draw a table (a :class:`~labhelpers.measured.Measured` table or a reference table), with the
+label of its source (``this GPU: ...`` or ``reference: ...``) in the title or legend. The Gantt chart of a
+model timeline (:func:`labhelpers.models.streams.simulate_pipeline`) and of a measured one
+(:func:`labhelpers.experiments.streams.gantt_table`) is the same function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib import patches
+
+from ..models import streams as model
+
+OP_COLORS = {"H2D": "#4c78a8", "kernel": "#f58518", "D2H": "#54a24b"}
+LINE_COLORS = {"H2D pinned": "#4c78a8", "D2H pinned": "#54a24b", "H2D pageable": "#9ecae9",
+               "D2H pageable": "#a1d99b"}
+#: Stage times (ms) of the pipeline widget's copies: the H100's 256 MiB pinned copies, rounded.
+WIDGET_H2D_MS = 5.5
+WIDGET_D2H_MS = 5.2
+
+
+# ============================================================================================ the link
+
+
+def plot_transfers(ax, table: pd.DataFrame, fits: pd.DataFrame | None = None, label: str = "",
+                   link_max_gbs: float | None = None) -> None:
+    """Bandwidth (GB/s) against transfer size for each line of a transfer table, the fitted model dashed."""
+    for name, part in table.groupby("transfer", sort=False):
+        part = part.sort_values("nbytes")
+        color = LINE_COLORS.get(name)
+        ax.plot(part["nbytes"], part["gbps"], "o-", ms=3.5, color=color, label=name)
+        if fits is not None and name in set(fits["transfer"]):
+            f = fits.set_index("transfer").loc[name]
+            sizes = np.logspace(np.log10(part["nbytes"].min()), np.log10(part["nbytes"].max()), 100)
+            fitted = model.LinkFit(float(f["latency_us"]), float(f["bandwidth_gbs"]))
+            ax.plot(sizes, sizes / (fitted.time_ms(sizes) * 1e6), "--", lw=1, color=color)
+    if link_max_gbs and np.isfinite(link_max_gbs):
+        ax.axhline(link_max_gbs, color="0.3", lw=1, ls=":")
+        ax.text(table["nbytes"].max(), link_max_gbs * 1.15, f"link maximum {link_max_gbs:.1f} GB/s", fontsize=8,
+                color="0.3", ha="right")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("bytes per transfer")
+    ax.set_ylabel("GB/s (10^9 bytes/s)")
+    ax.set_title(f"Host-device transfers (dashed: latency + bytes / bandwidth)\n{label}", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+# ============================================================================================ timelines
+
+
+def plot_gantt(ax, timeline: pd.DataFrame, title: str = "", *, xmax: float | None = None,
+               legend: bool = True) -> None:
+    """A Gantt chart: one lane per stream, one bar per operation (H2D, kernel, D2H), chunk numbers on the bars.
+
+    ``timeline`` has the columns ``chunk``, ``stream``, ``op``, ``start_ms``, ``end_ms`` (a model timeline or a
+    measured one: for a measured one the bar starts when the stream reached the operation, so a copy that
+    waited for its engine shows a longer bar than the copy itself).
+    """
+    streams = sorted(timeline["stream"].unique())
+    for r in timeline.itertuples():
+        lane = streams.index(r.stream)
+        width = max(r.end_ms - r.start_ms, 1e-6)
+        ax.add_patch(patches.Rectangle((r.start_ms, lane - 0.38), width, 0.76, facecolor=OP_COLORS[r.op],
+                                       edgecolor="white", lw=0.6))
+        if width > 0.04 * (xmax or timeline["end_ms"].max()):
+            ax.text(r.start_ms + width / 2, lane, str(r.chunk), ha="center", va="center", fontsize=7, color="white")
+    end = float(timeline["end_ms"].max())
+    ax.axvline(end, color="0.2", lw=0.8, ls=":")
+    ax.set_xlim(0, xmax or end * 1.03)
+    ax.set_ylim(len(streams) - 0.5, -0.5)
+    ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams], fontsize=8)
+    ax.set_xlabel("ms")
+    ax.set_title(f"{title}  (end {end:.2f} ms)" if title else f"end {end:.2f} ms", fontsize=9)
+    if legend:  # outside the axes, right of the lanes: it never hides a bar
+        handles = [patches.Patch(color=c, label=op) for op, c in OP_COLORS.items()]
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+
+
+def draw_pipeline(ax, chunks: int = 8, streams: int = 4, copy_engines: int = 2, kernel_ms: float = 4.6,
+                  order: str = "depth-first") -> None:
+    """Widget: the engine model's Gantt chart of a 256 MiB job (copies as measured on an H100), and its numbers."""
+    streams = min(streams, chunks)
+    t = model.simulate_pipeline(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, chunks, streams,
+                                copy_engines=copy_engines, order=order)
+    serial = WIDGET_H2D_MS + kernel_ms + WIDGET_D2H_MS
+    total = float(t["end_ms"].max())
+    plot_gantt(ax, t, xmax=serial * 1.02)
+    bound = model.lower_bound(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, copy_engines)
+    ax.set_title(f"{chunks} chunks on {streams} stream(s), {copy_engines} copy engine(s), {order}: {total:.2f} ms "
+                 f"= {serial / total:.2f}x faster than serial ({serial:.1f} ms); busiest engine {bound:.2f} ms "
+                 f"({model.bottleneck(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, copy_engines)})", fontsize=8.5)
+
+
+def plot_gantt_pair(axes, measured: pd.DataFrame, modelled: pd.DataFrame, label: str) -> None:
+    """Measured (left) and modelled (right) timelines on the same time axis."""
+    xmax = 1.03 * max(measured["end_ms"].max(), modelled["end_ms"].max())
+    plot_gantt(axes[0], measured, f"measured ({label})", xmax=xmax, legend=False)
+    plot_gantt(axes[1], modelled, "model", xmax=xmax)
+
+
+# ============================================================================================ the pipeline sweep
+
+
+def plot_pipeline_sweep(axes, table: pd.DataFrame, label: str) -> None:
+    """Wall time against chunks, one line per stream count, depth-first (left) and breadth-first (right)."""
+    pinned = table[table["host_memory"] == "pinned"]
+    first = pinned.iloc[0]
+    stage_max = float(max(first["h2d_ms"], first["kernel_ms"], first["d2h_ms"]))
+    serial = float(first["h2d_ms"] + first["kernel_ms"] + first["d2h_ms"])
+    for ax, order in zip(axes, model.ORDERS):
+        part = pinned[pinned["order"] == order]
+        for s, lines in part.groupby("streams"):
+            lines = lines.sort_values("chunks")
+            ax.plot(lines["chunks"], lines["wall_ms"], "o-", ms=3.5, label=f"{s} stream{'s' if s > 1 else ''}")
+        ax.axhline(serial, color="0.4", ls="--", lw=1)
+        ax.axhline(stage_max, color="0.2", ls=":", lw=1)
+        ax.axhline(1.15 * stage_max, color="#d1495b", ls=":", lw=1)
+        ax.text(1, serial * 1.02, "sum of the stages alone", fontsize=7, color="0.4")
+        ax.text(1, stage_max * 0.93, "slowest stage alone", fontsize=7)
+        ax.text(1, 1.15 * stage_max * 1.01, "1.15 x slowest stage", fontsize=7, color="#d1495b")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("chunks")
+        ax.set_ylabel("wall time (ms)")
+        ax.set_title(f"{order}\n{label}", fontsize=9)
+        ax.set_ylim(0, max(part["wall_ms"].max(), serial) * 1.08)
+        ax.legend(fontsize=7)
+
+
+def plot_model_vs_measured(ax, comparison: pd.DataFrame, label: str) -> None:
+    """Measured wall time against the plain and the fitted model (one point per configuration)."""
+    top = float(max(comparison[["wall_ms", "plain_ms", "fitted_ms"]].max())) * 1.05
+    ax.plot([0, top], [0, top], color="0.5", lw=0.8)
+    ax.scatter(comparison["plain_ms"], comparison["wall_ms"], s=14, color="0.65", label="plain model")
+    ax.scatter(comparison["fitted_ms"], comparison["wall_ms"], s=14, color="#4c78a8",
+               label="model with issue cost, copy sharing")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("model (ms)")
+    ax.set_ylabel("measured (ms)")
+    ax.set_title(f"Every configuration: measured against modelled\n{label}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+
+
+# ============================================================================================ unified memory
+
+
+def plot_managed(axes, table: pd.DataFrame, label: str) -> None:
+    """One panel per size: for each case, stacked bars of moving the data to the GPU, the kernel, and the
+    result back to the host (linear time axis, so the lengths add up)."""
+    ok = table[table["status"] == "ok"]
+    cases = list(dict.fromkeys(ok["case"]))
+    sizes = sorted(ok["mib"].unique())
+    axes = np.atleast_1d(axes)
+    parts = (("to_gpu_ms", "to the GPU", "#4c78a8"), ("kernel_ms", "kernel", "#f58518"),
+             ("to_host_ms", "back to the host", "#54a24b"))
+    for ax, size in zip(axes, sizes):
+        rows = ok[ok["mib"] == size].set_index("case").reindex(cases)
+        left = np.zeros(len(cases))
+        for column, name, color in parts:
+            values = np.nan_to_num(rows[column].to_numpy(float))
+            ax.barh(range(len(cases)), values, left=left, color=color, edgecolor="white", lw=0.4, label=name)
+            left += values
+        for y, total in enumerate(left):
+            ax.text(total, y, f" {total:.1f} ms", va="center", fontsize=7)
+        ax.set_yticks(range(len(cases)), cases if ax is axes[0] else [""] * len(cases), fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, left.max() * 1.35)
+        ax.set_xlabel("ms")
+        ax.set_title(f"{size:g} MiB", fontsize=9)
+    axes[-1].legend(fontsize=7, loc="upper right")
+    axes[0].figure.suptitle(f"Unified memory against explicit copies ({label})", fontsize=9)
+
+
+# ============================================================================================ several GPUs
+
+
+def plot_multi_gpu(ax, h2d_ms: float, kernel_ms: float, d2h_ms: float, *, chunks: int = 16,
+                   streams: int = 4) -> None:
+    """Modelled time of one job on one GPU and split across two (own links, or one shared link)."""
+    cases = {
+        "1 GPU": model.pipeline_time(h2d_ms, kernel_ms, d2h_ms, chunks, streams),
+        "2 GPUs, a link each": model.multi_gpu_time(h2d_ms, kernel_ms, d2h_ms, 2, chunks=chunks, streams=streams),
+        "2 GPUs, one shared link": model.multi_gpu_time(h2d_ms, kernel_ms, d2h_ms, 2, chunks=chunks,
+                                                        streams=streams, shared_link=True),
+    }
+    bars = ax.barh(list(cases), list(cases.values()), color=["#4c78a8", "#54a24b", "#e45756"])
+    for bar, value in zip(bars, cases.values()):
+        ax.text(value, bar.get_y() + bar.get_height() / 2, f" {value:.2f} ms", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("modelled time (ms)")
+    ax.set_xlim(0, max(cases.values()) * 1.25)
+    ax.set_title(f"Model only (nothing measured): the job split across two GPUs, {chunks} chunks on {streams} "
+                 "streams each", fontsize=8.5)
+
+
+__all__ = ["OP_COLORS", "draw_pipeline", "plot_gantt", "plot_gantt_pair", "plot_managed", "plot_model_vs_measured",
+           "plot_multi_gpu", "plot_pipeline_sweep", "plot_transfers"]
