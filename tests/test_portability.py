@@ -490,3 +490,210 @@ def test_gpu_tables_run_small_on_a_gpu():
     assert (ok["median_ms"] > 0).all()
     d = ep.data_clause_table(1 << 20, repeat=2)
     assert list(d["version"]) == ["naive", "parallel", "data", "kernels"]
+
+
+# --- lab checkers: the solutions pass, each typical bug fails with its message ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def solutions():
+    from mutants import load_solutions
+
+    return load_solutions("12_portability_lab")
+
+
+def _with(fn_source: str, old: str, new: str):
+    """A source function returning ``fn_source`` with ``old`` replaced (exactly once) by ``new``."""
+    assert fn_source.count(old) == 1, f"mutant line not found exactly once: {old!r}"
+    text = fn_source.replace(old, new)
+    return lambda: text
+
+
+def test_exercise_checkers_accept_the_solutions(cpu_opencl, openacc, solutions, capsys):
+    from labhelpers.exercises import portability as ex
+
+    ex.check_diff(solutions.diff_opencl, solutions.global_size_for)
+    ex.check_transpose(solutions.transpose_opencl)
+    ex.check_matvec(solutions.matvec_acc)
+    ex.check_opencl_names(solutions.opencl_names)
+    assert capsys.readouterr().out.count("Correct:") == 4
+
+
+@pytest.mark.parametrize("global_size, match", [
+    (lambda n, ls: n, "not a whole number of work-groups"),
+    (lambda n, ls: (n // ls) * ls, "cannot cover|never written"),
+    (lambda n, ls: float(n), "return an int"),
+])
+def test_diff_checker_rejects_bad_global_sizes(cpu_opencl, solutions, global_size, match):
+    from labhelpers.exercises import portability as ex
+
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_diff(solutions.diff_opencl, global_size)
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("    if (i < n - 1)\n        d[i] = x[i + 1] - x[i];", "    d[i] = x[i + 1] - x[i];", "wrote past the end"),
+    ("get_global_id(0)", "get_local_id(0)", "is wrong for n="),
+    ("int i = get_global_id(0);", "int i = get_global_id(0)", "(?s)does not compile.*expected ';'"),
+    ("__kernel void diff(", "__kernel void difference(", "no kernel named diff"),
+])
+def test_diff_checker_rejects_typical_bugs(cpu_opencl, solutions, old, new, match):
+    from labhelpers.exercises import portability as ex
+
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_diff(_with(solutions.diff_opencl(), old, new), solutions.global_size_for)
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("    barrier(CLK_LOCAL_MEM_FENCE);\n", "", "no barrier"),
+    ("    barrier(CLK_LOCAL_MEM_FENCE);\n", "    if (lx < TILE)\n        barrier(CLK_LOCAL_MEM_FENCE);\n",
+     "inside an if/else"),
+    ("    barrier(CLK_LOCAL_MEM_FENCE);\n", "    if (x < cols) {\n        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n",
+     "inside an if/else"),
+    ("barrier(CLK_LOCAL_MEM_FENCE)", "barrier(CLK_GLOBAL_MEM_FENCE)", "CLK_LOCAL_MEM_FENCE"),
+    ("    if (x < rows && y < cols)\n        out[y * rows + x]", "    out[y * rows + x]", "past the end|wrong"),
+    ("= tile[lx][ly];", "= tile[ly][lx];", "read the tile transposed"),
+    ("__local float tile", "float tile", "local memory"),
+])
+def test_transpose_checker_rejects_typical_bugs(cpu_opencl, solutions, old, new, match):
+    from labhelpers.exercises import portability as ex
+
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_transpose(_with(solutions.transpose_opencl(), old, new))
+
+
+def test_barrier_problems_allows_a_barrier_in_a_uniform_loop():
+    """The tiled matmul's barriers sit in a loop every work-item runs: no problem."""
+    from labhelpers.exercises import portability as ex
+
+    assert ex.barrier_problems(pt.listing("matmul_tiled.cl")) == []
+    assert ex.barrier_problems("void f() { if (a) { b(); } barrier(CLK_LOCAL_MEM_FENCE); }") == []
+    assert len(ex.barrier_problems("void f() { if (a) barrier(CLK_LOCAL_MEM_FENCE); }")) == 1
+
+
+PRAGMA = "#pragma acc parallel loop copyin(A[0:m*n], x[0:n]) copyout(y[0:m])"
+
+
+@pytest.mark.parametrize("old, new, match", [
+    (PRAGMA + "\n", "", "must be associated with an OpenACC compute region"),
+    ("#pragma acc loop reduction(+:sum)", "#pragma acc loop vector", "race"),
+    (PRAGMA, PRAGMA.replace("parallel loop", "kernel"), "ignored.*not an OpenACC directive"),
+    (PRAGMA, PRAGMA.replace("copyin(A[0:m*n], x[0:n])", "copy(A[0:m*n]) copyin(x[0:n])"), "copyin\\(A\\[...\\]\\) suffices"),
+    (PRAGMA, PRAGMA.replace("copyin(A[0:m*n], x[0:n])", "copyin(A[0:m*n])"), "no data clause names x"),
+    (PRAGMA, PRAGMA.replace("copyout(y[0:m])", "copyin(y[0:m])"), "never brings it back"),
+    (PRAGMA, PRAGMA.replace(" copyout(y[0:m])", ""), "no data clause names y"),
+    ("#pragma acc loop reduction(+:sum)", "#pragma acc loop", "race"),
+    ("for (int i = 0; i < m; ++i)", "for (int i = 0; i <= m; ++i)", "past the end"),
+    ("sum += A[i * n + j] * x[j];", "sum += A[i * n + j] * x[j] + 1e-3f;", "wrong for m="),
+    ("y[i] = sum;", "y[i] = sum", "does not compile"),
+])
+def test_matvec_checker_rejects_typical_bugs(openacc, solutions, old, new, match):
+    from labhelpers.exercises import portability as ex
+
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_matvec(_with(solutions.matvec_acc(), old, new))
+
+
+def test_matvec_checker_accepts_a_sequential_inner_loop_and_a_data_region(openacc, solutions):
+    from labhelpers.exercises import portability as ex
+
+    seq = _with(solutions.matvec_acc(), "#pragma acc loop reduction(+:sum)", "#pragma acc loop seq")
+    ex.check_matvec(seq)
+    region = solutions.matvec_acc().replace(PRAGMA, "#pragma acc data copyin(A[0:m*n], x[0:n]) copyout(y[0:m])\n"
+                                                   "#pragma acc parallel loop present(A[0:m*n], x[0:n], y[0:m])")
+    ex.check_matvec(lambda: region)
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("thread block", "Block ID", "not OpenCL's names"),
+    ("blockIdx.x", "Block ID", "get_group_id"),
+    ("threadIdx.x", "Local ID", "get_local_id"),
+    ("__syncthreads()", "barrier(CLK_GLOBAL_MEM_FENCE)", "CLK_LOCAL_MEM_FENCE"),
+    ("gridDim.x", "get_global_size(0)", "get_num_groups"),
+    ("grid", None, "not filled in"),
+])
+def test_names_checker_rejects_the_seeds_names(solutions, key, value, match):
+    from labhelpers.exercises import portability as ex
+
+    names = dict(solutions.opencl_names(), **{key: value})
+    with pytest.raises(lh.CheckFailed, match=match):
+        ex.check_opencl_names(lambda: names)
+
+
+def test_names_checker_accepts_spelling_variants(solutions):
+    from labhelpers.exercises import portability as ex
+
+    names = dict(solutions.opencl_names(), grid="N-D Range", **{"thread block": "work group", "thread": "Work-Item",
+                                                                "shared memory": "__local"})
+    ex.check_opencl_names(lambda: names)
+    with pytest.raises(lh.CheckFailed, match="return a dict"):
+        ex.check_opencl_names(lambda: ["NDRange"])
+    with pytest.raises(lh.CheckFailed, match="return the source code"):
+        ex.check_diff(lambda: None, solutions.global_size_for)
+
+
+# --- figures ------------------------------------------------------------------------------------------------------
+
+
+def test_figures_draw_from_the_reference_data():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from labhelpers.figures import portability as fp
+
+    g, c, d = (lh.load_reference(n) for n in ("ch12_gpu", "ch12_cpu", "ch12_data_clauses"))
+    fig = fp.plot_models(g.table, c.table, gpu_label=g.label, cpu_label=c.label)
+    assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
+    assert isinstance(fp.plot_data_clauses(d.table, d.label), matplotlib.figure.Figure)
+    fig, ax = plt.subplots()
+    fp.draw_ndrange(ax, n=100, local_size=32, item=99)
+    title = ax.get_title(loc="left")
+    assert "global size 128" in title and "get_group_id(0) = 3" in title and "get_local_id(0) = 3" in title
+    with pytest.raises(lh.ArgumentError):
+        fp.draw_ndrange(ax, n=0)
+    plt.close("all")
+
+
+def test_models_table_ratios():
+    from labhelpers.figures import portability as fp
+
+    t = fp.models_table(lh.load_reference("ch12_gpu").table, lh.load_reference("ch12_cpu").table)
+    ok = t[t["status"] == "ok"]
+    assert set(t["machine"].str[:4]) == {"CPU:", "GPU:"}
+    assert np.allclose(ok.loc[ok["model"] == "NumPy", "vs yardstick"], 1.0)
+    assert np.allclose(ok.loc[ok["model"] == "cuBLAS", "vs yardstick"], 1.0)
+
+
+# --- the claims the chapter makes about its reference data --------------------------------------------------------
+
+
+def _rate(table, kernel, model, column):
+    part = table[(table["kernel"] == kernel) & (table["model"] == model) & (table["status"] == "ok")]
+    return float(part[column].iloc[0])
+
+
+def test_reference_gpu_data_supports_the_chapter():
+    g = lh.load_reference("ch12_gpu").table
+    assert (g["status"] == "ok").all(), "every GPU model ran, OpenCL on NVIDIA's driver included"
+    numba, cuda_c, ocl = (_rate(g, "matmul", m, "gflops") for m in ("Numba", "CUDA C", "OpenCL C"))
+    cublas = _rate(g, "matmul", "cuBLAS", "gflops")
+    assert abs(cuda_c / numba - 1) < 0.10  # "about as fast as Numba's"
+    assert 0.6 < ocl / numba < 0.95  # "OpenCL's somewhat slower"
+    assert max(numba, cuda_c, ocl) / cublas < 0.25  # "a small fraction of cuBLAS"
+    copy = _rate(g, "copy", "copy (CuPy, D2D)", "gbps")
+    saxpy = {m: _rate(g, "saxpy", m, "gbps") for m in ("Numba", "CUDA C", "OpenCL C")}
+    assert all(0.7 < v / copy <= 1.0 for v in saxpy.values())  # "within a few tens of percent of the copy"
+    assert min(saxpy, key=saxpy.get) == "Numba"  # "Numba's is the slowest of them"
+    assert max(g.loc[g["kernel"] == "saxpy", "median_ms"]) < 1.0  # "well under a millisecond"
+
+
+def test_reference_cpu_and_clause_data_support_the_chapter():
+    c = lh.load_reference("ch12_cpu").table
+    assert (c.loc[c["model"] == "OpenACC C", "status"].str.contains("lto-wrapper")).all()  # the prose explains it
+    pocl, serial, numpy_mm = (_rate(c, "matmul", m, "gflops") for m in ("OpenCL C", "C -O3", "NumPy"))
+    assert serial < pocl < 0.2 * numpy_mm  # "faster than the naive loop, far behind BLAS"
+    assert _rate(c, "matmul", "Numba CPU", "gflops") > serial
+    d = lh.load_reference("ch12_data_clauses").table.set_index("version")
+    assert d.loc["parallel", "transfer_mb"] == 2 * d.loc["data", "transfer_mb"]  # "halves the traffic"
+    assert d.loc["parallel", "median_ms"] > 1.3 * d.loc["data", "median_ms"]
+    assert abs(d.loc["data", "median_ms"] / d.loc["naive", "median_ms"] - 1) < 0.1  # "level with the host"

@@ -279,6 +279,11 @@ def check_matvec(source_fn: Callable[[], str]) -> None:
     try:
         compiled = pt.compile_c(source, pt.OPENACC_FLAGS, "matvec.c")
     except pt.BuildError as exc:
+        log = exc.log.replace("\u2018", "'").replace("\u2019", "'")
+        ignored = re.findall(r"ignoring '(#pragma acc[^']*)'", log)
+        if ignored:
+            raise CheckFailed(f"gcc ignored {ignored[0]!r}: that is not an OpenACC directive (the compute constructs "
+                              "are `parallel` and `kernels`, with an s). Then it stopped with:\n{log}") from None
         raise CheckFailed(f"your C code does not compile. gcc says:\n{exc.log}") from None
     report = compiled.report.replace("\u2018", "'").replace("\u2019", "'")
     ignored = re.findall(r"ignoring '(#pragma acc[^']*)'", report)
