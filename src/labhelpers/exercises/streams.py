@@ -171,7 +171,8 @@ def _guarded_pinned(values: np.ndarray, guard_value) -> tuple[np.ndarray, np.nda
 def _pipeline_diagnosis(got: np.ndarray, expected: np.ndarray, n: int, chunks: int) -> str | None:
     unwritten = np.isnan(got)
     if unwritten.all():
-        return ("no output was written: do the D2H copies run the right way? d_out.copy_to_host(h_out[lo:hi], "
+        return ("no output was written: does every chunk copy its result back, and the right way? "
+                "d_out.copy_to_host(h_out[lo:hi], "
                 "stream=s) copies device -> host; d_out.copy_to_device(h_out[...]) overwrites the device result "
                 "with the host's (the lecture's reversed cudaMemcpyAsync)")
     if unwritten.any():
