@@ -28,6 +28,7 @@ if not cuda.is_available():
              "(without one, run tools/run_tests.sh).")
 PYEOF
 export LABHELPERS_BACKEND=gpu CUPY_TF32=0 PYTHONHASHSEED=0
+bash tools/ensure_opencl.sh || true   # chapter 12: PoCL, gcc, and the ICD file that names NVIDIA's OpenCL
 status=0
 if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
   echo "==> package tests with the GPU backend (pytest tests/)"

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup_env.sh
 bash tools/ensure_browser.sh
+bash tools/ensure_opencl.sh   # chapter 12 compiles and runs its OpenCL and OpenACC listings for real
 export LABHELPERS_BACKEND=sim PYTHONHASHSEED=0
 JOBS=${JOBS:-2}
 echo "==> 1/4 package and structure tests (pytest tests/)"
