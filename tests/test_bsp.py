@@ -280,3 +280,189 @@ _one_past_the_end = mutant(SOL.grid_stride_update, "for i in range(start, x.size
 def test_grid_stride_checker_names_typical_mistakes(kernel, match):
     with pytest.raises(lh.CheckFailed, match=match):
         ex.check_grid_stride(kernel)
+
+
+# --------------------------------------------------------------------------- multithreading model
+from labhelpers.models import bsp as bsp_model  # noqa: E402
+
+
+def test_multithreading_single_thread_idles_through_every_stall():
+    trace = bsp_model.simulate_multithreading("single thread", width=2, ilp=2, burst=4, stall=2, cycles=8)
+    assert trace.slots.tolist() == [[0, 0], [0, 0], [-1, -1], [-1, -1]] * 2
+    assert trace.utilisation == pytest.approx(0.5) and trace.idle_cycles == 4 and trace.threads == 1
+
+
+def test_multithreading_kinds_rank_as_the_textbook_says():
+    table = bsp_model.compare_multithreading(6, width=4, ilp=2, burst=8, stall=8, switch=2, cycles=36)
+    ipc = table["instructions per cycle"]
+    assert list(table.index) == list(bsp_model.MULTITHREADING_KINDS)
+    assert ipc["single thread"] < ipc["coarse-grained"] < ipc["fine-grained"] < ipc["simultaneous"]
+    fine = bsp_model.simulate_multithreading("fine-grained", 6, cycles=36)
+    assert (fine.slots[:, 2:] == -1).all()  # one thread per cycle: never more than its ILP (2 of 4 slots)
+    smt = bsp_model.simulate_multithreading("simultaneous", 6, cycles=36)
+    assert len({t for t in smt.slots[0] if t >= 0}) == 2  # two threads share the first cycle's slots
+
+
+def test_fine_grained_hides_a_stall_of_l_cycles_with_l_plus_one_threads():
+    # Switching every cycle, a thread gets one cycle in `threads`: the others cover its stall only if they are
+    # at least as many as the stall is long, whatever the burst (a barrel processor's rule).
+    for threads in (1, 4, 8, 12, 13, 16):
+        trace = bsp_model.simulate_multithreading("fine-grained", threads, width=1, ilp=1, burst=4, stall=12,
+                                                  cycles=200)
+        steady = trace.slots[60:]
+        assert (steady >= 0).all() == (threads >= 13), threads
+
+
+def test_coarse_grained_pays_the_switch():
+    trace = bsp_model.simulate_multithreading("coarse-grained", 2, width=1, ilp=1, burst=2, stall=10, switch=3,
+                                              cycles=10)
+    assert trace.slots[:, 0].tolist() == [0, 0, -1, -1, -1, 1, 1, -1, -1, -1]
+    free = bsp_model.simulate_multithreading("coarse-grained", 2, width=1, ilp=1, burst=2, stall=10, switch=0,
+                                             cycles=4)
+    assert free.slots[:, 0].tolist() == [0, 0, 1, 1]
+
+
+def test_multithreading_rejects_meaningless_input():
+    with pytest.raises(lh.ArgumentError, match="kind"):
+        bsp_model.simulate_multithreading("hyper")
+    with pytest.raises(lh.ArgumentError, match="threads"):
+        bsp_model.simulate_multithreading("fine-grained", 0)
+
+
+def test_draw_multithreading_draws_four_panels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    bsp_model.draw_multithreading(ax, threads=3, stall=5)
+    assert len(ax.patches) == 4 and len(ax.texts) == 4
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- reference beside this GPU
+def test_compare_summaries_shows_the_reference_and_a_live_table():
+    ref = lh.live_or_reference(None, "ch02_speedup")
+    table = bsp_exp.compare_summaries(ref, "speedup")
+    assert list(table.columns) == [ref.reference.label]
+    assert table.loc["fitted serial fraction s"].iloc[0] == pytest.approx(bsp_exp.speedup_summary(ref.table)["s_fit"])
+    live = lh.Measured(table=_speedup_table(0.01), is_live=True, gpu="Test GPU", label="this GPU: Test GPU",
+                       reference=ref.reference)
+    both = bsp_exp.compare_summaries(live, "speedup")
+    assert list(both.columns) == [ref.reference.label, "this GPU: Test GPU"]
+    assert both.loc["fitted serial fraction s", "this GPU: Test GPU"] == pytest.approx(0.01)
+    slack = bsp_exp.compare_summaries(lh.live_or_reference(None, "ch02_slackness"), "slackness")
+    assert slack.loc["best (GB/s)"].iloc[0] == pytest.approx(
+        bsp_exp.slackness_summary(lh.load_reference("ch02_slackness").table)["best_gbps"])
+    with pytest.raises(ValueError, match="kind"):
+        bsp_exp.compare_summaries(ref, "amdahl")
+
+
+@sim_only
+def test_time_grid_stride_checks_before_it_times():
+    with pytest.raises(lh.CheckFailed, match="not timed until it is correct"):
+        ex.time_grid_stride(SKEL["grid_stride_update"])
+    timings = ex.time_grid_stride(SOL.grid_stride_update, n=300)
+    assert [t.label for t in timings] == ["1 x 32 threads", "1 x 256 threads", "8 x 256 threads"]
+    assert not any(t.is_gpu_timing for t in timings)
+
+
+# --------------------------------------------------------------------------- the chapter's prose (drift check)
+def _prose(path) -> str:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def test_chapter_2_prose_quotes_the_reference_data():
+    """Every measured figure in chapter 2's text, recomputed from the reference data it comes from."""
+    import re
+    from pathlib import Path
+
+    from labhelpers import roofline as rl
+    from labhelpers.models import launch_calc
+
+    text = _prose(Path(__file__).resolve().parents[1] / "book" / "02_bsp_and_amdahl.ipynb")
+    slack_ref = lh.load_reference("ch02_slackness")
+    sm = int(slack_ref.meta["sm_count"])
+    t = slack_ref.table
+    s = bsp_exp.slackness_summary(t)
+    gb = {(int(r.blocks), int(r.threads)): float(r.gbps) for r in t.itertuples()}
+    trip_table = bsp_exp.trip_times(t)
+    idle_trip = float(trip_table.loc[trip_table["fill"] < 0.01, "trip_ns"].median())  # the GPU nearly idle
+    trips = trip_table[trip_table["threads"] == 256].set_index("blocks")["trip_ns"]
+    at_fill_1 = float(t.loc[t["fill"] == 1, "gbps"].iloc[0])
+    chase = lh.load_reference("ch03_pointer_chase").table
+    dram_ns = float(chase.loc[chase["working_set_bytes"] >= 2**28, "ns_per_load"].median())
+    props = lh.load_reference("ch01_device_properties").table
+    peak = launch_calc.peak_memory_bandwidth(props)
+    clock_ghz = float(props.set_index("property").loc["clock_khz", "value"]) / 1e6
+    copy = rl.reference_ceilings().dram_gbs
+    blocks4 = lh.load_reference("ch04_block_size_sweep").table
+    scale = float(blocks4.loc[(blocks4["ilp"] == 1) & (blocks4["occupancy"] == 1), "gbps"].max())
+    sweep7 = lh.load_reference("ch07_intensity_sweep").table
+    fma8 = float(sweep7.loc[sweep7["nfma"] == 8, "gbps"].iloc[0])
+
+    sp = lh.load_reference("ch02_speedup").table.set_index("blocks")
+    fit = bsp_exp.speedup_summary(sp.reset_index())
+    kf = fit["table"].set_index("blocks")["karp_flatt"]
+    t1, serial = float(sp.loc[1, "program_ms"]), float(sp.loc[1, "serial_ms"])
+    steps_alone = sp["parallel_ms"] + sp["serial_ms"] - sp["program_ms"]
+    step_ns = serial * 1e6 / int(sp.loc[1, "serial_steps"])
+    expected = [
+        f"from one warp ({s['one_warp_gbps']:.2f} GB/s)",
+        f"(fill 1/8, {gb[(sm, 256)]:.0f} GB/s): {sm * 256 // 32} times the threads, "
+        f"{gb[(sm, 256)] / s['one_warp_gbps']:.0f} times the bandwidth",
+        f"give {gb[(2 * sm, 256)]:.0f}, {gb[(4 * sm, 256)]:.0f} and {gb[(8 * sm, 256)]:.0f} GB/s",
+        f"adds only {_pct(s['best_gbps'] / at_fill_1 - 1)} more",
+        f"gain {_pct(s['best_gbps'] / at_fill_1 - 1)} over one",
+        f"that is {s['iteration_ns']:.0f} ns",
+        f"at roughly {round(dram_ns, -1):.0f} ns on the same GPU); the other {round(s['iteration_ns'] - dram_ns, -1):.0f} ns",
+        f"about {round(s['little_threads'], -3):,.0f} threads (fill {s['little_fill']:.2f})",
+        f"at fill {s['fill_50']:.2f} the measurement reaches only {_pct(gb[(2 * sm, 256)] / s['best_gbps'])} of the best",
+        f"and 90 % only at fill {s['fill_90']:.0f}",
+        f"a trip takes about {round(idle_trip, -1):.0f} ns while the GPU is nearly idle, "
+        f"{round(trips.loc[sm], -1):.0f} ns at one block per SM, {round(trips.loc[4 * sm], -1):.0f} ns at four and "
+        f"{round(trips.loc[8 * sm], -1):.0f} ns at eight: {trips.loc[8 * sm] / s['iteration_ns']:.1f} times longer",
+        f"at the reference GPU's {clock_ghz:.2f} GHz",
+        f"The best point, {s['best_gbps'] / 1e3:.2f} TB/s, is {_pct(s['best_gbps'] / peak)} of the memory's datasheet "
+        f"peak of {peak / 1e3:.1f} TB/s and {_pct(s['best_gbps'] / copy)} of the copy ceiling",
+        f"reaches {scale / 1e3:.1f} TB/s at full occupancy",
+        f"and moves {fma8 / 1e3:.1f} TB/s",
+        f"the fit gives $s = {fit['s_fit']:.4f}$, and the serial kernel alone is {fit['s_measured']:.4f} of the "
+        f"one-block program: {serial:.2f} ms of {t1:.1f} ms",
+        f"at about {fit['max_speedup']:.0f} times",
+        f"all {sm} SMs is {float(sp.loc[sm, 'speedup']):.0f}",
+        f"in {serial:.2f} ms: {step_ns:.0f} ns, about {step_ns * clock_ghz:.0f} clock cycles at {clock_ghz:.2f} GHz",
+        f"One empty launch takes {float(sp.loc[1, 'empty_ms']) * 1e3:.0f} µs",
+        f"{fit['launch_share']:.4f} of $T(1)$",
+        f"about {float(sp.loc[1, 'empty_ms']) * 1e3:.0f} µs on the reference GPU",
+        f"costs about {float(sp.loc[1, 'empty_ms']) * 1e3:.0f} µs",
+        f"up to {steps_alone.iloc[1:].max():.2f} ms *shorter*",
+        f"$e$ stays between {kf.loc[8:128].min():.4f} and {kf.loc[8:128].max():.4f}",
+        f"$e(2) = {kf.loc[2]:.4f}$",
+        f"measured {-steps_alone.loc[1]:.2f} ms *more* than its two steps timed alone, the other rows up to "
+        f"{steps_alone.iloc[1:].max():.2f} ms less; an error of 0.1 ms, {100 * 0.1 / t1:.1f} % of $T(1)$, pulls $e(2)$ "
+        f"down by about {0.1 / t1:.3f}",
+        f"{float(sp.loc[sm, 'speedup']):.2f} against {float(sp.loc[128, 'speedup']):.2f} at 128, and $e$ rises to "
+        f"{kf.loc[sm]:.4f}",
+        f"({float(sp.loc[sm, 'parallel_ms']):.3f} ms against {float(sp.loc[128, 'parallel_ms']):.3f} ms)",
+        f"best ({s['best_gbps'] / 1e3:.2f} TB/s on the reference GPU)",
+        f"on the reference GPU $s = {fit['s_fit']:.3f}$, the serial step itself ({serial:.2f} ms of {t1:.1f} ms)",
+    ]
+    missing = [e for e in expected if e not in text]
+    assert not missing, f"chapter 2's text no longer matches the reference data: {missing}"
+    assert not re.search(r"(the|reference) H[12]00", text), "name the reference GPU from its data, not by hand"
+
+
+def test_the_chapters_claim_about_the_widgets_defaults():
+    """Chapter 2: with the widget's defaults, fine-grained multithreading needs 9 threads for stalls of 8 cycles."""
+    idle = {t: int((bsp_model.simulate_multithreading("fine-grained", t, cycles=120).slots[40:, 0] < 0).sum())
+            for t in (8, 9)}
+    assert idle[8] > 0 and idle[9] == 0

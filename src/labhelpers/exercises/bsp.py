@@ -179,11 +179,12 @@ def _visit_hint(x: np.ndarray, got: np.ndarray) -> str:
     return (" " + "; ".join(parts) + ".") if parts else ""
 
 
-def check_grid_stride(kernel) -> None:
+def check_grid_stride(kernel, *, quiet: bool = False) -> None:
     """Check an in-place grid-stride kernel ``kernel(x, a, b, reps)`` on several grids and awkward sizes.
 
     Every element must get exactly ``reps`` updates ``v -> a * v + b`` whatever the grid:
-    smaller than the array (threads loop) or larger (extra threads do nothing).
+    smaller than the array (threads loop) or larger (extra threads do nothing). With ``quiet``
+    nothing is printed on success.
     """
     from numba import cuda
 
@@ -216,5 +217,41 @@ def check_grid_stride(kernel) -> None:
         except CheckFailed as exc:
             hint = _visit_hint(last["x"], last["got"]) if "got" in last else ""
             raise CheckFailed(f"{exc}{hint}") from None
-    print(f"Correct: every element updated exactly once on {len(LAB_GRIDS)} grids (smaller and larger than the "
-          "array) and all awkward sizes.")
+    if not quiet:
+        print(f"Correct: every element updated exactly once on {len(LAB_GRIDS)} grids (smaller and larger than the "
+              "array) and all awkward sizes.")
+
+
+def time_grid_stride(kernel, n: int | None = None, reps: int = 8) -> list:
+    """Check ``grid_stride_update`` (:func:`check_grid_stride`), then time it on three grids of this GPU.
+
+    The grids: one warp, one block of 256 threads per SM, and eight such blocks per SM (every thread
+    slot of a GPU with 2048 threads per SM), over ``n`` float32 elements updated in place with ``reps``
+    multiply-adds each; bytes counted: 8 per element (read and written). Nothing is timed unless the
+    check passes: an unfinished kernel does no work and looks impossibly fast.
+
+    Returns:
+        One :class:`~labhelpers.timing.Timing` per grid (without numbers under the simulator, where each
+        grid runs once on a small array).
+
+    Raises:
+        CheckFailed: the kernel is not correct yet (the message says what to change).
+    """
+    from numba import cuda
+
+    from ..device import device_info
+    from ..sizes import problem_size
+    from ..timing import benchmark
+
+    try:
+        check_grid_stride(kernel, quiet=True)
+    except CheckFailed as exc:
+        raise CheckFailed(f"grid_stride_update is not timed until it is correct: {exc}") from None
+    n = n or problem_size(gpu=2**24, sim=1024)
+    sms = device_info().sm_count or 1  # the simulator has no SMs: one
+    x_d = cuda.to_device(np.random.default_rng(0).random(n, dtype=np.float32))
+    timings = []
+    for blocks, threads in [(1, 32), (sms, 256), (sms * 8, 256)]:
+        timings.append(benchmark(lambda: kernel[blocks, threads](x_d, LAB_A, LAB_B, reps), nbytes=8 * n,
+                                 repeat=5, label=f"{blocks} x {threads} threads"))
+    return timings

@@ -8,6 +8,8 @@
   blocks; :func:`speedup_summary` fits Amdahl's law to it.
 
 ``bench/bsp.py`` stores these tables as the reference data ``ch02_slackness`` and ``ch02_speedup``.
+:func:`compare_summaries` puts the reference GPU's summary beside this GPU's, when the chapter measured
+one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 from numba import cuda
 
 from ..arrays import to_host
+from ..measured import Measured
 from ..kernels.bsp import (
     empty_kernel,
     fixed_work_bytes,
@@ -288,3 +291,52 @@ def trip_times(table: pd.DataFrame) -> pd.DataFrame:
     out = ok[["blocks", "threads", "total_threads", "fill", "gbps"]].reset_index(drop=True)
     out["trip_ns"] = out["total_threads"] * fixed_work_bytes(1) / out["gbps"].astype(float)  # bytes / (GB/s) = ns
     return out
+
+
+# --------------------------------------------------------------------------- reference beside this GPU
+#: The numbers of :func:`slackness_summary` that :func:`compare_summaries` shows, and how it names them.
+SLACKNESS_ROWS = {"one_warp_gbps": "one warp (GB/s)", "best_gbps": "best (GB/s)", "fill_50": "fill at 50 % of best",
+                  "fill_90": "fill at 90 % of best", "iteration_ns": "one trip, one warp alone (ns)",
+                  "little_threads": "Little's law: threads in flight", "little_fill": "Little's law: fill"}
+#: The numbers of :func:`speedup_summary` that :func:`compare_summaries` shows, and how it names them.
+SPEEDUP_ROWS = {"s_fit": "fitted serial fraction s", "max_speedup": "bound 1/s", "s_measured": "serial kernel / T(1)",
+                "launch_share": "one empty launch / T(1)", "best_speedup": "best measured speedup",
+                "t1_ms": "T(1), one block (ms)", "serial_ms": "serial kernel (ms)", "empty_us": "one empty launch (µs)"}
+
+
+def _speedup_numbers(table: pd.DataFrame) -> dict:
+    fit = speedup_summary(table)
+    ok = table[table["status"] == STATUS_OK] if "status" in table else table
+    ok = ok[ok["speedup"].notna()]
+    nan = float("nan")
+    first = ok.iloc[0] if len(ok) else None
+    return {**fit, "best_speedup": float(ok["speedup"].max()) if len(ok) else nan,
+            "t1_ms": float(first["program_ms"]) if first is not None else nan,
+            "serial_ms": float(first["serial_ms"]) if first is not None else nan,
+            "empty_us": float(first["empty_ms"]) * 1e3 if first is not None else nan}
+
+
+def compare_summaries(measured: Measured, kind: str) -> pd.DataFrame:
+    """The chapter's summary numbers of the reference GPU, beside this GPU's when they were measured here.
+
+    Args:
+        measured: ``lh.live_or_reference(table, "ch02_slackness")`` or ``(..., "ch02_speedup")``.
+        kind: ``"slackness"`` (:func:`slackness_summary`) or ``"speedup"`` (:func:`speedup_summary`).
+
+    Returns:
+        One row per number, one column per source, named by its label (``reference: <GPU> (<date>)``,
+        ``this GPU: <GPU>``).
+    """
+    if kind not in ("slackness", "speedup"):
+        raise ValueError(f"kind must be 'slackness' or 'speedup', got {kind!r}")
+    summarize, rows = ((slackness_summary, SLACKNESS_ROWS) if kind == "slackness" else (_speedup_numbers, SPEEDUP_ROWS))
+    tables = []
+    if measured.reference is not None:
+        tables.append((measured.reference.label, measured.reference.table))
+    if measured.is_live:
+        tables.append((measured.label, measured.table))
+    columns = {}
+    for label, table in tables:
+        numbers = summarize(table)
+        columns[label] = [numbers[key] for key in rows]
+    return pd.DataFrame(columns, index=pd.Index(list(rows.values()), name=kind))
