@@ -21,6 +21,7 @@ from numba import cuda
 from ..arrays import to_host
 from ..checkers import diagnose
 from ..errors import CheckFailed, LaunchConfigError
+from ..experiments.scheduling import measure_throttle
 from ..kernels.scheduling import lcg_inputs, lcg_reference
 from ..launch import blocks_for
 from ..models import occupancy as occ
@@ -223,7 +224,5 @@ def measure_throttle_with(student: Callable[[int], int], n: int = 2**26):
     Raises:
         CheckFailed: ``student`` does not pass :func:`check_shared_for_blocks` yet.
     """
-    from ..experiments.scheduling import measure_throttle
-
     check_shared_for_blocks(student, quiet=True)
     return measure_throttle(n, shared_for=student)
