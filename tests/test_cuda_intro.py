@@ -495,6 +495,7 @@ def test_chapter_1_prose_quotes_the_reference_data():
         f"reach only {biggest['H2D pageable']:.0f} to {biggest['D2H pageable']:.0f} GB/s, "
         f"{g28 / gbs.loc[2**28, T]:.0f} times less than the kernel's {g28 / 1e3:.1f} TB/s",
         f"{ms.loc[2**10, H] * 1e3:.1f} µs at $2^{{10}}$, {ms.loc[2**10, T] / ms.loc[2**10, H]:.0f} times faster",
+        f"takes {ms.loc[2**10, T]:.1f} ms for $2^{{10}}$ elements and NumPy {ms.loc[2**10, H] * 1e3:.1f} µs",
         f"up to $2^{{{max(numpy_wins).bit_length() - 1}}}$ elements",
         f"NumPy runs at {gbs.loc[max(numpy_wins), H]:.0f} GB/s",
         f"from $2^{{{max(numpy_wins).bit_length()}}}$ on the resident GPU wins, by {h28 / k28:.0f} times",
