@@ -10,13 +10,18 @@ collect(out_dir) saves the tables the chapter plots:
     ch07_skewed_gemm        cupy.matmul on m x k by k x n shapes, m * n and k fixed
     ch07_ncu_report         Nsight Compute's key metrics for one fma_per_element launch (skipped, with the
                             reason printed, when ncu cannot read the counters)
+    ch07_fft_crossover      numpy.fft (CPU) against cupy.fft (GPU, with and without the copies), 16 to 4M points
+    ch07_sanitizer          compute-sanitizer's output: memcheck on a kernel without a bounds check (and its
+                            fix), racecheck on a shared-memory kernel without its barrier (and its fix); skipped,
+                            with the reason printed, when compute-sanitizer is missing
 bench(ctx) returns the rows with targets: the fastest Numba copy against CuPy's device-to-device copy, both timed
 in the same measurement of the copy ceiling (target 95%), and the measured FP32 FMA peak against the FP32 peak at
 the GPU's reported clock (target 90%); then one row per copy tried, against the copy ceiling (the fastest of them).
 
 Run: python bench/run_all.py --only roofline --collect src/labhelpers/data/reference
 To refresh only some tables, name them (without the ch07_ prefix) in ROOFLINE_COLLECT, e.g.
-ROOFLINE_COLLECT=ceilings,copy_variants (the other reference files are then left as they are).
+ROOFLINE_COLLECT=ceilings,copy_variants (the other reference files are then left as they are), or
+ROOFLINE_COLLECT=fft_crossover,sanitizer for the two tables added last.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ def _ceilings() -> roofline.Ceilings:
 
 #: The tables collect() writes, in order (names without the "ch07_" prefix).
 TABLES = ("timing_hygiene", "timing_repeats", "ceilings", "copy_variants", "intensity_sweep", "roofline_points",
-          "skewed_gemm", "ncu_report")
+          "skewed_gemm", "ncu_report", "fft_crossover", "sanitizer")
 
 
 def _wanted() -> set[str]:
@@ -52,6 +57,20 @@ def _wanted() -> set[str]:
     if unknown:
         raise ValueError(f"ROOFLINE_COLLECT names unknown tables {sorted(unknown)}: choose from {', '.join(TABLES)}")
     return names or set(TABLES)
+
+
+def _cpu_name() -> str:
+    """The host CPU's model name (numpy.fft's side of the FFT comparison)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
 
 
 def collect(out_dir) -> None:
@@ -95,16 +114,29 @@ def collect(out_dir) -> None:
         save_reference("ch07_skewed_gemm", experiments.skewed_gemm_sweep(progress=False), out_dir, meta=meta,
                        notes="cupy.matmul float32 (no TF32), m*n = 1024^2, k = 1024, as in the lecture's SGEMM "
                              "study")
-    if "ncu_report" not in wanted:
-        return
-    try:
-        report = profiler.profile_fma_per_element()
-        save_reference("ch07_ncu_report", report, out_dir,
-                       meta={**meta, "kernel": "fma_per_element, 2^24 float32, 16 FMA/element",
-                             "algorithmic_intensity": rk.fma_per_element_intensity(16, 4),
-                             "achieved_intensity": profiler.achieved_intensity(report)})
-    except profiler.ProfilerUnavailable as exc:
-        print(f"-- roofline: ch07_ncu_report not collected: {exc}")
+    if "ncu_report" in wanted:
+        try:
+            report = profiler.profile_fma_per_element()
+            save_reference("ch07_ncu_report", report, out_dir,
+                           meta={**meta, "kernel": "fma_per_element, 2^24 float32, 16 FMA/element",
+                                 "algorithmic_intensity": rk.fma_per_element_intensity(16, 4),
+                                 "achieved_intensity": profiler.achieved_intensity(report)})
+        except profiler.ProfilerUnavailable as exc:
+            print(f"-- roofline: ch07_ncu_report not collected: {exc}")
+    if "fft_crossover" in wanted:
+        save_reference("ch07_fft_crossover", experiments.fft_crossover(), out_dir,
+                       meta={**meta, "cpu": _cpu_name(), "cpu_count": os.cpu_count()},
+                       notes="complex64, one vector per call; numpy.fft (pocketfft, one core, host clock, median); "
+                             "cupy.fft on data already on the GPU (CUDA events, plan cached); cupy.fft with the copy "
+                             "in and out (host clock, pageable host memory)")
+    if "sanitizer" in wanted:
+        try:  # the sanitizer is a separate tool: if it is missing or fails, keep the other tables and the bench
+            save_reference("ch07_sanitizer", experiments.sanitizer_table(), out_dir, meta=meta,
+                           notes="compute-sanitizer --print-limit 4 --show-backtrace no; memcheck on scale_unguarded "
+                                 "(1000 elements, 4 blocks of 256 threads) and scale; racecheck --racecheck-report "
+                                 "analysis on reverse_in_block(_no_barrier) (2 blocks of 64); lineinfo=True")
+        except profiler.ProfilerUnavailable as exc:
+            print(f"-- roofline: ch07_sanitizer not collected: {exc}")
 
 
 def bench(ctx: Context) -> list[Row]:

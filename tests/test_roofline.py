@@ -978,3 +978,211 @@ def test_fma_report_falls_back_to_the_saved_report(tmp_path, monkeypatch):
     save_reference("ch07_ncu_report", report, tmp_path, meta=META)
     table, label, note = profiler.fma_report_or_reference()
     assert "Test GPU" in label and "no GPU" in note and table["value"].notna().sum() == 3
+
+
+# ------------------------------------------------------------------- compute-sanitizer and its two bugs
+
+def test_reverse_in_block_and_its_race():
+    x = np.arange(2 * rk.REVERSE_BLOCK, dtype=np.float32)
+    np.testing.assert_array_equal(rk.run_reverse_in_block(x), rk.reverse_in_block_reference(x))
+    racy = lh.check_races(rk.reverse_in_block_no_barrier, 2, rk.REVERSE_BLOCK, x, np.zeros_like(x))
+    assert not racy.ok and {r.kind for r in racy.races} == {"RAW"}
+    assert lh.check_races(rk.reverse_in_block, 2, rk.REVERSE_BLOCK, x, np.zeros_like(x)).ok
+    with pytest.raises(lh.LaunchConfigError):
+        rk.run_reverse_in_block(np.zeros(65, dtype=np.float32))
+
+
+@sim_only
+def test_scale_unguarded_is_stopped_by_the_simulator_and_scale_is_right():
+    x = np.arange(100, dtype=np.float32)
+    with pytest.raises(IndexError):
+        rk.scale_unguarded[1, 128](x, np.zeros(100, dtype=np.float32), np.float32(2))
+    out = np.zeros(100, dtype=np.float32)
+    rk.scale[1, 128](x, out, np.float32(2))
+    np.testing.assert_array_equal(out, 2 * x)
+    with pytest.raises(lh.GPUOnlyError):
+        rk.sanitizer_target("scale_unguarded")
+    with pytest.raises(profiler.ProfilerUnavailable, match="no GPU"):
+        profiler.run_sanitizer("memcheck", "print(1)")
+
+
+def test_sanitizer_helpers():
+    cmd = profiler.sanitizer_command("racecheck", "s.py", sanitizer="cs")
+    assert cmd[:3] == ["cs", "--tool", "racecheck"] and "--racecheck-report" in cmd and cmd[-1] == "s.py"
+    assert "--racecheck-report" not in profiler.sanitizer_command("memcheck", "s.py")
+    with pytest.raises(ValueError):
+        profiler.sanitizer_command("leakcheck", "s.py")
+    with pytest.raises(ValueError):
+        rk.sanitizer_target("nothing")
+    mangled = ("========= Invalid __global__ read of size 4 bytes at labhelpers::kernels::roofline::scale_unguarded"
+               "[abi:v1,cw51cXTLSUwv1sD](Array<float, (int)1, C, mutable, aligned>, float)+0x1c0 in "
+               "/tmp/site/labhelpers/kernels/roofline.py:510")
+    short = profiler.shorten_sanitizer_line(mangled)
+    assert short == "========= Invalid __global__ read of size 4 bytes at scale_unguarded(...)+0x1c0 in roofline.py:510"
+    assert profiler._short_paths("/opt/x/site-packages/numba/cuda/dispatcher.py:748: w") == "dispatcher.py:748: w"
+    assert set(rk.SANITIZER_TARGETS.values()) <= set(profiler.SANITIZER_TOOLS)
+
+
+# ------------------------------------------------------------------------------- library or hand-written
+
+def test_fft_crossover_points():
+    table = pd.DataFrame({"n": [16, 64, 256, 1024], "numpy_ms": [0.01, 0.02, 0.05, 0.2],
+                          "cupy_ms": [0.02, 0.015, 0.02, 0.03], "cupy_copies_ms": [0.1, 0.1, 0.3, 0.1]})
+    points = rx.fft_crossover_points(table)
+    assert points["on_gpu"] == 64  # faster from 64 on, and stays faster
+    assert points["with_copies"] == 1024  # faster at 1024 only (256 is slower again)
+    assert math.isnan(rx.fft_crossover_points(table.assign(cupy_ms=1.0))["on_gpu"])
+    with pytest.raises(lh.GPUOnlyError):
+        rx.fft_crossover(sizes=(16,))
+
+
+def test_library_comparison_reads_the_reference_data():
+    table = rx.library_comparison()
+    assert list(table["unit"]) == ["GB/s", "GB/s", "GFLOP/s", "GFLOP/s"]
+    flight = lh.load_reference("ch06_loads_in_flight").table
+    assert table.loc[0, "hand-written rate"] == flight["gbps"].max()
+    assert table.loc[1, "hand-written rate"] == pytest.approx(roofline.reference_ceilings().dram_gbs)
+    ratio = table["hand-written rate"] / table["library rate"]
+    np.testing.assert_allclose(table["hand-written / library"], ratio)
+
+
+@gpu_only
+def test_fft_crossover_on_this_gpu():
+    pytest.importorskip("cupy")
+    table = rx.fft_crossover(sizes=(64, 4096), repeat=3)
+    assert list(table["n"]) == [64, 4096] and (table[["numpy_ms", "cupy_ms", "cupy_copies_ms"]] > 0).all().all()
+
+
+@gpu_only
+def test_sanitizer_reports_the_two_bugs():
+    if profiler.sanitizer_path() is None:
+        pytest.skip("compute-sanitizer is not installed here")
+    bad = profiler.sanitizer_report("scale_unguarded")
+    assert bad["line"].str.contains("Invalid __global__").any()
+    good = profiler.sanitizer_report("scale")
+    assert good["line"].str.contains("0 errors").any()
+    race = profiler.sanitizer_report("reverse_in_block_no_barrier")
+    assert race["line"].str.contains("Race reported").any()
+
+
+# --------------------------------------------------- drift check: the prose quotes the reference data
+
+def _markdown(relpath: str) -> str:
+    nb = json.loads((ROOT / relpath).read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    return " ".join(text.split())
+
+
+def _chapter7_figures() -> list[str]:
+    hy = lh.load_reference("ch07_timing_hygiene").table.set_index("measurement")["ms"]
+    first, unsync, synced, events = hy.iloc[0], hy.iloc[1], hy.iloc[2], hy.iloc[3]
+    rep = lh.load_reference("ch07_timing_repeats").table
+    gap = (rep["host_ms"] - rep["event_ms"]) * 1e3
+    c = roofline.reference_ceilings()
+    sheet = lh.load_reference("ch07_ceilings").table.set_index("ceiling")["datasheet"]
+    fp64_clock = roofline.peak_at_clock_gflops(c.details["sm_count"], c.details["clock_khz"],
+                                               roofline.FP64_LANES_PER_SM[(9, 0)])
+    pts = lh.load_reference("ch07_roofline_points").table.set_index("name")
+    sw = lh.load_reference("ch07_intensity_sweep").table.set_index("nfma")
+    ncu = lh.load_reference("ch07_ncu_report").table.set_index("metric")["value"]
+    gm = lh.load_reference("ch07_skewed_gemm").table.set_index("n")
+    lib = rx.library_comparison()["hand-written / library"]
+    stream = pts.loc[["SAXPY (chapter 1 kernel)", "fma_per_element, 4 FMA/element"], "gbps"] / 1e3
+    low = sw.loc[sw.index <= 16]
+    n = 2**26
+    at64 = max(rk.fma_per_element_bytes(n, 4) / c.dram_gbs, rk.fma_per_element_flops(n, 64) / c.fp32_gflops) / 1e6
+    rd, wr = ncu["dram__bytes_read.sum"] / 1e6, ncu["dram__bytes_write.sum"] / 1e6
+    squareish = gm.loc[[1024, 512, 256, 128, 64], "gflops"]
+    thin = gm.loc[[32, 16, 8, 4, 2], "gbps"] / 1e3
+    n2 = gm.loc[2]
+    roof2 = n2["intensity"] * c.dram_gbs
+    return [
+        f"The first call took about {round(first, -1):.0f} ms, some {round(first / events, -1):.0f} times the "
+        f"kernel's {events:.3f} ms",
+        f"read {unsync:.3f} ms, about a seventeenth" if round(events / unsync) == 17 else "a seventeenth: re-measured",
+        f"({synced:.3f} ms) and the CUDA events ({events:.3f} ms) agree to within 1%"
+        if abs(synced / events - 1) < 0.01 else "within 1%: re-measured",
+        "the interquartile range is under 1% of the median" if all(
+            (rep[k].quantile(0.75) - rep[k].quantile(0.25)) / rep[k].median() < 0.01 for k in ("event_ms", "host_ms"))
+        else "IQR: re-measured",
+        f"a steady {gap.iloc[1:].min():.0f} to {gap.iloc[1:].max():.0f} microseconds above the events",
+        f"{gap.iloc[0]:.0f} microseconds on the very first repetition",
+        f"({rep['event_ms'].iloc[0]:.3f} ms against a median of {rep['event_ms'].median():.3f} ms)",
+        f"{100 * c.fp32_gflops / sheet['fp32_gflops']:.0f}% of its {sheet['fp32_gflops'] / 1e3:.0f} TFLOP/s in FP32 and "
+        f"{100 * c.fp64_gflops / sheet['fp64_gflops']:.0f}% of its {sheet['fp64_gflops'] / 1e3:.0f} TFLOP/s in FP64",
+        f"{sheet['dram_gbs'] / 1e3:.1f} TB/s, at {100 * c.dram_gbs / sheet['dram_gbs']:.0f}%",
+        f"some {c.l2_gbs / c.dram_gbs:.1f} times the copy's",
+        f"({c.details['clock_khz'] / 1e3:,.0f} MHz on the reference GPU",
+        f"FP32 reaches {100 * c.fp32_gflops / c.details['fp32_peak_at_clock_gflops']:.0f}% of the peak at that clock "
+        f"and FP64 {100 * c.fp64_gflops / fp64_clock:.0f}%",
+        f"stream at {stream.min():.1f} to {stream.max():.1f} TB/s",
+        f"reads at {pts.loc['cupy.sum (reduction)', 'gbps'] / 1e3:.1f} TB/s",
+        f"a matrix-vector product reads at {gm.loc[1, 'gbps'] / 1e3:.1f} TB/s",
+        f"reaches {pts.loc['cupy.matmul 4096x4096 (FP32)', 'gflops'] / 1e3:.0f} TFLOP/s, "
+        f"{100 * pts.loc['cupy.matmul 4096x4096 (FP32)', 'gflops'] / c.fp32_gflops:.0f}% of the FMA roof",
+        f"{pts.loc['cupy.matmul 4096x4096 (FP64)', 'gflops'] / 1e3:.0f} TFLOP/s, "
+        f"{pts.loc['cupy.matmul 4096x4096 (FP64)', 'gflops'] / c.fp64_gflops:.1f} times the FP64 FMA ceiling",
+        "at about half of both roofs" if all(0.45 < v < 0.56 for v in (
+            pts.loc["fma_per_element, 64 FMA/element", "gflops"] / c.fp32_gflops,
+            pts.loc["fma_per_element, 64 FMA/element", "gbps"] / c.dram_gbs)) else "half of both roofs: re-measured",
+        f"the time stays between {low['median_ms'].min():.2f} and {low['median_ms'].max():.2f} ms",
+        f"streams {low['gbps'].min() / 1e3:.1f} to {low['gbps'].max() / 1e3:.1f} TB/s throughout",
+        f"doubles, {sw.loc[512, 'median_ms']:.2f} to {sw.loc[1024, 'median_ms']:.2f} ms",
+        "the time starts to grow at 24 FMAs per element" if sw.loc[24, "median_ms"] > 1.05 * low["median_ms"].max()
+        else "grows at 24: re-measured",
+        f"some {round(4 * c.balance(), -1):.0f} FMAs per element",
+        f"the kernel takes {sw.loc[64, 'median_ms']:.2f} ms where the roofline promises {at64:.2f} ms",
+        f"On the reference GPU, {100 * sw['gflops'].max() / c.fp32_gflops:.0f}% of it",
+        f"stops at {100 * sw['gflops'].max() / c.fp32_gflops:.0f}% of the FMA roof",
+        f"**DRAM bytes read**: {rd:.1f} MB", f"**DRAM bytes written**: {wr:.1f} MB, {rd - wr:.0f} MB *less*",
+        f"the achieved intensity ({profiler.achieved_intensity(lh.load_reference('ch07_ncu_report').table):.1f})",
+        f"**L1 hit rate** {ncu['l1tex__t_sector_hit_rate.pct']:.0f}%",
+        f"**L2 hit rate** {ncu['lts__t_sector_hit_rate.pct']:.0f}%",
+        f"{ncu['dram__throughput.avg.pct_of_peak_sustained_elapsed']:.0f}% of the peak, {rd + wr:.0f} MB in "
+        f"{ncu['gpu__time_duration.sum'] / 1e3:.0f} microseconds. Lower than the {sw.loc[16, 'gbps'] / 1e3:.1f} TB/s",
+        f"**Achieved occupancy** {ncu['sm__warps_active.avg.pct_of_peak_sustained_active']:.0f}%",
+        f"{ncu['smsp__inst_executed.sum'] / 1e6:.1f} million warp instructions, of which "
+        f"{ncu['smsp__sass_thread_inst_executed_op_ffma_pred_on.sum'] / 32 / 1e6:.1f} million",
+        f"its {c.details['l2_bytes'] / 2**20:.0f} MiB L2",
+        f"from {gm['gflops'].max() / 1e3:.0f} TFLOP/s at its best ({gm.loc[gm['gflops'].idxmax(), 'shape']}) to "
+        f"{n2['gflops'] / 1e3:.1f} TFLOP/s at {n2['shape']}, {gm['gflops'].max() / n2['gflops']:.0f} times slower",
+        f"between {squareish.min() / 1e3:.1f} and {squareish.max() / 1e3:.1f} TFLOP/s, "
+        f"{100 * squareish.min() / c.fp32_gflops:.0f} to {100 * squareish.max() / c.fp32_gflops:.0f}% of the FP32 roof",
+        f"at {gm.loc[1024, 'median_ms'] * 1e3:.0f} microseconds per product",
+        f"stuck at {thin.min():.1f} to {thin.max():.1f} TB/s",
+        f"to {gm.loc[1, 'gflops'] / 1e3:.1f} TFLOP/s: the library",
+        f"(hand-written {100 * lib[0]:.0f}% and {100 * lib[1]:.0f}% of the library)",
+        f"by {100 * (1 / lib[3] - 1):.0f}% at $4096^2$ and {100 * (1 / lib[2] - 1):.0f}% at $256^2$",
+        f"(cuBLAS: {100 * (1 / lib[3] - 1):.0f}% ahead",
+        f"fell to {n2['gflops'] / 1e3:.1f} TFLOP/s at {n2['shape']}",
+        f"{roof2:,.0f} GFLOP/s at that intensity: {roof2 / n2['gflops']:.1f} times",
+    ]
+
+
+def test_chapter7_prose_quotes_the_reference_data():
+    """Re-measuring fails here instead of silently contradicting the text."""
+    text = _markdown("book/07_profiling_roofline.ipynb")
+    missing = [f for f in _chapter7_figures() if f not in text]
+    assert not missing, "chapter 7's prose no longer matches its reference data; update these:\n" + "\n".join(missing)
+    assert text.count("H200") == 1 and "H100, H200, A100" in text  # the datasheets known; no GPU named by hand
+
+
+def test_lab7_prose_quotes_the_reference_data():
+    text = _markdown("labs/07_profiling_roofline_lab.ipynb")
+    c = roofline.reference_ceilings()
+    sw = lh.load_reference("ch07_intensity_sweep").table.set_index("nfma")
+    low = sw.loc[sw.index <= 16, "gbps"] / 1e3
+    gm = lh.load_reference("ch07_skewed_gemm").table.set_index("n")
+    pts = lh.load_reference("ch07_roofline_points").table.set_index("name")
+    n = 2**26
+    predicted = max(rk.fma_per_element_bytes(n, 4) / c.dram_gbs, rk.fma_per_element_flops(n, 64) / c.fp32_gflops) / 1e6
+    ratio64 = sw.loc[64, "median_ms"] / predicted
+    assert 1.8 < ratio64 < 2.0  # "almost 2 at 64 FMAs per element"
+    figures = [f"ridge of the reference GPU ({c.balance():.1f} FLOP/byte",
+               f"at {gm.loc[1, 'gbps'] / 1e3:.1f} TB/s on the reference GPU",
+               "almost 2 at 64 FMAs", f"at {low.min():.1f} to {low.max():.1f} TB/s",
+               "time starts to grow at 24 FMAs per element",
+               f"reached {pts.loc['cupy.sum (reduction)', 'gbps'] / 1e3:.1f} TB/s"]
+    missing = [f for f in figures if f not in text]
+    assert not missing, missing
+    assert "H200" not in text

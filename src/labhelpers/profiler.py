@@ -9,6 +9,12 @@ this user read the counters (``ERR_NVGPUCTRPERM``, the usual case on Colab and s
 
 :func:`nvtx_range` marks a region of host code so that it shows as a named bar on the Nsight Systems timeline;
 without the optional ``nvtx`` package it does nothing and says so once.
+
+The correctness tools of the same toolkit, ``compute-sanitizer`` (which replaced ``cuda-memcheck``):
+:func:`run_sanitizer` runs a small script under one of its tools (``memcheck`` for out-of-bounds and misaligned
+accesses, ``racecheck`` for shared-memory races, ``initcheck``, ``synccheck``) and returns what it printed,
+absolute paths shortened to file names; :func:`shorten_sanitizer_line` makes Numba's mangled kernel names
+readable.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import pandas as pd
 
 from . import backend
 from .errors import LabError
+from .kernels.roofline import SANITIZER_TARGETS
 
 #: Where ``ncu`` usually is when it is not on the PATH.
 NCU_FALLBACK_PATHS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
@@ -291,6 +298,123 @@ def achieved_intensity(report: pd.DataFrame) -> float:
              + get("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum"))
     nbytes = get("dram__bytes_read.sum") + get("dram__bytes_write.sum")
     return flops / nbytes if nbytes else float("nan")
+
+
+# ------------------------------------------------------------------------------------ compute-sanitizer
+
+#: Where ``compute-sanitizer`` usually is when it is not on the PATH.
+SANITIZER_FALLBACK_PATHS = ("/usr/local/cuda/bin/compute-sanitizer",)
+#: The tools of compute-sanitizer (``--tool``).
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+#: Options that keep a report short: at most a few errors, no host backtrace (Python's is hundreds of frames).
+SANITIZER_OPTIONS = ("--print-limit", "4", "--show-backtrace", "no")
+
+
+def sanitizer_path() -> str | None:
+    """The ``compute-sanitizer`` executable: on the PATH, or in the usual CUDA location; None if absent."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for candidate in SANITIZER_FALLBACK_PATHS:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def sanitizer_unavailable_reason() -> str | None:
+    """Why compute-sanitizer cannot run here (no GPU, not installed), or None."""
+    if backend.is_simulator():
+        return ("there is no GPU here (kernels run in the CPU simulator, which checks every index and finds "
+                "shared-memory races itself: an IndexError, lh.check_races)")
+    if sanitizer_path() is None:
+        return ("compute-sanitizer is not installed here: it comes with the CUDA toolkit "
+                "(/usr/local/cuda/bin/compute-sanitizer)")
+    return None
+
+
+def sanitizer_command(tool: str, script: str | Path, *, options: tuple[str, ...] = SANITIZER_OPTIONS,
+                      sanitizer: str = "compute-sanitizer") -> list[str]:
+    """The command line that runs ``python script`` under ``compute-sanitizer --tool <tool>``."""
+    if tool not in SANITIZER_TOOLS:
+        raise ValueError(f"tool must be one of {', '.join(SANITIZER_TOOLS)}, got {tool!r}")
+    extra = ("--racecheck-report", "analysis") if tool == "racecheck" else ()
+    return [sanitizer, "--tool", tool, *options, *extra, sys.executable, str(script)]
+
+
+_ABS_PATH = re.compile(r"(?:[A-Za-z]:)?(?:/[^\s:/()\[\]]+)+/([^\s:/()\[\]]+)")
+
+
+def _short_paths(line: str) -> str:
+    """Absolute paths in ``line`` reduced to their file names (no machine's directories in a report)."""
+    return _ABS_PATH.sub(r"\1", line)
+
+
+def shorten_sanitizer_line(line: str) -> str:
+    """Numba's mangled kernel names (``pkg::module::kernel[abi:...](Array<...>, ...)+0x250``) shortened to
+    ``kernel(...)+0x250``; absolute paths to file names."""
+    line = re.sub(r"(?:\w+::)+(\w+)\[abi:[^\]]*\]\(.*?\)(\+0x[0-9a-f]+)", r"\1(...)\2", line)
+    line = re.sub(r"(?:\w+::)+(\w+)\[abi:[^\]]*\]\(.*\)", r"\1(...)", line)
+    return _short_paths(line)
+
+
+def run_sanitizer(tool: str, code: str, *, timeout: int = 240) -> tuple[int, list[str]]:
+    """Run Python ``code`` in a new process under ``compute-sanitizer --tool <tool>``.
+
+    Returns:
+        ``(returncode, lines)``: what the sanitizer and the program printed (stdout then stderr), empty lines and
+        Numba's performance warnings dropped, absolute paths shortened to file names.
+
+    Raises:
+        ProfilerUnavailable: no GPU, no compute-sanitizer, or it did not finish within ``timeout`` seconds.
+    """
+    reason = sanitizer_unavailable_reason()
+    if reason:
+        raise ProfilerUnavailable(f"Cannot run compute-sanitizer: {reason}.")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "sanitizer_target.py"
+        script.write_text(textwrap.dedent(code))
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        cmd = sanitizer_command(tool, script, sanitizer=sanitizer_path())
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            raise ProfilerUnavailable(f"compute-sanitizer did not finish within {timeout} s.") from None
+    text = (proc.stdout + "\n" + proc.stderr).splitlines()
+    skip = ("NumbaPerformanceWarning", "warn(errors.")
+    return proc.returncode, [_short_paths(ln.rstrip()) for ln in text if ln.strip() and not any(k in ln for k in skip)]
+
+
+#: The script :func:`sanitizer_report` runs: one launch of a kernel of
+#: :data:`labhelpers.kernels.roofline.SANITIZER_TARGETS`; a failed launch is reported in one line.
+SANITIZER_SCRIPT = """
+import labhelpers
+from labhelpers.kernels import roofline
+try:
+    roofline.sanitizer_target({which!r})
+    print({which!r}, "ran")
+except Exception as exc:
+    print({which!r}, "failed:", type(exc).__name__, str(exc).splitlines()[0][:160] if str(exc) else "")
+"""
+
+
+def sanitizer_report(which: str, *, timeout: int = 240) -> pd.DataFrame:
+    """Run one kernel of :data:`~labhelpers.kernels.roofline.SANITIZER_TARGETS` under its sanitizer tool.
+
+    Returns:
+        One row per line printed: ``tool``, ``kernel``, ``line_no``, ``line``, ``returncode``.
+    """
+    if which not in SANITIZER_TARGETS:
+        raise ValueError(f"which must be one of {sorted(SANITIZER_TARGETS)}, got {which!r}")
+    tool = SANITIZER_TARGETS[which]
+    code, lines = run_sanitizer(tool, SANITIZER_SCRIPT.format(which=which), timeout=timeout)
+    return pd.DataFrame([{"tool": tool, "kernel": which, "line_no": k, "line": line, "returncode": code}
+                         for k, line in enumerate(lines[:80])], columns=SANITIZER_COLUMNS)
+
+
+#: Columns of :func:`sanitizer_report` (and of reference data ``ch07_sanitizer``).
+SANITIZER_COLUMNS = ["tool", "kernel", "line_no", "line", "returncode"]
 
 
 # ---------------------------------------------------------------------------------------------- NVTX

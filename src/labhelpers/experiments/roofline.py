@@ -2,7 +2,10 @@
 
 :func:`timing_hygiene` (what each way of timing a launch really measures), :func:`timing_repeats` (noise),
 :func:`intensity_sweep` (a kernel walking along the roof), :func:`skewed_gemm_sweep` (same flops, falling
-speed) and :func:`representative_points` (a few kernels for the roofline plot). ``bench/roofline.py`` stores
+speed), :func:`representative_points` (a few kernels for the roofline plot), :func:`fft_crossover` (from
+which size ``cupy.fft`` beats ``numpy.fft``) and :func:`sanitizer_table` (what ``compute-sanitizer`` reports on
+the chapter's two bugs). :func:`library_comparison` reads the book's reference data for where a library call
+beats hand-written code and where it does not. ``bench/roofline.py`` stores
 their tables as reference data ``ch07_*``; the chapter shows them through
 :func:`labhelpers.measured.live_or_reference`. On a GPU they time; under the simulator the sweeps return the
 same columns with NaN timings, and the functions that exist only to time raise
@@ -20,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
-from .. import backend
+from .. import backend, profiler
 from ..errors import GPUOnlyError
 from ..kernels.intro import saxpy, saxpy_bytes, saxpy_flops
 from ..kernels.roofline import (
@@ -35,6 +38,7 @@ from ..kernels.roofline import (
 from ..launch import blocks_for
 from ..roofline.model import gemm_intensity
 from ..roofline.ceilings import Ceilings
+from ..refdata import load_reference
 from ..roofline.points import check_against_ceilings, record_point
 from ..sweep import sweep
 from ..timing import Timing, benchmark
@@ -325,3 +329,129 @@ def _expect(got: np.ndarray, want: float, what: str, rtol: float = 1e-6) -> None
     """Raise unless every value of ``got`` is ``want``: a wrong kernel's time is not a point on the roofline."""
     if not np.allclose(got, want, rtol=rtol):
         raise AssertionError(f"{what} computed {got[:4]}..., expected {want}: its time is not recorded")
+
+
+# ------------------------------------------------------------------------------------ library or not
+
+#: Vector lengths :func:`fft_crossover` tries: 16 to 4M points.
+FFT_SIZES = tuple(2**k for k in range(4, 23))
+#: The crossover the CUDA lecture slides quote for CUFFT against FFTW (Rossbach, CS378).
+LECTURE_FFT_CROSSOVER = 8192
+
+
+def _cpu_ms(fn, repeat: int = 7, min_ms: float = 2.0) -> float:
+    """Median time of one call of ``fn`` on the host clock, calls batched to at least ``min_ms`` per timing."""
+    fn()
+    number, t0 = 1, time.perf_counter()
+    fn()
+    once = max((time.perf_counter() - t0) * 1e3, 1e-4)
+    number = max(1, int(min_ms / once))
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) * 1e3 / number)
+    return float(np.median(times))
+
+
+def fft_crossover(sizes=FFT_SIZES, repeat: int = 7) -> pd.DataFrame:
+    """``numpy.fft.fft`` on the CPU against ``cupy.fft.fft`` (cuFFT) on this GPU, complex64, one vector per size.
+
+    Three times per size ``n``: ``numpy_ms`` (NumPy's pocketfft, one CPU core, host clock), ``cupy_ms`` (the data
+    already on the GPU: CUDA events, the cuFFT plan cached by the warm-up call) and ``cupy_copies_ms`` (the
+    data on the host before and after: copy in, FFT, copy out, host clock, as a program that calls the GPU for
+    one FFT pays). ``speedup`` and ``speedup_copies`` are NumPy's time over each. Each result is checked against
+    NumPy's. GPU only (CuPy needed).
+    """
+    _require_gpu("fft_crossover")
+    if not HAS_CUPY:
+        raise GPUOnlyError("fft_crossover compares with cupy.fft, and CuPy is not installed (install labhelpers "
+                           "with its gpu-cu12 or gpu-cu13 extra)")
+    import cupy as cp  # the optional GPU extra: imported only when there is one
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        h = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+        d = cp.asarray(h)
+        want = np.fft.fft(h)
+        got = cp.asnumpy(cp.fft.fft(d))
+        if want.dtype != np.complex64 or not np.allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max()):
+            raise AssertionError(f"cupy.fft.fft and numpy.fft.fft disagree at n={n} (or NumPy did not stay in "
+                                 f"complex64: {want.dtype})")
+        numpy_ms = _cpu_ms(lambda: np.fft.fft(h), repeat)
+        on_gpu = benchmark(lambda: cp.fft.fft(d), repeat=repeat * 3, number=max(1, min(100, 2**16 // n)),
+                           label=f"cupy.fft.fft {n}")
+
+        def with_copies():
+            cp.asnumpy(cp.fft.fft(cp.asarray(h)))  # asnumpy waits for the GPU
+
+        copies_ms = _cpu_ms(with_copies, repeat)
+        rows.append({"n": n, "numpy_ms": numpy_ms, "cupy_ms": on_gpu.median_ms, "cupy_copies_ms": copies_ms,
+                     "speedup": numpy_ms / on_gpu.median_ms, "speedup_copies": numpy_ms / copies_ms})
+    return pd.DataFrame(rows)
+
+
+def fft_crossover_points(table: pd.DataFrame) -> dict[str, float]:
+    """From which length on the GPU is faster and stays faster: ``on_gpu`` (data already there) and
+    ``with_copies`` (data on the host); NaN if it never is within the table."""
+    out = {}
+    for key, column in (("on_gpu", "cupy_ms"), ("with_copies", "cupy_copies_ms")):
+        rows = table.sort_values("n")
+        faster = (rows[column] < rows["numpy_ms"]).to_numpy()
+        n = rows["n"].to_numpy()
+        point = float("nan")
+        for i in range(len(n)):
+            if faster[i:].all():
+                point = float(n[i])
+                break
+        out[key] = point
+    return out
+
+
+def library_comparison() -> pd.DataFrame:
+    """Where the book's hand-written kernels meet a library doing the same job, from the reference data.
+
+    One row per task: the best hand-written kernel, the library call, each one's rate (GB/s or GFLOP/s, on the
+    reference GPU) and ``hand-written / library``. The sum and the copy come from chapters 6 and 7, the matrix
+    multiply from chapter 5 (at the smallest and the largest size measured).
+    """
+    rows = []
+    flight = load_reference("ch06_loads_in_flight").table
+    sweep = load_reference("ch06_reduction_sweep").table
+    cub = sweep.loc[sweep["variant"] == "cupy_sum", "gbps"].max()
+    rows.append({"task": "sum of 2^26 float32", "hand-written": "chapter 6's best kernel", "library": "cupy.sum (CUB)",
+                 "unit": "GB/s", "hand-written rate": flight["gbps"].max(), "library rate": cub})
+    copies = load_reference("ch07_copy_variants").table
+    lib = copies["kernel"].str.contains("library")
+    rows.append({"task": "copy of 1 GiB", "hand-written": "stream_copy16 (chapter 7)",
+                 "library": "CuPy dst[:] = src", "unit": "GB/s", "hand-written rate": copies.loc[~lib, "gbps"].max(),
+                 "library rate": copies.loc[lib, "gbps"].max()})
+    mm = load_reference("ch05_matmul_sweep").table
+    ours = mm[~mm["kernel"].str.startswith("cublas")]
+    for n in (int(mm["n"].min()), int(mm["n"].max())):
+        at = ours[ours["n"] == n]
+        best = at.loc[at["gflops"].idxmax()]
+        lib_rate = mm.loc[(mm["kernel"] == "cublas_fp32") & (mm["n"] == n), "gflops"].max()
+        rows.append({"task": f"FP32 matrix multiply {n}x{n}", "hand-written": f"chapter 5's {best['kernel']}",
+                     "library": "cupy.matmul (cuBLAS)", "unit": "GFLOP/s", "hand-written rate": best["gflops"],
+                     "library rate": lib_rate})
+    table = pd.DataFrame(rows)
+    table["hand-written / library"] = table["hand-written rate"] / table["library rate"]
+    return table
+
+
+# ------------------------------------------------------------------------------------ compute-sanitizer
+
+
+def sanitizer_table(kernels=("scale_unguarded", "scale", "reverse_in_block_no_barrier", "reverse_in_block"),
+                    timeout: int = 240) -> pd.DataFrame:
+    """What ``compute-sanitizer`` prints for one launch of each kernel (memcheck or racecheck, as fits the bug).
+
+    One row per line: ``tool``, ``kernel``, ``line_no``, ``line``, ``returncode``
+    (:func:`labhelpers.profiler.sanitizer_report`). GPU only, and the CUDA toolkit's compute-sanitizer.
+    """
+    _require_gpu("sanitizer_table")
+    return pd.concat([profiler.sanitizer_report(k, timeout=timeout) for k in kernels], ignore_index=True)
+

@@ -13,7 +13,11 @@ Toolkit: A Practical Tool for Architectural and Program Analysis*, PMBS 2014):
   arithmetic intensity, so sweeping it walks a kernel along the roofline.
 
 Beside them: their flop and byte counts, host wrappers (``run_*``) that check their input and launch them,
-NumPy references, and :func:`profile_target`, the one launch Nsight Compute profiles. Timing them is done
+NumPy references, and :func:`profile_target`, the one launch Nsight Compute profiles. And the two bugs the
+chapter hands to NVIDIA's ``compute-sanitizer`` (and to the simulator): :func:`scale_unguarded`, which reads
+and writes past the end of its arrays (memcheck), and :func:`reverse_in_block_no_barrier`, which reads shared
+memory before the other threads wrote it (racecheck), beside their fixes :func:`scale` and
+:func:`reverse_in_block`; :func:`sanitizer_target` launches each once. Timing them is done
 elsewhere: the ceilings by :mod:`labhelpers.roofline.measure`, the chapter's sweeps and tables by
 :mod:`labhelpers.experiments.roofline`.
 """
@@ -32,6 +36,8 @@ from ..launch import blocks_for, check_launch
 FMA_CHAINS = 8
 #: FMAs per chain in one trip of :func:`fma_chains`'s inner, fully unrolled loop.
 FMA_UNROLL = 16
+#: Threads per block of the shared-memory kernels handed to the race checker (a literal shared-array size).
+REVERSE_BLOCK = 64
 
 
 # ------------------------------------------------------------------------- 16-byte loads and stores
@@ -481,6 +487,111 @@ def fma_per_element_reference(x: np.ndarray, nfma: int, a: float = 0.999, b: flo
     for _ in range(nfma):
         v = v * dtype(a) + dtype(b)
     return v
+
+
+# ------------------------------------------------------------------------------ bugs for the sanitizer
+
+
+@cuda.jit
+def scale_unguarded(x, out, a):
+    """PITFALL: ``out[i] = a * x[i]`` with no bounds check.
+
+    Launched with more threads than elements (the usual rounded-up grid), the threads past the end read
+    ``x[i]`` and write ``out[i]`` outside both arrays. The simulator stops at the first such access; a GPU
+    does not check, so the kernel "works" while it reads and overwrites memory it does not own, until
+    ``compute-sanitizer --tool memcheck`` reports every such access.
+    """
+    i = cuda.grid(1)
+    out[i] = a * x[i]
+
+
+@cuda.jit
+def scale(x, out, a):
+    """``out[i] = a * x[i]``, guarded: threads past the end do nothing."""
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i]
+
+
+@cuda.jit
+def reverse_in_block_no_barrier(x, out):
+    """PITFALL: each block reverses its tile of ``blockDim.x`` elements through shared memory, with no barrier.
+
+    Thread ``t`` writes ``tile[t]`` and then reads ``tile[blockDim.x - 1 - t]``, which *another* thread writes:
+    without ``cuda.syncthreads()`` in between nothing makes that write happen first (a read-after-write race).
+    Launch it with :data:`REVERSE_BLOCK` threads per block on a multiple of that many elements.
+    """
+    tile = cuda.shared.array(REVERSE_BLOCK, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i]
+    out[i] = tile[cuda.blockDim.x - 1 - t]
+
+
+@cuda.jit
+def reverse_in_block(x, out):
+    """Each block reverses its tile of ``blockDim.x`` elements through shared memory (see the pitfall above)."""
+    tile = cuda.shared.array(REVERSE_BLOCK, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    tile[t] = x[i]
+    cuda.syncthreads()  # RAW: every thread's element is in the tile before any thread reads another's
+    out[i] = tile[cuda.blockDim.x - 1 - t]
+
+
+def reverse_in_block_reference(x: np.ndarray, block: int = REVERSE_BLOCK) -> np.ndarray:
+    """What :func:`reverse_in_block` computes, in NumPy: each tile of ``block`` elements reversed."""
+    if x.size % block:
+        raise LaunchConfigError(f"reverse_in_block works on whole tiles: {x.size} is not a multiple of {block}")
+    return x.reshape(-1, block)[:, ::-1].reshape(-1).copy()
+
+
+def run_reverse_in_block(x, *, barrier: bool = True):
+    """Reverse every tile of :data:`REVERSE_BLOCK` elements of ``x`` (float32, a multiple of that size)."""
+    check_array(x, "x", dtype=np.float32, ndim=1)
+    if x.shape[0] == 0 or x.shape[0] % REVERSE_BLOCK:
+        raise LaunchConfigError(f"reverse_in_block works on whole tiles of {REVERSE_BLOCK} elements; x has "
+                                f"{x.shape[0]} (pad it to a multiple of {REVERSE_BLOCK})")
+    x_d = cuda.to_device(x)
+    out = cuda.device_array(x.shape[0], dtype=np.float32)
+    kernel = reverse_in_block if barrier else reverse_in_block_no_barrier
+    kernel[x.shape[0] // REVERSE_BLOCK, REVERSE_BLOCK](x_d, out)
+    return out.copy_to_host()
+
+
+#: What :func:`sanitizer_target` can launch: name -> (kernel, which sanitizer tool reports it).
+SANITIZER_TARGETS = {
+    "scale_unguarded": "memcheck", "scale": "memcheck",
+    "reverse_in_block_no_barrier": "racecheck", "reverse_in_block": "racecheck",
+}
+
+
+def sanitizer_target(which: str, n: int = 1000, threads: int = 256) -> None:
+    """Launch one kernel of :data:`SANITIZER_TARGETS` once, compiled with line information, and synchronise.
+
+    ``scale_unguarded``/``scale``: ``n`` elements (1000: not a multiple of ``threads``, so the last block has
+    threads past the end). ``reverse_in_block*``: 2 blocks of :data:`REVERSE_BLOCK` threads.
+    ``labhelpers.experiments.roofline.sanitizer_table`` runs this in a separate process under
+    ``compute-sanitizer``; ``lineinfo=True`` lets the report name the source line of every bad access.
+
+    Raises:
+        GPUOnlyError: under the simulator (compute-sanitizer watches a real GPU).
+    """
+    if which not in SANITIZER_TARGETS:
+        raise ValueError(f"which must be one of {sorted(SANITIZER_TARGETS)}, got {which!r}")
+    if backend.is_simulator():
+        raise GPUOnlyError("sanitizer_target launches a kernel for compute-sanitizer to watch, and there is no GPU "
+                           "here (the simulator reports the same bugs itself: an IndexError, lh.check_races).")
+    kernel = cuda.jit(lineinfo=True)(globals()[which].py_func)
+    if which.startswith("scale"):
+        x = cuda.to_device(np.arange(n, dtype=np.float32))
+        out = cuda.device_array(n, dtype=np.float32)
+        kernel[blocks_for(n, threads), threads](x, out, np.float32(2))
+    else:
+        x = cuda.to_device(np.arange(2 * REVERSE_BLOCK, dtype=np.float32))
+        out = cuda.device_array(2 * REVERSE_BLOCK, dtype=np.float32)
+        kernel[2, REVERSE_BLOCK](x, out)
+    cuda.synchronize()
 
 
 # ------------------------------------------------------------------------------------- the profiled launch
