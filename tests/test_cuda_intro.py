@@ -210,9 +210,10 @@ def test_seed_core_counts_agree_with_lanes_per_sm():
         assert int(props["SMs"]) * launch_calc.FP32_LANES_PER_SM[cc] == int(props["FP32 cores"]), label
 
 
-def test_compare_with_seed_adds_one_column():
+def test_compare_with_older_gpus_adds_one_column():
     table = launch_calc.device_properties_table(_h100_like())
-    out = launch_calc.compare_with_seed(table)
+    out = launch_calc.compare_with_older_gpus(table)
+    assert launch_calc.compare_with_seed is launch_calc.compare_with_older_gpus
     assert list(out.columns)[:3] == list(launch_calc.SEED_DEVICE_QUERY)
     assert out.loc["SMs", "Test GPU (CC 9.0)"] == "132"
     assert out.loc["FP32 cores", "Test GPU (CC 9.0)"] == "16896"

@@ -7,8 +7,8 @@
   columns, y along rows.
 * :func:`device_properties_table` stores a GPU's properties as a two-column table (the
   reference ``ch01_device_properties``); :func:`describe_device` makes it readable and
-  :func:`compare_with_seed` sets it next to the ``deviceQuery`` table of three older GPUs
-  published in the course's seed notes (GTX 480, Tesla K20c, RTX 2080 Ti).
+  :func:`compare_with_older_gpus` sets it next to the ``deviceQuery`` table of three older GPUs
+  published in the *GPU Computing* course walkthrough, 2025 (GTX 480, Tesla K20c, RTX 2080 Ti).
 * :data:`CC_FEATURES` lists the compute-capability features the book relies on;
   :func:`compute_capability_features` tabulates them, and says which a given GPU has.
 """
@@ -193,8 +193,8 @@ FP32_LANES_PER_SM: dict[tuple[int, int], int] = {
     (8, 7): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128, (12, 0): 128,
 }
 
-#: The ``deviceQuery`` table of three GPUs from the course's seed notes ("GPU Computing" walkthrough,
-#: seed 004, section "Device Properties and Common Errors"), as published there.
+#: The ``deviceQuery`` table of three GPUs from the *GPU Computing* course walkthrough, 2025 (section
+#: "Device Properties and Common Errors"), as published there.
 SEED_DEVICE_QUERY: dict[str, dict[str, str]] = {
     "GeForce GTX 480 (CC 2.0)": {
         "global memory": "1.5 GB", "SMs": "15", "FP32 cores": "480", "shared memory per block": "48 KB",
@@ -308,8 +308,8 @@ def describe_device(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"value": list(rows.values())}, index=pd.Index(list(rows), name="property"))
 
 
-def compare_with_seed(table: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
-    """The seed's ``deviceQuery`` table of three GPUs with one more column: the device in ``table``.
+def compare_with_older_gpus(table: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
+    """The walkthrough's ``deviceQuery`` table of three older GPUs with one more column: the device in ``table``.
 
     Args:
         table: a property/value table (:func:`device_properties_table` or reference data).
@@ -321,7 +321,7 @@ def compare_with_seed(table: pd.DataFrame, label: str | None = None) -> pd.DataF
     mem = p.get("total_memory_bytes")
     shared = p.get("max_shared_per_block")
     dim_x = p.get("max_block_dim_x")
-    def plain(v: Any) -> str:  # no thousands separators: the seed's columns have none
+    def plain(v: Any) -> str:  # no thousands separators: the published columns have none
         return "n/a" if v is None else str(v)
 
     column = {
@@ -379,3 +379,7 @@ def compute_capability_features(cc: Any = None) -> pd.DataFrame:
         table[f"on CC {have[0]}.{have[1]}"] = ["yes" if _cc_tuple(v) <= have else "no"
                                               for v in table["since compute capability"]]
     return table.set_index("since compute capability")
+
+
+#: The former name of :func:`compare_with_older_gpus`.
+compare_with_seed = compare_with_older_gpus
