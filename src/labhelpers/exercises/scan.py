@@ -213,16 +213,18 @@ def check_block_offsets(kernel) -> None:
         block = np.arange(n) // per
         incl = np.cumsum(sums.astype(np.int64)).astype(np.int32)
         local = sk.block_scan_reference(x, per, inclusive=False)
+        first = slice(0, min(n, per))
         if np.any(got == SENTINEL):
             hint = "Some elements hold garbage: add to out[i], do not overwrite it, and only for i < out.size."
         elif np.array_equal(got, local):
             hint = "Nothing was added: every element of block b >= 1 needs block_prefix[b - 1]."
-        elif np.array_equal(got, local + incl[block]):
-            hint = ("Each block got block_prefix[b], which includes its own total: use block_prefix[b - 1] (the "
-                    "scan of the totals is inclusive), and nothing for block 0.")
-        elif n > per and np.array_equal(got[:per], local[:per] + incl[-1]):
+        elif np.array_equal(got[first], local[first] + incl[-1]) and incl[-1] != 0:
             hint = ("Block 0 got the grand total added: block_prefix[b - 1] with b = 0 is block_prefix[-1], the "
                     "last element. Add only when b > 0.")
+        elif (np.array_equal(got, local + np.where(block > 0, incl[block], 0))
+              or np.array_equal(got, local + incl[block])):
+            hint = ("Each block got block_prefix[b], which includes its own total: use block_prefix[b - 1] (the "
+                    "scan of the totals is inclusive), and nothing for block 0.")
         else:
             hint = ("The block of element i is i // per_block (per_block elements per scan block), not "
                     "cuda.blockIdx.x: this kernel runs with a different block size than the scan did.")
@@ -259,7 +261,8 @@ def check_compaction(compact) -> None:
             try:
                 got = compact(x, np.float32(t))
             except IndexError:
-                raise _out_of_bounds(what, n) from None
+                raise _out_of_bounds(what, n, "; the address of a kept element is the exclusive scan of the flags (the "
+                                              "inclusive scan puts the last kept element one past the end)") from None
             except NotImplementedError:
                 raise CheckFailed(f"{what} is not written yet.") from None
             if got is None:
@@ -315,16 +318,9 @@ def _run_split(kernel, keys: np.ndarray, bit: int, what: str, threads: int = 64)
 def _split_hint(got, keys, bit) -> str:
     table = sk.split_table(keys, bit)
     n = keys.size
-    b, e, f = table["b"], table["e"], table["f"]
-    wrong_total = int(f[-1]) if n else 0
-    alt = np.empty_like(keys)
-    t_alt = np.arange(n) - f + wrong_total
-    d_alt = np.where(b == 1, t_alt, f)
-    if n and len(set(d_alt.tolist())) == n and d_alt.max() < n:
-        alt[d_alt] = keys
-        if np.array_equal(got, alt):
-            return ("totalFalses is one short when the last key's bit is 0: it is e[n-1] + f[n-1] (the exclusive scan "
-                    "misses the last flag), not f[n-1].")
+    if n and table["e"][-1] == 1 and np.any(got == np.uint32(0xDEADBEEF)) and got[-1] == np.uint32(0xDEADBEEF):
+        return ("The last slot was never written and the last key's bit is 0: totalFalses is one short. It is "
+                "e[n-1] + f[n-1] (the exclusive scan misses the last flag), not f[n-1].")
     if np.array_equal(np.sort(got), np.sort(keys)):
         return ("The right keys in the wrong places: keys with the bit 0 go to d = f[i], keys with the bit 1 to "
                 "t = i - f[i] + totalFalses, both in their original order (a stable split).")

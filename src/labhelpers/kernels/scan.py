@@ -1883,14 +1883,17 @@ class RadixSorter:
         keys: 1-D uint32 array.
         bits: digit width (default 4: 8 passes; see the chapter for the trade-off).
         threads, items: the tile shape (default: :func:`tile_kernels`' default).
+        key_bits: how many low bits of the keys can be non-zero (default 32; fewer bits, fewer passes).
 
     Raises:
         LaunchConfigError: the digit counters would not fit in 48 KiB of shared memory.
     """
 
-    def __init__(self, keys, bits: int = 4, threads: int | None = None, items: int | None = None) -> None:
+    def __init__(self, keys, bits: int = 4, threads: int | None = None, items: int | None = None,
+                 key_bits: int = 32) -> None:
         _check_keys(keys)
         self.bits = validate.integer(bits, "bits", minimum=1, maximum=8)
+        self.key_bits = validate.integer(key_bits, "key_bits", minimum=1, maximum=32)
         default = SIM_TILE if backend.is_simulator() else GPU_TILE
         t = default[0] if threads is None else validate.threads_per_block(threads)
         per = default[1] if items is None else items
@@ -1903,7 +1906,7 @@ class RadixSorter:
         self.kernels = tile_kernels(np.uint32, t, per, radix_bits=self.bits)
         self.n = int(keys.shape[0])
         self.keys = _as_device(keys)
-        self.passes = radix_passes(self.bits)
+        self.passes = radix_passes(self.bits, self.key_bits)
         if self.n == 0:
             return
         tile = self.kernels.config.tile
@@ -1951,9 +1954,9 @@ class RadixSorter:
         return self.result()
 
 
-def radix_sort(keys, bits: int = 4, threads: int | None = None) -> np.ndarray:
+def radix_sort(keys, bits: int = 4, threads: int | None = None, key_bits: int = 32) -> np.ndarray:
     """Sort uint32 ``keys`` on the GPU with :class:`RadixSorter`; returns a NumPy array."""
-    return RadixSorter(keys, bits, threads)()
+    return RadixSorter(keys, bits, threads, key_bits=key_bits)()
 
 
 # --- histogram ------------------------------------------------------------------------------------
