@@ -318,6 +318,8 @@ def _run_split(kernel, keys: np.ndarray, bit: int, what: str, threads: int = 64)
 def _split_hint(got, keys, bit) -> str:
     table = sk.split_table(keys, bit)
     n = keys.size
+    if n and np.all(got == np.uint32(0xDEADBEEF)):
+        return "Nothing was written: scatter every key, out[d] = keys[i] with d = t if b else f[i]."
     if n and table["e"][-1] == 1 and np.any(got == np.uint32(0xDEADBEEF)) and got[-1] == np.uint32(0xDEADBEEF):
         return ("The last slot was never written and the last key's bit is 0: totalFalses is one short. It is "
                 "e[n-1] + f[n-1] (the exclusive scan misses the last flag), not f[n-1].")
