@@ -318,3 +318,117 @@ def test_prediction_checker_names_each_bug(solutions, new, message):
 def test_hidden_sync_checker_finds_each_sync(solutions, old, new, message):
     with pytest.raises(lh.CheckFailed, match=message):
         ex.check_no_hidden_sync(mutant(solutions.fixed_pipeline, (old, new), **PY))
+
+
+# --- figures --------------------------------------------------------------------------------------
+
+def test_figures_draw_the_reference_data():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from labhelpers.experiments import streams as exs
+    from labhelpers.figures import streams as f
+
+    tr, link = lh.load_reference("ch11_transfers"), lh.load_reference("ch11_link").table
+    pipe, gantt = lh.load_reference("ch11_pipeline").table, lh.load_reference("ch11_gantt").table
+    fig, axes = plt.subplots(3, 3)
+    f.plot_transfers(axes[0, 0], tr.table, exs.fit_table(tr.table), tr.label, float(link["link_max_gbs"].iloc[0]))
+    f.draw_pipeline(axes[0, 1], 5, 3, 1, 2.0, "breadth-first")
+    f.draw_pipeline(axes[0, 2], 1, 8, 2, 12.0, "depth-first")  # more streams than chunks: clipped
+    measured = gantt[gantt["streams_used"] == 4]
+    f.plot_gantt_pair(axes[1, :2], measured, model.simulate_pipeline(5, 4, 5, 8, 4), "ref")
+    f.plot_pipeline_sweep(axes[2, :2], pipe, "ref")
+    f.plot_model_vs_measured(axes[1, 2], exs.model_comparison(pipe, **exs.model_options(pipe, gantt)), "ref")
+    f.plot_multi_gpu(axes[2, 2], 5.5, 4.6, 5.2)
+    assert all(ax.has_data() or ax.patches for ax in axes.ravel())
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 3)
+    f.plot_managed(axes, lh.load_reference("ch11_managed").table, "ref")
+    assert all(ax.patches for ax in axes)
+    plt.close(fig)
+
+
+# --- what the chapter says about the reference data -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def ref():
+    from labhelpers.experiments import streams as exs
+
+    tables = {name: lh.load_reference(f"ch11_{name}").table
+              for name in ("link", "transfers", "async", "pipeline", "gantt", "managed")}
+    tables["fits"] = exs.fit_table(tables["transfers"]).set_index("transfer")
+    return tables
+
+
+def test_claims_about_the_link(ref):
+    link_max = float(ref["link"]["link_max_gbs"].iloc[0])
+    fits, tr = ref["fits"], ref["transfers"]
+    for d in ("H2D", "D2H"):
+        pinned, pageable = fits.loc[f"{d} pinned", "measured_gbps"], fits.loc[f"{d} pageable", "measured_gbps"]
+        assert 0.75 <= pinned / link_max <= 1.0, "three quarters or more of the link"
+        assert pinned / pageable >= 3, "pageable copies are several times slower"
+    for name, part in tr[tr["nbytes"] <= 4096].groupby("transfer"):
+        assert part["median_ms"].max() / part["median_ms"].min() < 2, f"{name}: the smallest copies cost about alike"
+    assert (fits["half_bandwidth_bytes"].loc[["H2D pinned", "D2H pinned"]] > 2**20).all(), "MiB, not KiB"
+
+
+def test_claims_about_asynchrony(ref):
+    at = ref["async"].set_index("case")
+    launch = at[at["experiment"] == "launch"].iloc[0]
+    assert launch["returns_ms"] < 0.05 * launch["done_ms"]
+    for d in ("H2D", "D2H"):
+        pageable, pinned = at.loc[f"{d} pageable, 256 MiB, stream=s"], at.loc[f"{d} pinned, 256 MiB, stream=s"]
+        assert pageable["returns_ms"] > 0.9 * pageable["done_ms"]
+        assert pinned["returns_ms"] < 0.2 * pinned["done_ms"]
+    one = at.loc["one kernel alone (1 block)", "done_ms"]
+    assert at.loc["three streams", "done_ms"] < 1.5 * one
+    assert at.loc["middle kernel on the legacy default stream", "done_ms"] > 2.5 * one
+    assert at.loc["middle kernel on the per-thread default stream", "done_ms"] < 1.5 * one
+    errors = at[at["experiment"] == "errors"]["note"].tolist()
+    assert "returned normally" in errors[0] and "raised" in errors[1] and "ILLEGAL_ADDRESS" in errors[1]
+
+
+def test_claims_about_the_pipeline(ref):
+    from labhelpers.experiments import streams as exs
+
+    pt = ref["pipeline"]
+    pinned = pt[pt["host_memory"] == "pinned"]
+    summary = exs.pipeline_summary(pt)
+    assert summary["speedup"] > 1.5 and summary["ratio"] > 1.15, "streams cut the time; 1.15 is not reached"
+    best16 = pinned.loc[pinned["chunks"] == 16, "wall_ms"].min()
+    assert (pinned.loc[pinned["chunks"] == 64, "wall_ms"] > best16).all(), "64 chunks are slower than 16"
+    for k in (8, 16):  # below the chunk counts where issuing from the host is the limit
+        at_k = pinned[pinned["chunks"] == k]
+        assert at_k.loc[at_k["streams"] == 2, "wall_ms"].min() > at_k.loc[at_k["streams"] >= 3, "wall_ms"].min()
+    same = pinned[(pinned["streams"] == pinned["chunks"]) & (pinned["chunks"].between(2, 8))]
+    by_order = same.pivot_table(index="chunks", columns="order", values="wall_ms")
+    assert ((by_order["breadth-first"] / by_order["depth-first"] - 1).abs() < 0.15).all(), "the orders perform alike"
+    pageable = pt[pt["host_memory"] == "pageable"]["wall_ms"].iloc[0]
+    assert pageable > summary["serial_ms"], "pageable buffers destroy the overlap"
+    options = exs.model_options(pt, ref["gantt"])
+    comparison = exs.model_comparison(pt, **options)
+    plain = (comparison["plain_ms"] / comparison["wall_ms"] - 1).abs().median()
+    assert comparison["fitted_error"].abs().median() < plain
+    assert 1.1 <= options["duplex_slowdown"] <= 1.3, "the copy in takes about 1.15 x longer while both directions run"
+
+
+def test_claims_about_unified_memory(ref):
+    mt = ref["managed"]
+    at = mt[(mt["mib"] == 256) & (mt["status"] == "ok")].set_index("case")
+    explicit, faulted = at.loc["explicit copies (pinned)"], at.loc["managed, host first touch"]
+    prefetch = at.loc["managed, host first touch, prefetch"]
+    assert faulted["kernel_ms"] > 10 * explicit["kernel_ms"]
+    assert prefetch["to_gpu_ms"] < faulted["kernel_ms"] / 3, "many times faster than page faults"
+    assert prefetch["to_gpu_ms"] > explicit["to_gpu_ms"], "not quite as fast as a pinned copy"
+    assert prefetch["to_host_ms"] > 3 * explicit["to_host_ms"], "the way back is far slower"
+    assert (at["total_ms"] >= explicit["total_ms"]).all(), "explicit copies are the fastest"
+
+
+def test_widget_copy_times_are_the_reference_gpus(ref):
+    from labhelpers.figures import streams as f
+
+    first = ref["pipeline"].iloc[0]
+    assert f.WIDGET_H2D_MS == pytest.approx(float(first["h2d_ms"]), rel=0.05)
+    assert f.WIDGET_D2H_MS == pytest.approx(float(first["d2h_ms"]), rel=0.05)

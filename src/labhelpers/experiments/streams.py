@@ -38,6 +38,7 @@ from ..errors import GPUOnlyError
 from ..kernels import streams as ks
 from ..models import streams as model
 from ..timing import benchmark
+from .memory import transfer_sweep
 
 #: Transfer sizes of the link sweep: 4 B to 1 GiB in factors of 4.
 TRANSFER_SIZES: tuple[int, ...] = tuple(4**k * 4 for k in range(15))
@@ -155,8 +156,6 @@ def transfer_table(sizes: Sequence[int] = TRANSFER_SIZES, *, repeat: int = 5) ->
     ``host_memory``, ``nbytes``, ``median_ms``, ``min_ms``, ``spread``, ``gbps``, ``status``.
     """
     _require_gpu("transfer_table")
-    from .memory import transfer_sweep
-
     return transfer_sweep(list(sizes), repeat=repeat, progress=False)
 
 

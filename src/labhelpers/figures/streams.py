@@ -18,7 +18,7 @@ from ..models import streams as model
 OP_COLORS = {"H2D": "#4c78a8", "kernel": "#f58518", "D2H": "#54a24b"}
 LINE_COLORS = {"H2D pinned": "#4c78a8", "D2H pinned": "#54a24b", "H2D pageable": "#9ecae9",
                "D2H pageable": "#a1d99b"}
-#: Stage times (ms) of the pipeline widget's copies: the H100's 256 MiB pinned copies, rounded.
+#: Stage times (ms) of the pipeline widget's copies: the reference GPU's 256 MiB pinned copies, rounded (tests check them against ch11_pipeline).
 WIDGET_H2D_MS = 5.5
 WIDGET_D2H_MS = 5.2
 
@@ -84,7 +84,7 @@ def plot_gantt(ax, timeline: pd.DataFrame, title: str = "", *, xmax: float | Non
 
 def draw_pipeline(ax, chunks: int = 8, streams: int = 4, copy_engines: int = 2, kernel_ms: float = 4.6,
                   order: str = "depth-first") -> None:
-    """Widget: the engine model's Gantt chart of a 256 MiB job (copies as measured on an H100), and its numbers."""
+    """Widget: the engine model's Gantt chart of a 256 MiB job (copies about as long as the reference GPU's), and its numbers."""
     streams = min(streams, chunks)
     t = model.simulate_pipeline(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, chunks, streams,
                                 copy_engines=copy_engines, order=order)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from .. import backend, validate
@@ -205,14 +206,12 @@ class StreamPipeline:
         return np.array(self.h_out)
 
 
-def timeline(recorded: list[tuple], origin) -> "Any":
+def timeline(recorded: list[tuple], origin) -> pd.DataFrame:
     """The start and end (ms after the event ``origin``) of every operation recorded by ``issue(events=True)``.
 
     Returns a DataFrame with the columns of :func:`labhelpers.models.streams.simulate_pipeline`:
     ``chunk``, ``stream``, ``op``, ``issue``, ``start_ms``, ``end_ms``.
     """
-    import pandas as pd
-
     rows = []
     for position, (chunk, stream, op, start, end) in enumerate(recorded):
         rows.append({"chunk": chunk, "stream": stream, "op": op, "issue": position,

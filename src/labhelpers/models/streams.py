@@ -180,7 +180,7 @@ def simulate_pipeline(h2d_ms: float, kernel_ms: float, d2h_ms: float, chunks: in
         copy_policy: how a copy engine picks its next copy. ``"issue order"``: strictly in the order issued
             (one queue, as on Fermi); ``"same stream"``: any copy whose stream is ready, preferring the stream
             it served last (each stream has its own hardware channel, and the engine keeps serving one while
-            it has ready work: what the H100 measurements of the chapter show for breadth-first issue).
+            it has ready work: what the reference measurements of the chapter show for breadth-first issue).
         compute_queues: 1 models Fermi's single compute queue (kernels strictly in issue order);
             more (Hyper-Q) lets a ready kernel pass one that waits.
         fractions: each chunk's share of the job (default equal shares; see :func:`chunk_bounds`).
