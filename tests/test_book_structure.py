@@ -93,3 +93,17 @@ def test_notebook_is_executed_in_order_without_unexpected_errors(path: Path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_is_not_too_large(path: Path):
     assert path.stat().st_size < 3_000_000, f"{path.name} is over 3 MB: reduce figure sizes or output"
+
+
+#: What an absolute path of whoever executed a notebook looks like in its outputs.
+MACHINE_PATHS = ("/work/", "/home/", "/root/", "/tmp/", "site-packages", "dist-packages")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_outputs_name_no_path_of_the_machine_that_ran_them(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text", "") + "".join(out.get("traceback", [])) + str(out.get("data", {}).get("text/plain", ""))
+            found = [p for p in MACHINE_PATHS if p in text]
+            assert not found, f"{path.name}: an output shows {found[0]!r} (a path of the machine that ran it):\n{text[:300]}"

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from labhelpers._release import REPOSITORY, pip_requirement  # noqa: E402
+from labhelpers._release import RELEASE, REPOSITORY, pip_requirement  # noqa: E402
 
 NOTEBOOK_DIRS = ("book", "labs")
 SETUP_MARKER = "# Setup: installs labhelpers when it is missing (Colab), then checks the GPU."
@@ -25,7 +25,9 @@ def setup_cell_source() -> str:
         SETUP_MARKER,
         "import importlib.util",
         'if importlib.util.find_spec("labhelpers") is None:',
-        f'    %pip install -q "{pip_requirement()}"',
+        f'    %pip install -q --no-deps "{pip_requirement()}"',
+        "    importlib.invalidate_caches()",
+        '    %run {importlib.util.find_spec("labhelpers").submodule_search_locations[0]}/install_missing.py',
         "import labhelpers as lh",
         "",
         "lh.setup()",
@@ -33,15 +35,21 @@ def setup_cell_source() -> str:
 
 
 def colab_url(relpath: str) -> str:
-    """The Colab address that opens notebook ``relpath`` (relative to the repository root)."""
+    """The Colab address that opens notebook ``relpath`` (relative to the repository root) at the release.
+
+    The notebook opened is the one of the release its setup cell installs, so text and package always match.
+    """
     github = REPOSITORY.replace("https://github.com/", "")
-    return f"https://colab.research.google.com/github/{github}/blob/main/{relpath}"
+    return f"https://colab.research.google.com/github/{github}/blob/{RELEASE}/{relpath}"
 
 
 def colab_badge(relpath: str) -> str:
-    """Markdown for the "Open in Colab" badge of notebook ``relpath``."""
-    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-            f"({colab_url(relpath)})")
+    """Markdown for the "Open in Colab" link of notebook ``relpath``.
+
+    A text link, not Colab's badge image: the image lives on Colab's server, so a reader of the built book
+    without a network saw a broken image (and the browser test a failed request).
+    """
+    return f"**[Open in Colab]({colab_url(relpath)})** (choose a GPU runtime, then run the first cell)"
 
 
 def all_notebooks() -> list[Path]:

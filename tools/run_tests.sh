@@ -9,15 +9,17 @@ bash tools/ensure_browser.sh
 bash tools/ensure_opencl.sh   # chapter 12 compiles and runs its OpenCL and OpenACC listings for real
 export LABHELPERS_BACKEND=sim PYTHONHASHSEED=0
 JOBS=${JOBS:-2}
-echo "==> 1/4 package and structure tests (pytest tests/)"
+echo "==> 1/5 package and structure tests (pytest tests/)"
 MPLBACKEND=Agg .venv/bin/python -m pytest -q -n "$JOBS" tests
-echo "==> 2/4 notebook regression tests (nbval, strict) over book/ and labs/"
+echo "==> 2/5 notebook regression tests (nbval, strict) over book/ and labs/"
 # Same matplotlib backend as tools/execute_notebooks.py, so figures appear as they do in the committed notebooks.
 MPLBACKEND=module://matplotlib_inline.backend_inline .venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs
-echo "==> 3/4 building the book (warnings as errors) and checking its pages"
+echo "==> 3/5 building the book (warnings as errors) and checking its pages"
 bash tools/build_book.sh
 .venv/bin/python tools/check_built_book.py _build/html
-echo "==> 4/4 every page in headless Chromium, offline: console errors, widgets, math, images, clipped text"
+echo "==> 4/5 every page in headless Chromium, offline: console errors, widgets, math, images, clipped text"
 .venv/bin/python tools/browser_check.py _build/html --screenshots _build/screenshots
+echo "==> 5/5 the Colab path: a chapter's setup cell installs the package from a local wheel into a fresh runtime"
+.venv/bin/python tools/colab_install_check.py book/01_cuda_in_python.ipynb
 echo "==> all tests passed"

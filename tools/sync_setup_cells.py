@@ -14,7 +14,9 @@ import nbformat
 
 from notebook_tools import ROOT, SETUP_MARKER, all_notebooks, colab_badge, setup_cell_source
 
-BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+#: The Colab link as written now, and the image badge earlier notebooks carried.
+BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)|\*\*\[Open in Colab\]\([^)]*\)\*\*"
+                      r"(?: \(choose a GPU runtime, then run the first cell\))?")
 
 
 def sync(nb: nbformat.NotebookNode, relpath: str) -> bool:
