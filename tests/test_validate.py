@@ -70,6 +70,15 @@ def test_possible_launches_still_run():
     assert np.array_equal(out, np.arange(70))
 
 
+def test_list_configurations_reach_numba_as_tuples():
+    # numba-cuda's CUDADispatcher.configure is lru_cached: a list there is "unhashable" on a GPU only
+    conf = launchguard.as_hashable(([1], [64, 1], 0, 0))
+    assert conf == ((1,), (64, 1), 0, 0)
+    hash(conf)
+    assert launchguard.as_hashable((2, 64)) == (2, 64)
+    assert launchguard.as_hashable("x") == "x"
+
+
 def test_dynamic_shared_memory_beyond_a_block_is_refused():
     with pytest.raises(lh.LaunchConfigError, match="shared memory"):
         fill_index[1, 32, 0, 10**7](np.zeros(4))

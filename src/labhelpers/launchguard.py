@@ -8,7 +8,10 @@ before Numba sees it, on both backends, so both raise the same
 :class:`~labhelpers.errors.LaunchConfigError` that says what to change.
 
 Configurations that pass are remembered (a set lookup), so a benchmark's repeated launches
-pay nothing measurable.
+pay nothing measurable. A list-valued grid or block (``kernel[[4], [64]]``) is passed on as a
+tuple: numba-cuda's ``CUDADispatcher.configure`` caches configurations with
+``functools.lru_cache`` and would raise ``TypeError: unhashable type: 'list'`` on a GPU, while the
+simulator accepts lists.
 """
 
 from __future__ import annotations
@@ -59,6 +62,18 @@ def _integers_only(key: tuple) -> bool:
     return True
 
 
+def as_hashable(configuration: Any) -> Any:
+    """``configuration`` with list-valued grid/block dimensions turned into tuples (anything else unchanged).
+
+    numba-cuda caches ``configure(griddim, blockdim, ...)`` by its arguments, so a list there raises
+    ``TypeError: unhashable type: 'list'`` on a GPU; the simulator takes lists. Tuples work on both.
+    """
+    if not isinstance(configuration, tuple) or len(configuration) not in (2, 3, 4):
+        return configuration
+    grid, block = (tuple(v) if isinstance(v, list) else v for v in configuration[:2])
+    return (grid, block, *configuration[2:])
+
+
 def _kernel_class() -> type:
     if backend.is_simulator():
         from numba.cuda.simulator.kernel import FakeCUDAKernel
@@ -78,7 +93,7 @@ def install() -> None:
 
     def __getitem__(self, configuration):
         check_configuration(configuration)
-        return original(self, configuration)
+        return original(self, as_hashable(configuration))
 
     __getitem__.__doc__ = original.__doc__
     __getitem__.__wrapped__ = original
