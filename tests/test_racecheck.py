@@ -13,7 +13,7 @@ from labhelpers import racecheck as rc
 from labhelpers.kernels import matmul as mm
 from labhelpers.kernels import memory as mem
 from labhelpers.kernels import reduction as red
-from markers import sim_only
+from markers import gpu_only, sim_only
 
 BLOCK = 32
 RADIUS = 1
@@ -510,20 +510,43 @@ def test_the_matmul_checkers_fall_back_to_the_source_when_the_detector_cannot_ru
         ex.check_barriers(no_war, 8)
 
 
-def test_arrays_are_named_from_the_kernel_even_without_its_source():
-    source = ("from numba import cuda, float32\n\n"
-              "@cuda.jit\n"
-              "def k(out):\n"
-              "    tile, unused = cuda.shared.array(32, float32), cuda.shared.array(4, float32)\n"
-              "    t = cuda.threadIdx.x\n"
-              "    tile[t] = t\n"
-              "    out[t] = tile[31 - t]\n")
+NO_SOURCE = ("from numba import cuda, float32\n\n"
+             "@cuda.jit\n"
+             "def k(out):\n"
+             "    tile, unused = cuda.shared.array(32, float32), cuda.shared.array(4, float32)\n"
+             "    t = cuda.threadIdx.x\n"
+             "    tile[t] = t\n"
+             "    out[t] = tile[31 - t]\n")
+
+
+def _kernel_without_source():
     namespace: dict = {}
-    exec(compile(source, "<no source>", "exec"), namespace)  # noqa: S102  (linecache knows no such file)
-    report = lh.check_races(namespace["k"], 1, BLOCK, np.zeros(BLOCK, np.float32))
+    exec(compile(NO_SOURCE, "<no source>", "exec"), namespace)  # noqa: S102  (linecache knows no such file)
+    return namespace["k"]
+
+
+@sim_only  # on a GPU the detector must rebuild the kernel from its source in a simulator subprocess
+def test_arrays_are_named_from_the_kernel_even_without_its_source():
+    report = lh.check_races(_kernel_without_source(), 1, BLOCK, np.zeros(BLOCK, np.float32))
     assert [a.name for a in report.arrays] == ["tile", "shared array #2 (float32, 4)"]
     race = report.races[0]
     assert race.element == "tile[0]" and race.lines[0].where == "<no source>:7" and race.lines[0].text == ""
     unnamed = rc.Race("RAW", "shared array #2 (float32, 4)", (1,), (0, 0, 0), ((0, 0, 0), (1, 0, 0)),
                       race.lines)
     assert unnamed.element == "shared array #2 (float32, 4) at [1]"
+
+
+_CANNOT_REBUILD = "check_races cannot run k on a GPU.*source is not available.*LABHELPERS_BACKEND=sim.*compute-sanitizer"
+
+
+def test_the_subprocess_route_refuses_a_kernel_without_source_clearly():
+    # the route a GPU takes, tried directly (it runs on both backends)
+    with pytest.raises(lh.GPUOnlyError, match=_CANNOT_REBUILD):
+        rc._run_in_subprocess(_kernel_without_source(), (1, 1, 1), (BLOCK, 1, 1), (np.zeros(BLOCK, np.float32),),
+                              0, 20)
+
+
+@gpu_only
+def test_a_kernel_without_source_gets_a_clear_gpu_only_error_on_a_gpu():
+    with pytest.raises(lh.GPUOnlyError, match=_CANNOT_REBUILD):
+        lh.check_races(_kernel_without_source(), 1, BLOCK, np.zeros(BLOCK, np.float32))
