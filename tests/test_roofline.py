@@ -952,7 +952,9 @@ def test_measure_dram_bandwidth_launches_every_variant_and_keeps_the_fastest(mon
 
     monkeypatch.setattr(rm, "_gpu_only", lambda what: None)
     monkeypatch.setattr(rm, "_free_bytes", lambda: 2**30)
-    speeds = iter(range(1000, 1000 + 100 * len(roofline.COPY_VARIANTS), 100))
+    library = rm.HAS_CUPY  # where CuPy is installed (a GPU), CuPy's own copy is timed after the variants
+    expected = len(roofline.COPY_VARIANTS) + library
+    speeds = iter(range(1000, 1000 + 100 * expected, 100))
     copied = []
 
     def fake_benchmark(fn, *, nbytes, label, **kwargs):  # what time_copy calls for every copy
@@ -962,11 +964,18 @@ def test_measure_dram_bandwidth_launches_every_variant_and_keeps_the_fastest(mon
 
     monkeypatch.setattr(timing, "benchmark", fake_benchmark)
     result = rm.measure_dram_bandwidth(nbytes=4096 + 8)
-    assert len(result.tried) == len(roofline.COPY_VARIANTS) == len(copied)
+    assert len(result.tried) == expected == len(copied)
     assert [r["gbps"] for r in result.tried] == pytest.approx([1000 + 100 * k for k in range(len(copied))])
     assert result.value == pytest.approx(result.tried[-1]["gbps"]) and result.how == result.tried[-1]["how"]
-    assert {r["access_bytes"] for r in result.tried} == {4, 8, 16}
+    variants = result.tried[:len(roofline.COPY_VARIANTS)]
+    assert {r["access_bytes"] for r in variants} == {4, 8, 16}
+    if library:
+        assert result.tried[-1]["kernel"] == rm.LIBRARY_COPY_NAME and result.tried[-1]["access_bytes"] is None
     assert set(copied) == {2 * 4096}  # rounded down to whole 16-byte elements, counted read + written
+    copied.clear()
+    speeds = iter(range(1000, 1000 + 100 * len(roofline.COPY_VARIANTS), 100))
+    only_ours = rm.measure_dram_bandwidth(nbytes=4096 + 8, library=False)  # the streaming copies alone
+    assert [r["access_bytes"] for r in only_ours.tried] == [r["access_bytes"] for r in variants]
 
 
 @sim_only
@@ -1032,6 +1041,10 @@ def test_fft_crossover_points():
     assert points["on_gpu"] == 64  # faster from 64 on, and stays faster
     assert points["with_copies"] == 1024  # faster at 1024 only (256 is slower again)
     assert math.isnan(rx.fft_crossover_points(table.assign(cupy_ms=1.0))["on_gpu"])
+
+
+@sim_only
+def test_fft_crossover_is_gpu_only_under_the_simulator():
     with pytest.raises(lh.GPUOnlyError):
         rx.fft_crossover(sizes=(16,))
 
@@ -1051,6 +1064,10 @@ def test_fft_crossover_on_this_gpu():
     pytest.importorskip("cupy")
     table = rx.fft_crossover(sizes=(64, 4096), repeat=3)
     assert list(table["n"]) == [64, 4096] and (table[["numpy_ms", "cupy_ms", "cupy_copies_ms"]] > 0).all().all()
+    np.testing.assert_allclose(table["speedup"], table["numpy_ms"] / table["cupy_ms"])
+    points = rx.fft_crossover_points(table)
+    assert set(points) == {"on_gpu", "with_copies"}
+    assert all(math.isnan(p) or p in (64, 4096) for p in points.values())
 
 
 @gpu_only
