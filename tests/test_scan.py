@@ -547,6 +547,37 @@ def test_compaction_checker_names_the_bug(bug, match):
         ex.check_compaction(_solutions(bug).compact)
 
 
+def _inclusive_compaction_as_on_a_gpu(x, threshold):
+    """The inclusive-scan bug as a GPU runs it: the write one past the end is lost, out[0] is never written."""
+    flags = (x > threshold).astype(np.int64)
+    addresses = np.cumsum(flags)
+    out = np.full(x.size, 3.37e-42, x.dtype)  # uninitialised device memory
+    for i in np.flatnonzero(flags):
+        if addresses[i] < x.size:
+            out[addresses[i]] = x[i]
+    return out[:addresses[-1] + flags[-1]]
+
+
+def test_compaction_checker_names_the_inclusive_scan_also_where_a_gpu_does_not_fault():
+    with pytest.raises(lh.CheckFailed, match="one place to the right: that is the inclusive scan"):
+        ex.check_compaction(_inclusive_compaction_as_on_a_gpu)
+
+
+def test_guarded_outputs_see_writes_past_the_end():
+    from numba import cuda
+
+    @cuda.jit
+    def write_at(a, i):
+        a[i] = 1
+
+    out = ex._GuardedOutput(5, ex.SENTINEL, guard=8)
+    assert out.view.shape == (5,) and not out.wrote_outside()
+    write_at[1, 1](out.whole, 4)
+    assert not out.wrote_outside()
+    write_at[1, 1](out.whole, 12)  # what a GPU kernel writing view[12] does: no fault, the guard band changes
+    assert out.wrote_outside()
+
+
 @pytest.mark.parametrize("bug,match", [
     (("        total_falses = e[n - 1] + f[n - 1]", "        total_falses = f[n - 1]"), "totalFalses"),
     (("        d = t if b else f[i]", "        d = f[i] if b else t"), "slide's example|outside"),

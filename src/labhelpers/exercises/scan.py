@@ -4,7 +4,9 @@ Each checker takes the student's kernel (or host function), runs it on the sizes
 (1, 31, 33, 1000 and 2**20 + 7 on a GPU; the largest scaled down under the simulator, which runs a
 few thousand threads per second), on int32 data so that every result is exact, and compares with
 NumPy. Outputs start filled with a sentinel, so elements never written show; on a GPU the input is
-followed in memory by sentinels, so reads past the end show too (under the simulator they raise).
+followed in memory by sentinels, so reads past the end show too, and the kernels' outputs are followed
+by a guard band of sentinels that is checked after the launch, so a write past the end fails with the
+same "outside an array" message that the simulator's IndexError gives (a GPU does not fault there).
 Failures raise :class:`~labhelpers.errors.CheckFailed` with the likely bug named.
 """
 
@@ -53,8 +55,24 @@ def _guarded(values: np.ndarray, fill) -> cuda.devicearray.DeviceNDArray:
     return cuda.to_device(buf)[:values.size]
 
 
-def _poisoned(n: int, dtype=np.int32):
-    return _guarded(np.full(n, SENTINEL, dtype=dtype), SENTINEL)
+class _GuardedOutput:
+    """An output of ``n`` elements filled with ``fill``, followed in device memory by ``guard`` more.
+
+    ``.view`` is what the kernel gets; :meth:`wrote_outside` says whether the guard band changed (a GPU
+    does not fault on a write just past an array, the simulator raises IndexError: this makes both fail).
+    """
+
+    def __init__(self, n: int, fill, guard: int = _GUARD):
+        self.n = n
+        self.fill = fill
+        self.whole = cuda.to_device(np.full(n + guard, fill, dtype=np.asarray(fill).dtype))
+        self.view = self.whole[:n]
+
+    def wrote_outside(self) -> bool:
+        return bool(np.any(self.whole.copy_to_host()[self.n:] != self.fill))
+
+    def copy_to_host(self) -> np.ndarray:
+        return self.view.copy_to_host()
 
 
 def _out_of_bounds(what: str, n: int, extra: str = "") -> CheckFailed:
@@ -77,12 +95,14 @@ def _run_block(kernel, x: np.ndarray, threads: int, what: str):
     n = x.size
     per = 2 * threads
     blocks = max(1, -(-n // per))
-    out = _poisoned(n)
-    sums = _poisoned(blocks)
+    out = _GuardedOutput(n, SENTINEL)
+    sums = _GuardedOutput(blocks, SENTINEL)
     try:
-        launch_student_kernel(kernel, blocks, threads, (_guarded(x, np.int32(2**20)), out, sums), what)
+        launch_student_kernel(kernel, blocks, threads, (_guarded(x, np.int32(2**20)), out.view, sums.view), what)
     except IndexError:
         raise _out_of_bounds(what, n) from None
+    if out.wrote_outside() or sums.wrote_outside():  # on a GPU; the simulator raised IndexError above
+        raise _out_of_bounds(what, n)
     return out.copy_to_host(), sums.copy_to_host()
 
 
@@ -178,16 +198,19 @@ def _propagate_scan(kernel, x: np.ndarray, threads: int, add_threads: int, what:
     n = x.size
     per = 2 * threads
     blocks = max(1, -(-n // per))
-    out = cuda.to_device(np.full(n, SENTINEL, np.int32))
+    # the guard band covers every thread of the last block of the student's launch
+    out = _GuardedOutput(n, SENTINEL, guard=max(_GUARD, add_threads))
     sums = cuda.device_array(blocks, dtype=np.int32)
     empty = cuda.device_array(0, dtype=np.int32)
-    sk.blelloch_scan.for_dtype(np.int32)[blocks, threads](cuda.to_device(x), out, sums, empty, 0)
+    sk.blelloch_scan.for_dtype(np.int32)[blocks, threads](cuda.to_device(x), out.view, sums, empty, 0)
     prefix = _guarded(sk.Scan(sums, "lookback", inclusive=True)(), np.int32(2**20))
+    extra = ", and block 0 has no earlier blocks: skip it (b > 0) rather than read block_prefix[-1]"
     try:
-        launch_student_kernel(kernel, max(1, -(-n // add_threads)), add_threads, (out, prefix, per), what)
+        launch_student_kernel(kernel, max(1, -(-n // add_threads)), add_threads, (out.view, prefix, per), what)
     except IndexError:
-        raise _out_of_bounds(what, n, ", and block 0 has no earlier blocks: skip it (b > 0) rather than read "
-                                      "block_prefix[-1]") from None
+        raise _out_of_bounds(what, n, extra) from None
+    if out.wrote_outside():  # on a GPU; the simulator raised IndexError above
+        raise _out_of_bounds(what, n, extra)
     return out.copy_to_host(), sums.copy_to_host()
 
 
@@ -244,52 +267,61 @@ def check_compaction(compact) -> None:
     (a NumPy array of exactly that length), computed with flags, an exclusive scan and a scatter.
 
     Tried with some, all and none of the elements kept, and with NaN (never kept: ``NaN > t`` is False).
+    The cases that keep every element come last: there an inclusive scan used as the address writes one
+    past the end of ``compact``'s own output, which the simulator reports (IndexError) but a GPU does not
+    (the first element is then left uninitialised); the cases before them name that bug on both backends.
     """
     if not callable(compact):
         raise CheckFailed("compact must be a function compact(x, threshold) returning the kept elements.")
     what = "your compaction"
     rng = np.random.default_rng(13)
+    all_cases = []
     for n in sizes():
         base = rng.standard_normal(n).astype(np.float32)
         base[rng.random(n) < 0.05] = np.nan
         tries = ((0.25, "some kept"), (-100.0, "all kept"), (100.0, "none kept"))
         if backend.is_simulator() and n == SIZES_SIM[-1]:
             tries = tries[:1]
-        for t, case in tries:
-            x = base.copy()
-            expected = sk.compact_reference(x, t)
-            try:
-                got = compact(x, np.float32(t))
-            except IndexError:
-                raise _out_of_bounds(what, n, "; the address of a kept element is the exclusive scan of the flags (the "
-                                              "inclusive scan puts the last kept element one past the end)") from None
-            except NotImplementedError:
-                raise CheckFailed(f"{what} is not written yet.") from None
-            if got is None:
-                raise CheckFailed(f"{what} returned None for n={n}: return the kept elements, out[:count].")
-            got = np.asarray(got if isinstance(got, np.ndarray) else got.copy_to_host())
-            if got.shape == expected.shape and np.array_equal(got, expected):
-                continue
-            k = expected.size
-            if got.size == 0 and k > 0:
-                hint = (f"Nothing came back, though {k} element(s) should: the count is the last address plus the "
-                        "last flag (the exclusive scan's last value does not count the last element), and the scatter "
-                        "must write every kept element to out[addresses[i]].")
-            elif got.size == k - 1 and x[-1] > t:
-                hint = ("One element short, and the last element is kept: the exclusive scan's last value counts the "
-                        "flags before the last one only. count = addresses[n - 1] + flags[n - 1].")
-            elif k > 1 and got.size >= k and np.array_equal(got[1:k], expected[:k - 1]):
-                hint = ("Everything is one place to the right: that is the inclusive scan used as the address. The "
-                        "address of a kept element is the number of kept elements before it: the exclusive scan.")
-            elif got.size != k:
-                hint = f"{got.size} elements returned, {k} expected: return out[:count]."
-            elif np.array_equal(np.sort(got), np.sort(expected)):
-                hint = "The right elements in the wrong order: the address must be the exclusive scan of the flags."
-            else:
-                hint = ("Scatter only the kept elements: `if i < x.size and x[i] > threshold: out[addresses[i]] = "
-                        "x[i]`.")
-            raise CheckFailed(f"{what} is wrong for n={n} ({case}): got {got[:6].tolist()}..., expected "
-                              f"{expected[:6].tolist()}... {hint}")
+        all_cases += [(n, t, case, base) for t, case in tries]
+    every_kept = [np.count_nonzero(b > t) == n > 0 for n, t, _, b in all_cases]
+    ordered = [c for c, last in zip(all_cases, every_kept) if not last] + \
+              [c for c, last in zip(all_cases, every_kept) if last]
+    for n, t, case, base in ordered:
+        x = base.copy()
+        expected = sk.compact_reference(x, t)
+        try:
+            got = compact(x, np.float32(t))
+        except IndexError:
+            raise _out_of_bounds(what, n, "; the address of a kept element is the exclusive scan of the flags (the "
+                                          "inclusive scan puts the last kept element one past the end)") from None
+        except NotImplementedError:
+            raise CheckFailed(f"{what} is not written yet.") from None
+        if got is None:
+            raise CheckFailed(f"{what} returned None for n={n}: return the kept elements, out[:count].")
+        got = np.asarray(got if isinstance(got, np.ndarray) else got.copy_to_host())
+        if got.shape == expected.shape and np.array_equal(got, expected):
+            continue
+        k = expected.size
+        if got.size == 0 and k > 0:
+            hint = (f"Nothing came back, though {k} element(s) should: the count is the last address plus the "
+                    "last flag (the exclusive scan's last value does not count the last element), and the scatter "
+                    "must write every kept element to out[addresses[i]].")
+        elif got.size == k - 1 and x[-1] > t:
+            hint = ("One element short, and the last element is kept: the exclusive scan's last value counts the "
+                    "flags before the last one only. The count is the last address plus the last flag: "
+                    "count = addresses[n - 1] + flags[n - 1].")
+        elif k > 1 and got.size >= k and np.array_equal(got[1:k], expected[:k - 1]):
+            hint = ("Everything is one place to the right: that is the inclusive scan used as the address. The "
+                    "address of a kept element is the number of kept elements before it: the exclusive scan.")
+        elif got.size != k:
+            hint = f"{got.size} elements returned, {k} expected: return out[:count]."
+        elif np.array_equal(np.sort(got), np.sort(expected)):
+            hint = "The right elements in the wrong order: the address must be the exclusive scan of the flags."
+        else:
+            hint = ("Scatter only the kept elements: `if i < x.size and x[i] > threshold: out[addresses[i]] = "
+                    "x[i]`.")
+        raise CheckFailed(f"{what} is wrong for n={n} ({case}): got {got[:6].tolist()}..., expected "
+                          f"{expected[:6].tolist()}... {hint}")
     print(f"Correct: {what} keeps the right elements, in order, with the right count, for n in {list(sizes())} "
           "(some, all and none kept, NaN included).")
 
@@ -307,11 +339,14 @@ def _run_split(kernel, keys: np.ndarray, bit: int, what: str, threads: int = 64)
     sk.split_flags[blocks, threads](d_keys, bit, e)
     f = sk.Scan(e, "lookback", inclusive=False)
     f.launch()
-    out = _guarded(np.full(n, 0xDEADBEEF, np.uint32), np.uint32(0xDEADBEEF))
+    out = _GuardedOutput(n, np.uint32(0xDEADBEEF))
+    extra = " (d must lie in 0 .. n - 1: check totalFalses)"
     try:
-        launch_student_kernel(kernel, blocks, threads, (d_keys, bit, e, f.out, out), what)
+        launch_student_kernel(kernel, blocks, threads, (d_keys, bit, e, f.out, out.view), what)
     except IndexError:
-        raise _out_of_bounds(what, n, " (d must lie in 0 .. n - 1: check totalFalses)") from None
+        raise _out_of_bounds(what, n, extra) from None
+    if out.wrote_outside():  # on a GPU; the simulator raised IndexError above
+        raise _out_of_bounds(what, n, extra)
     return out.copy_to_host()
 
 
