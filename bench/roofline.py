@@ -131,8 +131,14 @@ def collect(out_dir) -> None:
                              "in and out (host clock, pageable host memory)")
     if "sanitizer" in wanted:
         try:  # the sanitizer is a separate tool: if it is missing or fails, keep the other tables and the bench
-            save_reference("ch07_sanitizer", experiments.sanitizer_table(), out_dir, meta=meta,
-                           notes="compute-sanitizer --print-limit 4 --show-backtrace no; memcheck on scale_unguarded "
+            table = experiments.sanitizer_table()
+            unguarded = table.loc[table["kernel"] == "scale_unguarded", "line"]
+            if not unguarded.str.contains("Invalid __global__").any():  # e.g. cut by the print limit
+                raise profiler.ProfilerUnavailable("memcheck did not report scale_unguarded's out-of-bounds write: "
+                                                   + " | ".join(unguarded.head(4)))
+            save_reference("ch07_sanitizer", table, out_dir, meta=meta,
+                           notes=f"compute-sanitizer {' '.join(profiler.SANITIZER_OPTIONS)}; memcheck on "
+                                 "scale_unguarded "
                                  "(1000 elements, 4 blocks of 256 threads) and scale; racecheck --racecheck-report "
                                  "analysis on reverse_in_block(_no_barrier) (2 blocks of 64); lineinfo=True")
         except profiler.ProfilerUnavailable as exc:

@@ -306,8 +306,11 @@ def achieved_intensity(report: pd.DataFrame) -> float:
 SANITIZER_FALLBACK_PATHS = ("/usr/local/cuda/bin/compute-sanitizer",)
 #: The tools of compute-sanitizer (``--tool``).
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
-#: Options that keep a report short: at most a few errors, no host backtrace (Python's is hundreds of frames).
-SANITIZER_OPTIONS = ("--print-limit", "4", "--show-backtrace", "no")
+#: Options that keep a report short: at most a few errors, no host backtrace (Python's is hundreds of frames),
+#: and no CUDA API errors: numba-cuda probes the driver (``cuGetProcAddress_v2`` for entry points it lacks),
+#: each failed probe is reported as ``Program hit CUDA_ERROR_INVALID_VALUE``, and dozens of those used up the
+#: print limit before the kernel's first bad access. Errors in the kernels themselves are still all reported.
+SANITIZER_OPTIONS = ("--print-limit", "4", "--show-backtrace", "no", "--report-api-errors", "no")
 
 
 def sanitizer_path() -> str | None:
