@@ -13,7 +13,7 @@ def test_missing_page_and_missing_math_are_reported(tmp_path):
     assert check_built_book.check_page(tmp_path, "book/01_cuda_in_python") == ["book/01_cuda_in_python: no HTML page"]
     page = tmp_path / "book" / "01_cuda_in_python.html"
     page.parent.mkdir()
-    page.write_text("<html><body>no math script, no images</body></html>")
+    page.write_text('<html><body><span class="math">x</span> no math script, no images</body></html>')
     problems = check_built_book.check_page(tmp_path, "book/01_cuda_in_python")
     assert any("MathJax" in p for p in problems)
     assert any("figures" in p for p in problems)
