@@ -1052,6 +1052,39 @@ def test_fft_crossover_is_gpu_only_under_the_simulator():
         rx.fft_crossover(sizes=(16,))
 
 
+def test_fft_crossover_reference_and_its_figure():
+    ref = lh.load_reference("ch07_fft_crossover")
+    table = ref.table
+    assert list(table.columns) == ["n", "numpy_ms", "cupy_ms", "cupy_copies_ms", "speedup", "speedup_copies"]
+    np.testing.assert_allclose(table["speedup"], table["numpy_ms"] / table["cupy_ms"])
+    np.testing.assert_allclose(table["speedup_copies"], table["numpy_ms"] / table["cupy_copies_ms"])
+    points = rx.fft_crossover_points(table)
+    # chapter 7: with the data on the GPU it wins from a smaller size on than with the copies in and out
+    assert points["on_gpu"] < points["with_copies"] and table["n"].min() < points["on_gpu"]
+    assert points["with_copies"] <= table["n"].max() and ref.meta.get("cpu")
+    fig, ax = plt.subplots()
+    assert roofline.plot_fft_crossover(ax, table, ref.label, rx.LECTURE_FFT_CROSSOVER, points) is ax
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"the lecture's crossover: {rx.LECTURE_FFT_CROSSOVER:,}" in legend
+    assert f"GPU faster from n = {points['on_gpu']:,.0f} (data on the GPU)" in legend
+    assert ref.gpu in ax.get_title()
+    empty, ax2 = plt.subplots()
+    assert roofline.plot_fft_crossover(ax2, table.iloc[:0], "none", None, None) is ax2
+    plt.close("all")
+
+
+def test_chapter7_states_the_reference_fft_crossover():
+    """The FFT sentence is computed in a cell; its stored output matches the reference data."""
+    nb = json.loads((ROOT / "book/07_profiling_roofline.ipynb").read_text())
+    points = rx.fft_crossover_points(lh.load_reference("ch07_fft_crossover").table)
+    outputs = ["".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
+               and "fft_crossover_points" in "".join(c["source"]) for o in c.get("outputs", [])]
+    want = (f"cupy.fft is faster from n = {points['on_gpu']:,.0f} with the data already on the GPU, and from "
+            f"n = {points['with_copies']:,.0f} with the copies in and out. The lecture's cuFFT against FFTW: "
+            f"{rx.LECTURE_FFT_CROSSOVER:,}.")
+    assert any(want in text for text in outputs), "re-execute book/07_profiling_roofline.ipynb"
+
+
 def test_library_comparison_reads_the_reference_data():
     table = rx.library_comparison()
     assert list(table["unit"]) == ["GB/s", "GB/s", "GFLOP/s", "GFLOP/s"]

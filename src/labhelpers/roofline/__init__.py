@@ -77,6 +77,7 @@ from .model import (
 )
 from .plots import (
     plot_copy_variants,
+    plot_fft_crossover,
     plot_roofline,
     plot_skewed_gemm,
     plot_sweep_times,
@@ -110,7 +111,8 @@ __all__ = [
     "fraction_of_roof", "gemm_intensity", "intensity_table", "load_cached_ceilings", "load_points",
     "machine_balance", "matmul_ideal_counts", "matmul_naive_counts", "matmul_tiled_counts", "measure_ceilings",
     "measure_dram_bandwidth", "measure_fma_peak", "measure_l2_bandwidth", "nbody_counts", "peak_at_clock_gflops",
-    "plot_copy_variants", "plot_roofline", "plot_skewed_gemm", "plot_sweep_times", "plot_timing_hygiene",
+    "plot_copy_variants", "plot_fft_crossover", "plot_roofline", "plot_skewed_gemm", "plot_sweep_times",
+    "plot_timing_hygiene",
     "points_or_reference", "record_point", "reduction_counts", "reference_ceilings", "roofline_explorer",
     "roofline_title", "save_cached_ceilings", "saxpy_counts", "stencil_counts", "sweep_explorer", "time_bounds",
     "time_copy",

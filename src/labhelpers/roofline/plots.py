@@ -302,3 +302,39 @@ def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings |
         right.set_title("the same shapes on the roofline (labels: n; m x n and k = 1024 fixed)",
                         fontsize=TITLE_FONT)
     return axes
+
+
+#: The lines of :func:`plot_fft_crossover`: column, legend text, style.
+_FFT_LINES = (("numpy_ms", "numpy.fft.fft (CPU, one core)", "o-"),
+              ("cupy_ms", "cupy.fft.fft, data on the GPU", "s-"),
+              ("cupy_copies_ms", "cupy.fft.fft with the copies in and out", "^-"))
+
+
+def plot_fft_crossover(ax, table: pd.DataFrame, label: str, lecture_n: float | None = None,
+                       crossovers: dict[str, float] | None = None):
+    """Time per FFT against its length ``n`` (log-log) for the CPU and the GPU, with the crossover points.
+
+    ``table``: :func:`~labhelpers.experiments.roofline.fft_crossover`'s columns; ``lecture_n``: a length to mark
+    (the lecture's crossover); ``crossovers``: ``fft_crossover_points``' dict, each finite one marked on its line.
+    """
+    if not len(table):
+        ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=FONT)
+        ax.set_axis_off()
+        return ax
+    table = table.sort_values("n")
+    for column, name, style in _FFT_LINES:
+        ax.plot(table["n"], pd.to_numeric(table[column], errors="coerce"), style, ms=4, label=name)
+    for key, color, what in (("on_gpu", "C1", "data on the GPU"), ("with_copies", "C2", "with copies")):
+        n = (crossovers or {}).get(key, float("nan"))
+        if _finite(n):
+            ax.axvline(n, color=color, ls=":", lw=1.2, label=f"GPU faster from n = {n:,.0f} ({what})")
+    if lecture_n:
+        ax.axvline(lecture_n, color="0.4", ls="--", lw=1, label=f"the lecture's crossover: {lecture_n:,.0f}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+    ax.set_xlabel("FFT length n (complex64)")
+    ax.set_ylabel("ms per FFT")
+    ax.set_title(f"One FFT, CPU against GPU ({label})", fontsize=TITLE_FONT)
+    ax.legend(fontsize=FONT, loc="upper left")
+    return ax
