@@ -77,6 +77,9 @@ def test_list_configurations_reach_numba_as_tuples():
     hash(conf)
     assert launchguard.as_hashable((2, 64)) == (2, 64)
     assert launchguard.as_hashable("x") == "x"
+    # NumPy integers reach numba as Python ints (cuda.core refuses np.int64 in a launch configuration on a GPU)
+    conf = launchguard.as_hashable((np.int64(3), [np.int32(32)]))
+    assert conf == (3, (32,)) and type(conf[0]) is int and type(conf[1][0]) is int
 
 
 def test_dynamic_shared_memory_beyond_a_block_is_refused():

@@ -16,6 +16,8 @@ simulator accepts lists.
 
 from __future__ import annotations
 
+import numbers
+
 from typing import Any
 
 import numpy as np
@@ -66,12 +68,23 @@ def as_hashable(configuration: Any) -> Any:
     """``configuration`` with list-valued grid/block dimensions turned into tuples (anything else unchanged).
 
     numba-cuda caches ``configure(griddim, blockdim, ...)`` by its arguments, so a list there raises
-    ``TypeError: unhashable type: 'list'`` on a GPU; the simulator takes lists. Tuples work on both.
+    ``TypeError: unhashable type: 'list'`` on a GPU; the simulator takes lists. Tuples work on both. NumPy
+    integers become Python ints too: numba-cuda passes them on to ``cuda.core``'s launch configuration, which
+    refuses ``np.int64`` on a GPU.
     """
     if not isinstance(configuration, tuple) or len(configuration) not in (2, 3, 4):
         return configuration
-    grid, block = (tuple(v) if isinstance(v, list) else v for v in configuration[:2])
+    grid, block = (_plain_dims(v) for v in configuration[:2])
     return (grid, block, *configuration[2:])
+
+
+def _plain_dims(value: Any) -> Any:
+    """A grid or block size with lists made tuples and NumPy integers made Python ints."""
+    if isinstance(value, (list, tuple)):
+        return tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v for v in value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
 
 
 def _kernel_class() -> type:
