@@ -26,6 +26,7 @@ Run: ``python bench/run_all.py --only scan [--collect src/labhelpers/data/refere
 from __future__ import annotations
 
 import math
+import os
 import time
 
 from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
@@ -94,6 +95,8 @@ def _best(table, column: str = "gbps"):
 def bench(ctx) -> list[Row]:
     """The chapter's four verdicts, each a ratio to a library measured in the same run."""
     rows: list[Row] = []
+    if os.environ.get("SCAN_BENCH") == "spmv":  # SCAN_BENCH=spmv: only the SpMV verdicts
+        return _spmv_rows(rows)
     copy = ctx.copy_bandwidth_gbs()
     sizes = _measure("ch10_scan_sizes", lambda: ex.sizes_table())
     for dtype in ("int32", "float32"):
@@ -127,7 +130,10 @@ def bench(ctx) -> list[Row]:
     rows.append(Row(TOPIC, f"radix sort, {int(best['bits'])}-bit digits ({int(best['threads'])}x{int(best['items'])})",
                     f"2^{int(math.log2(best['n']))} u32", float(best["gkeys"]), "Gkeys/s", "cupy.sort, same run",
                     cub_sort, 0.30))
+    return _spmv_rows(rows)
 
+
+def _spmv_rows(rows: list[Row]) -> list[Row]:
     spmv = _measure("ch10_spmv", lambda: ex.spmv_table())
     for matrix in spmv["matrix"].unique():
         at = spmv[spmv["matrix"] == matrix]

@@ -237,7 +237,7 @@ def _slide_csr():
                   np.array(sk.SLIDE_CSR_VALUES, np.float32), 3, "slide")
 
 
-SPMV_SIM = ("scalar", "segmented_scan", "merge")
+SPMV_SIM = ("scalar", "segmented_scan", "merge", "merge_combined")
 
 
 def _matrices():
@@ -261,6 +261,26 @@ def test_the_slide_matrix():
     x = np.array([1.0, 10.0, 100.0], np.float32)
     # a..f = 1..6: y0 = a x0 + b x2, y1 = c x0 + d x1 + e x2, y2 = f x2
     assert sk.spmv(_slide_csr(), x, "merge").tolist() == [201.0, 543.0, 600.0]
+
+
+@pytest.mark.parametrize("method", ("merge", "merge_combined"))
+def test_spmv_merge_rows_across_tiles(method):
+    """Rows longer than a tile (several blocks add to one row), empty rows between them, and n = 1."""
+    sparse = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(5)
+    lengths = np.array([0, 0, 3000, 0, 1, 2500] + [0] * 200 + [1500])
+    row_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    cases = [sk.CSR(row_ptr, (np.arange(row_ptr[-1]) % 207).astype(np.int32),
+                    rng.random(int(row_ptr[-1]), dtype=np.float32) - 0.5, 207, "long rows across tiles"),
+             sk.CSR(np.array([0, 4500], np.int32), np.arange(4500, dtype=np.int32),
+                    rng.random(4500, dtype=np.float32) - 0.5, 4500, "one huge row"),
+             sk.CSR(np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1, np.float32), 1, "n = 1")]
+    for a in cases:
+        x = rng.random(a.n_cols, dtype=np.float32)
+        y = sk.spmv(a, x, method)
+        m = sparse.csr_matrix((a.values, a.col_idx, a.row_ptr), shape=(a.n_rows, a.n_cols))
+        err = np.abs(y - m.astype(np.float64) @ x.astype(np.float64))
+        assert np.all(err <= sk.spmv_error_bound(a.row_ptr, a.col_idx, a.values, x)), (method, a.name)
 
 
 def test_spmv_reference_agrees_with_scipy():

@@ -2045,6 +2045,7 @@ SPMV_METHODS = {
     "warp_per_row": ("warp per row", "cuda.shfl_down_sync()"),
     "segmented_scan": ("segmented scan (the slide's formulation)", ""),
     "merge": ("merge-based (rows and non-zeros split evenly)", ""),
+    "merge_combined": ("merge-based, partial sums combined in the block", ""),
 }
 
 
@@ -2417,6 +2418,92 @@ def spmv_merge(row_ptr, col_idx, values, x, y, coords):
 
 
 @cuda.jit
+def spmv_merge_combined(row_ptr, col_idx, values, x, y, coords):
+    """Merge-based SpMV whose block combines the partial sums of a row before writing it.
+
+    As :func:`spmv_merge`, but a row split between threads costs no atomic: each thread keeps its
+    carry-out (the row it stops in, and that row's partial sum), the block runs an inclusive
+    segmented scan of the carry-outs keyed by row (Hillis-Steele in shared memory; row ids never
+    decrease along the block, so the keyed sum is associative), and thread ``t`` adds thread
+    ``t - 1``'s scanned carry to the first row it ends. Only a row that starts in an earlier tile is
+    added with an atomic, and the block adds its own carry-out with one: at most two atomics per
+    block, however long the rows (Merrill & Garland, 2016). ``y`` must start at zero.
+    """
+    s_rows = cuda.shared.array(MERGE_ROWS, int32)
+    s_prod = cuda.shared.array(MERGE_TILE, float32)
+    s_key = cuda.shared.array((2, MERGE_THREADS), int32)
+    s_val = cuda.shared.array((2, MERGE_THREADS), float32)
+    tid = cuda.threadIdx.x
+    b = cuda.blockIdx.x
+    n_rows = y.size
+    nnz = values.size
+    i0 = coords[b, 0]
+    j0 = coords[b, 1]
+    i1 = coords[b + 1, 0]
+    j1 = coords[b + 1, 1]
+    k = tid
+    while k < i1 - i0 + 2:  # the starts of rows i0 .. i1 + 1 (row r ends where row r + 1 starts)
+        r = i0 + k
+        s_rows[k] = row_ptr[r] if r <= n_rows else nnz
+        k += MERGE_THREADS
+    k = tid
+    while k < j1 - j0:
+        s_prod[k] = values[j0 + k] * x[col_idx[j0 + k]]
+        k += MERGE_THREADS
+    cuda.syncthreads()  # RAW: the tile's products and row starts are in shared memory before the walk
+    length = (i1 - i0) + (j1 - j0)
+    d = min(tid * MERGE_ITEMS, length)
+    ti = merge_path_search(d, s_rows, 1, j0, i1 - i0, j1 - j0)
+    i = i0 + ti
+    j = j0 + d - ti
+    # walk 1: rows that end in this thread, except the first, are complete; the first waits for the carry
+    first_row = -1
+    first_val = float32(0)
+    acc = float32(0)
+    step = 0
+    while step < MERGE_ITEMS and d + step < length:
+        if j < s_rows[i - i0 + 1]:  # a non-zero of row i
+            acc += s_prod[j - j0]
+            j += 1
+        else:  # the end of row i
+            if first_row < 0:
+                first_row = i
+                first_val = acc
+            else:  # started in this thread (only the first row can start before it): complete
+                y[i] = acc
+            i += 1
+            acc = float32(0)
+        step += 1
+    s_key[0, tid] = i  # carry-out: the row this thread stops in, and its partial sum
+    s_val[0, tid] = acc
+    cuda.syncthreads()  # RAW: every carry-out is in shared memory before the scan reads it
+    src = 0
+    offset = 1
+    while offset < MERGE_THREADS:
+        key = s_key[src, tid]
+        v = s_val[src, tid]
+        if tid >= offset and s_key[src, tid - offset] == key:
+            v += s_val[src, tid - offset]
+        s_key[1 - src, tid] = key
+        s_val[1 - src, tid] = v
+        cuda.syncthreads()  # RAW: this step is written before the next reads it (WAR: the other buffer)
+        src = 1 - src
+        offset *= 2
+    if first_row >= 0:
+        v = first_val
+        if tid > 0 and s_key[src, tid - 1] == first_row:
+            v += s_val[src, tid - 1]
+        if s_rows[first_row - i0] < j0:  # the row started in an earlier tile, which added its part
+            cuda.atomic.add(y, first_row, v)
+        else:
+            y[first_row] = v
+    if tid == MERGE_THREADS - 1:  # the block's carry-out: a row that continues in the next tile
+        key = s_key[src, tid]
+        if key < n_rows and s_rows[key - i0] < j1:
+            cuda.atomic.add(y, key, s_val[src, tid])
+
+
+@cuda.jit
 def fill_zero_f32(y):
     """``y[:] = 0`` (float32) on the device."""
     i = cuda.grid(1)
@@ -2467,14 +2554,15 @@ class SpMV:
         elif self.method == "warp_per_row":
             self.steps.append(Launch("spmv_csr_warp_per_row", spmv_csr_warp_per_row,
                                      -(-self.n_rows * WARP // t), t, args))
-        elif self.method == "merge":
+        elif self.method in ("merge", "merge_combined"):
             tiles = -(-(self.n_rows + self.nnz) // MERGE_TILE)
             coords = cuda.device_array((tiles + 1, 2), dtype=np.int32)
+            kernel = spmv_merge if self.method == "merge" else spmv_merge_combined
             self.steps += [
                 Launch("fill_zero_f32", fill_zero_f32, row_blocks, t, (self.y,)),
                 Launch("spmv_merge_partition", spmv_merge_partition, -(-(tiles + 1) // t), t,
                        (self.d_row_ptr, self.nnz, coords)),
-                Launch("spmv_merge", spmv_merge, tiles, MERGE_THREADS, args + (coords,)),
+                Launch("spmv_" + self.method, kernel, tiles, MERGE_THREADS, args + (coords,)),
             ]
         else:
             self._plan_segmented(t, row_blocks)
