@@ -237,7 +237,7 @@ def _slide_csr():
                   np.array(sk.SLIDE_CSR_VALUES, np.float32), 3, "slide")
 
 
-SPMV_SIM = ("scalar", "segmented_scan", "merge", "merge_combined", "merge_staged")
+SPMV_SIM = ("scalar", "segmented_scan", "merge", "merge_combined")
 
 
 def _matrices():
@@ -263,7 +263,7 @@ def test_the_slide_matrix():
     assert sk.spmv(_slide_csr(), x, "merge").tolist() == [201.0, 543.0, 600.0]
 
 
-@pytest.mark.parametrize("method", ("merge", "merge_combined", "merge_staged"))
+@pytest.mark.parametrize("method", ("merge", "merge_combined"))
 def test_spmv_merge_rows_across_tiles(method):
     """Rows longer than a tile (several blocks add to one row), empty rows between them, and n = 1."""
     sparse = pytest.importorskip("scipy.sparse")

@@ -2046,7 +2046,6 @@ SPMV_METHODS = {
     "segmented_scan": ("segmented scan (the slide's formulation)", ""),
     "merge": ("merge-based (rows and non-zeros split evenly)", ""),
     "merge_combined": ("merge-based, partial sums combined in the block", ""),
-    "merge_staged": ("merge-based, combined, tile staged without bank conflicts", ""),
 }
 
 
@@ -2504,121 +2503,6 @@ def spmv_merge_combined(row_ptr, col_idx, values, x, y, coords):
             cuda.atomic.add(y, key, s_val[src, tid])
 
 
-#: Staged merge SpMV: one spare shared word after every ``MERGE_ITEMS`` (16) words, so that the 32 threads of a
-#: warp, each walking 16 consecutive items, start 17 words apart and read 32 different banks.
-MERGE_PAD_TILE = MERGE_TILE + MERGE_TILE // MERGE_ITEMS
-MERGE_PAD_ROWS = MERGE_ROWS + MERGE_ROWS // MERGE_ITEMS + 1
-
-
-@cuda.jit(device=True)
-def merge_pad(k):
-    """Where merge item ``k`` lives in the staged SpMV's shared arrays: word ``k + k // 16``."""
-    return k + (k >> 4)
-
-
-@cuda.jit(device=True)
-def merge_path_search_staged(diagonal, s_rows, nnz_base, a_len, b_len):
-    """:func:`merge_path_search` over the padded row starts of :func:`spmv_merge_staged` (row ``i`` ends
-    at ``s_rows[merge_pad(i + 1)]``)."""
-    lo = max(0, diagonal - b_len)
-    hi = min(diagonal, a_len)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if s_rows[merge_pad(1 + mid)] <= nnz_base + diagonal - mid - 1:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@cuda.jit
-def spmv_merge_staged(row_ptr, col_idx, values, x, y, coords):
-    """:func:`spmv_merge_combined` with its tile staged in shared memory without bank conflicts.
-
-    The block loads the tile's products and row starts with coalesced loads (consecutive threads,
-    consecutive words) into arrays padded by one word after every ``MERGE_ITEMS``: thread ``t`` walks
-    items ``16 t, 16 t + 1, ...``, which unpadded sit 16 words apart, so a warp reads only 2 of the 32
-    banks (a 16-way conflict); padded they sit 17 words apart, in 32 different banks. Each thread also
-    keeps the end of its current row in a register instead of re-reading it for every item. The
-    partial sums are combined as in :func:`spmv_merge_combined` (at most two atomics per block);
-    ``y`` must start at zero.
-    """
-    s_rows = cuda.shared.array(MERGE_PAD_ROWS, int32)
-    s_prod = cuda.shared.array(MERGE_PAD_TILE, float32)
-    s_key = cuda.shared.array((2, MERGE_THREADS), int32)
-    s_val = cuda.shared.array((2, MERGE_THREADS), float32)
-    tid = cuda.threadIdx.x
-    b = cuda.blockIdx.x
-    n_rows = y.size
-    nnz = values.size
-    i0 = coords[b, 0]
-    j0 = coords[b, 1]
-    i1 = coords[b + 1, 0]
-    j1 = coords[b + 1, 1]
-    k = tid
-    while k < i1 - i0 + 2:  # the starts of rows i0 .. i1 + 1 (row r ends where row r + 1 starts)
-        r = i0 + k
-        s_rows[merge_pad(k)] = row_ptr[r] if r <= n_rows else nnz
-        k += MERGE_THREADS
-    k = tid
-    while k < j1 - j0:
-        s_prod[merge_pad(k)] = values[j0 + k] * x[col_idx[j0 + k]]
-        k += MERGE_THREADS
-    cuda.syncthreads()  # RAW: the tile's products and row starts are in shared memory before the walk
-    length = (i1 - i0) + (j1 - j0)
-    d = min(tid * MERGE_ITEMS, length)
-    ti = merge_path_search_staged(d, s_rows, j0, i1 - i0, j1 - j0)
-    i = i0 + ti
-    j = j0 + d - ti
-    row_end = s_rows[merge_pad(ti + 1)] if ti < i1 - i0 + 1 else nnz
-    first_row = -1
-    first_val = float32(0)
-    acc = float32(0)
-    step = 0
-    steps = min(MERGE_ITEMS, length - d)
-    while step < steps:
-        if j < row_end:  # a non-zero of row i
-            acc += s_prod[merge_pad(j - j0)]
-            j += 1
-        else:  # the end of row i
-            if first_row < 0:
-                first_row = i
-                first_val = acc
-            else:  # started in this thread: complete
-                y[i] = acc
-            i += 1
-            acc = float32(0)
-            row_end = s_rows[merge_pad(i - i0 + 1)] if i - i0 + 1 <= i1 - i0 + 1 else nnz
-        step += 1
-    s_key[0, tid] = i  # carry-out: the row this thread stops in, and its partial sum
-    s_val[0, tid] = acc
-    cuda.syncthreads()  # RAW: every carry-out is in shared memory before the scan reads it
-    src = 0
-    offset = 1
-    while offset < MERGE_THREADS:
-        key = s_key[src, tid]
-        v = s_val[src, tid]
-        if tid >= offset and s_key[src, tid - offset] == key:
-            v += s_val[src, tid - offset]
-        s_key[1 - src, tid] = key
-        s_val[1 - src, tid] = v
-        cuda.syncthreads()  # RAW: this step is written before the next reads it (WAR: the other buffer)
-        src = 1 - src
-        offset *= 2
-    if first_row >= 0:
-        v = first_val
-        if tid > 0 and s_key[src, tid - 1] == first_row:
-            v += s_val[src, tid - 1]
-        if s_rows[merge_pad(first_row - i0)] < j0:  # the row started in an earlier tile, which added its part
-            cuda.atomic.add(y, first_row, v)
-        else:
-            y[first_row] = v
-    if tid == MERGE_THREADS - 1:  # the block's carry-out: a row that continues in the next tile
-        key = s_key[src, tid]
-        if key < n_rows and s_rows[merge_pad(key - i0)] < j1:
-            cuda.atomic.add(y, key, s_val[src, tid])
-
-
 @cuda.jit
 def fill_zero_f32(y):
     """``y[:] = 0`` (float32) on the device."""
@@ -2670,11 +2554,10 @@ class SpMV:
         elif self.method == "warp_per_row":
             self.steps.append(Launch("spmv_csr_warp_per_row", spmv_csr_warp_per_row,
                                      -(-self.n_rows * WARP // t), t, args))
-        elif self.method in ("merge", "merge_combined", "merge_staged"):
+        elif self.method in ("merge", "merge_combined"):
             tiles = -(-(self.n_rows + self.nnz) // MERGE_TILE)
             coords = cuda.device_array((tiles + 1, 2), dtype=np.int32)
-            kernel = {"merge": spmv_merge, "merge_combined": spmv_merge_combined,
-                      "merge_staged": spmv_merge_staged}[self.method]
+            kernel = spmv_merge if self.method == "merge" else spmv_merge_combined
             self.steps += [
                 Launch("fill_zero_f32", fill_zero_f32, row_blocks, t, (self.y,)),
                 Launch("spmv_merge_partition", spmv_merge_partition, -(-(tiles + 1) // t), t,
