@@ -112,15 +112,14 @@ def main() -> int:
     try:
         requirements = metadata.requires(DISTRIBUTION) or []
     except metadata.PackageNotFoundError:
-        print(f"labhelpers is not installed: install it first (pip install --no-deps ...)", file=sys.stderr)
+        print("labhelpers is not installed: install it first (pip install --no-deps ...)", file=sys.stderr)
         return 1
     todo = plan(requirements, driver_cuda_major())
     if not todo:
         print("labhelpers: every requirement is already installed")
         return 0
     print("labhelpers: installing what this runtime lacks: " + ", ".join(todo))
-    loaded_before = {r.split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip().replace("-", "_")
-                     for r in todo} & set(sys.modules)
+    loaded_before = {Requirement(r).name.replace("-", "_") for r in todo} & set(sys.modules)
     before = _pth_files()
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", *todo], check=True)
     importlib.invalidate_caches()  # let this interpreter see the packages pip just added
