@@ -216,9 +216,24 @@ def test_simulator_has_no_events_or_page_locked_memory():
     from labhelpers.experiments import streams as exs
 
     for fn in (exs.link_table, exs.transfer_table, exs.async_table, exs.pipeline_table, exs.gantt_table,
-               exs.managed_table):
+               exs.managed_table, exs.link_rates_table, lambda: exs.copy_times([])):
         with pytest.raises(lh.GPUOnlyError):
             fn()
+    with pytest.raises(lh.GPUOnlyError, match="issue_api='numba'"):
+        ks.StreamPipeline(10, 2, 2, issue_api="driver")
+    with pytest.raises(lh.GPUOnlyError):
+        ks.copy_async("H2D", 0, 0, 4, cuda.stream())
+
+
+@pytest.mark.parametrize("kwargs", [dict(issue_api="cupy"), dict(issue_api=None)])
+def test_pipeline_refuses_an_unknown_issue_api(kwargs):
+    with pytest.raises(lh.ArgumentError, match="issue_api"):
+        ks.StreamPipeline(10, 2, 2, **kwargs)
+
+
+def test_copy_async_refuses_an_unknown_direction():
+    with pytest.raises(lh.ArgumentError, match="direction"):
+        ks.copy_async("H2H", 0, 0, 4, None)
 
 
 @gpu_only
@@ -253,6 +268,21 @@ def test_gpu_experiments_run_small():
     assert len(gantt) == 2 * 12
     managed = exs.managed_table(sizes=(2**20,), repeat=1)
     assert len(managed) == 4
+    rates = exs.link_rates_table(2**20, repeat=2)
+    assert list(rates["transfer"]) == ["H2D", "D2H", "H2D + D2H at once"] and (rates["gbps"] > 0).all()
+    both = exs.pipeline_table(2**20, iters=50, chunks=(1, 4), streams=(1, 2), repeat=2, pageable=False)
+    assert set(both["issue"]) == {"numba", "driver"} and (both["both_ms"] > 0).all()
+
+
+@gpu_only
+@pytest.mark.parametrize("order", ["depth-first", "breadth-first"])
+def test_gpu_driver_issue_gives_the_same_result_as_numba(order):
+    x = _x(100_003)
+    results = []
+    for api in ks.ISSUE_APIS:
+        p = ks.StreamPipeline(x.size, 7, 3, iters=64, issue_api=api)
+        results.append(p.run(x, order))
+    assert np.array_equal(results[0], results[1]) and not np.isnan(results[1]).any()
 
 
 # --- the lab's checkers ---------------------------------------------------------------------------
@@ -357,7 +387,8 @@ def ref():
     from labhelpers.experiments import streams as exs
 
     tables = {name: lh.load_reference(f"ch11_{name}").table
-              for name in ("link", "transfers", "async", "pipeline", "gantt", "managed")}
+              for name in ("link", "transfers", "async", "pipeline", "gantt", "managed", "link_rates",
+                           "pipeline_kernel_bound")}
     tables["fits"] = exs.fit_table(tables["transfers"]).set_index("transfer")
     return tables
 
@@ -372,6 +403,11 @@ def test_claims_about_the_link(ref):
     for name, part in tr[tr["nbytes"] <= 4096].groupby("transfer"):
         assert part["median_ms"].max() / part["median_ms"].min() < 2, f"{name}: the smallest copies cost about alike"
     assert (fits["half_bandwidth_bytes"].loc[["H2D pinned", "D2H pinned"]] > 2**20).all(), "MiB, not KiB"
+    rates = ref["link_rates"].set_index("transfer")["gbps"]
+    for d in ("H2D", "D2H"):
+        assert 0.80 <= rates[d] / link_max <= 0.95, "over 80% of the link, queued by the driver (about 86%)"
+        assert rates[d] >= fits.loc[f"{d} pinned", "measured_gbps"], "a little faster than through Numba"
+    assert rates["H2D + D2H at once"] < 0.8 * (rates["H2D"] + rates["D2H"]), "well under twice one direction"
 
 
 def test_claims_about_asynchrony(ref):
@@ -394,9 +430,14 @@ def test_claims_about_the_pipeline(ref):
     from labhelpers.experiments import streams as exs
 
     pt = ref["pipeline"]
-    pinned = pt[pt["host_memory"] == "pinned"]
+    pinned = exs.numba_rows(pt)
+    driver = pt[(pt["host_memory"] == "pinned") & (pt["issue"] == "driver")]
     summary = exs.pipeline_summary(pt)
     assert summary["speedup"] > 1.5 and summary["ratio"] > 1.15, "streams cut the time; 1.15 is not reached"
+    assert summary["best_issue"] == "driver" and driver["wall_ms"].min() < pinned["wall_ms"].min()
+    assert driver.loc[driver["chunks"] >= 32, "wall_ms"].min() < 1.02 * summary["best_ms"], "32 or 64: as good as any"
+    assert abs(summary["both_ratio"] - 1) < 0.05, "the best run is as fast as the two copies at once"
+    assert summary["both_ms"] / summary["stage_max_ms"] > 1.15, "the two copies at once: the floor, above 1.15"
     best16 = pinned.loc[pinned["chunks"] == 16, "wall_ms"].min()
     assert (pinned.loc[pinned["chunks"] == 64, "wall_ms"] > best16).all(), "64 chunks are slower than 16"
     for k in (8, 16):  # below the chunk counts where issuing from the host is the limit
@@ -412,6 +453,13 @@ def test_claims_about_the_pipeline(ref):
     plain = (comparison["plain_ms"] / comparison["wall_ms"] - 1).abs().median()
     assert comparison["fitted_error"].abs().median() < plain
     assert 1.1 <= options["duplex_slowdown"] <= 1.3, "the copy in takes about 1.15 x longer while both directions run"
+    kb_table = ref["pipeline_kernel_bound"]
+    kb = exs.pipeline_summary(kb_table)
+    first = kb_table.iloc[0]
+    assert first["kernel_ms"] > max(first["h2d_ms"], first["d2h_ms"]), "the kernel is the slowest stage"
+    assert kb["ratio"] <= 1.15, "the kernel-bound job meets the target"
+    assert exs.numba_rows(kb_table)["wall_ms"].min() <= 1.15 * kb["stage_max_ms"], "whichever API issues its copies"
+    assert abs(kb["speedup"] / kb["model_speedup"] - 1) < 0.15, "the model's speedup within 15%"
 
 
 def test_claims_about_unified_memory(ref):

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .. import backend, validate
-from ..errors import GPUOnlyError
+from ..errors import ArgumentError, GPUOnlyError
 from ..kernels import streams as ks
 from ..models import streams as model
 from ..timing import benchmark
@@ -354,15 +354,85 @@ def calibrate_iters(n: int, target_ms: float, *, probe_iters: int = 256) -> int:
     return iters
 
 
+def copy_times(copies: Sequence[tuple], *, repeat: int = 5) -> list[float]:
+    """Milliseconds from the start of ``copies`` to the end of the last one, each of ``repeat`` runs (GPU only).
+
+    ``copies`` is a list of ``(direction, dst_address, src_address, nbytes)``; each copy is queued on a
+    stream of its own by the driver (:func:`~labhelpers.kernels.streams.copy_async`), all of them behind one
+    CUDA event, so two copies run at the same time. CUDA events time the copies alone: no Python
+    bookkeeping falls between them. One untimed run first.
+    """
+    _require_gpu("copy_times")
+    cuda = _cuda()
+    streams = [cuda.stream() for _ in copies]
+    times = []
+    for _ in range(validate.integer(repeat, "repeat", minimum=1) + 1):
+        start = cuda.event()
+        start.record(stream=streams[0])
+        for s in streams[1:]:
+            start.wait(stream=s)
+        ends = []
+        for s, (direction, dst, src, nbytes) in zip(streams, copies):
+            ks.copy_async(direction, dst, src, nbytes, s)
+            end = cuda.event()
+            end.record(stream=s)
+            ends.append(end)
+        for end in ends:
+            end.synchronize()
+        times.append(max(cuda.event_elapsed_time(start, end) for end in ends))
+    return times[1:]
+
+
+def _addresses(pipe: "ks.StreamPipeline") -> tuple[int, int, int, int]:
+    return (int(pipe.h_in.ctypes.data), int(pipe.d_in.__cuda_array_interface__["data"][0]),
+            int(pipe.d_out.__cuda_array_interface__["data"][0]), int(pipe.h_out.ctypes.data))
+
+
 def stage_times(pipe: "ks.StreamPipeline", *, repeat: int = 5) -> dict:
-    """Each stage of the whole job measured alone (one H2D, one kernel, one D2H of all ``n`` elements), ms."""
+    """Each stage of the whole job measured alone (one H2D, one kernel, one D2H of all ``n`` elements), ms,
+    and ``"both copies"``: the H2D and the D2H copy started together on two streams.
+
+    The copies are queued by the driver (:func:`copy_times`), so their times are the link's, without
+    Python's cost of issuing them; the kernel is timed with CUDA events.
+    """
     _require_gpu("stage_times")
     blocks = -(-pipe.n // pipe.threads)
-    h2d = benchmark(lambda: pipe.d_in.copy_to_device(pipe.h_in), repeat=repeat, nbytes=4 * pipe.n)
+    h_in, d_in, d_out, h_out = _addresses(pipe)
+    nbytes = 4 * pipe.n
+    h2d = statistics.median(copy_times([("H2D", d_in, h_in, nbytes)], repeat=repeat))
     kern = benchmark(lambda: ks.fma_chain[blocks, pipe.threads](pipe.d_in, pipe.d_out, ks.A, ks.B, pipe.iters),
                      repeat=repeat)
-    d2h = benchmark(lambda: pipe.d_out.copy_to_host(pipe.h_out), repeat=repeat, nbytes=4 * pipe.n)
-    return {"H2D": h2d.median_ms, "kernel": kern.median_ms, "D2H": d2h.median_ms}
+    d2h = statistics.median(copy_times([("D2H", h_out, d_out, nbytes)], repeat=repeat))
+    both = statistics.median(copy_times([("H2D", d_in, h_in, nbytes), ("D2H", h_out, d_out, nbytes)],
+                                        repeat=repeat))
+    return {"H2D": h2d, "kernel": kern.median_ms, "D2H": d2h, "both copies": both}
+
+
+def link_rates_table(nbytes: int = 2**28, *, repeat: int = 5) -> pd.DataFrame:
+    """Pinned copies of ``nbytes`` each way, and both ways at once, queued by the driver (GPU only).
+
+    Rows ``H2D``, ``D2H`` and ``H2D + D2H at once``; columns ``transfer``, ``nbytes`` (per direction),
+    ``median_ms``, ``min_ms``, ``gbps`` (bytes per direction / median time; both directions' bytes for
+    the last row). The copy engine's own rate, with nothing of Python's bookkeeping inside the events: what
+    the chapter compares with the link's theoretical maximum.
+    """
+    _require_gpu("link_rates_table")
+    cuda = _cuda()
+    nbytes = validate.integer(nbytes, "nbytes", minimum=1)
+    h_a, h_b = cuda.pinned_array(nbytes, dtype=np.uint8), cuda.pinned_array(nbytes, dtype=np.uint8)
+    h_a[:] = 1
+    d_a, d_b = cuda.device_array(nbytes, dtype=np.uint8), cuda.device_array(nbytes, dtype=np.uint8)
+    ha, hb = int(h_a.ctypes.data), int(h_b.ctypes.data)
+    da, db = (int(d.__cuda_array_interface__["data"][0]) for d in (d_a, d_b))
+    cases = [("H2D", [("H2D", da, ha, nbytes)], nbytes), ("D2H", [("D2H", hb, db, nbytes)], nbytes),
+             ("H2D + D2H at once", [("H2D", da, ha, nbytes), ("D2H", hb, db, nbytes)], 2 * nbytes)]
+    rows = []
+    for name, copies, moved in cases:
+        times = copy_times(copies, repeat=repeat)
+        median = statistics.median(times)
+        rows.append({"transfer": name, "nbytes": nbytes, "median_ms": median, "min_ms": min(times),
+                     "gbps": moved / (median * 1e-3) / 1e9})
+    return pd.DataFrame(rows)
 
 
 def _wall_ms(pipe: "ks.StreamPipeline", order: str, repeat: int) -> list[float]:
@@ -385,27 +455,40 @@ def _check_output(pipe: "ks.StreamPipeline", expected: np.ndarray, what: str) ->
 
 def pipeline_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: Sequence[int] = PIPELINE_CHUNKS,
                    streams: Sequence[int] = PIPELINE_STREAMS, orders: Sequence[str] = model.ORDERS,
-                   repeat: int = 5, overhead_ms: float = 0.01, pageable: bool = True) -> pd.DataFrame:
-    """Wall time of the chunked pipeline for every (chunks, streams, order), beside its stages alone (GPU only).
+                   repeat: int = 5, overhead_ms: float = 0.01, pageable: bool = True,
+                   issue_apis: Sequence[str] = ks.ISSUE_APIS, kernel_share: float = 0.8) -> pd.DataFrame:
+    """Wall time of the chunked pipeline for every (issue API, chunks, streams, order), beside its stages alone
+    (GPU only).
 
-    ``iters`` (default: calibrated so the kernel takes about 80% of the H2D copy) sets the kernel's
-    length. Every configuration's output is compared with the one-stream run's (bit for bit: the same
-    kernel computes every element), and that one with NumPy on a sample. Rows: ``chunks``, ``streams``,
+    ``iters`` (default: calibrated so the kernel takes ``kernel_share`` times the H2D copy, 0.8: the
+    copies are the bottleneck; above 1 the kernel is) sets the kernel's length. ``issue_apis``: the copies
+    issued through Numba, the driver (:class:`~labhelpers.kernels.streams.StreamPipeline`), or both. Every
+    configuration's output is compared with the one-stream run's (bit for bit: the same kernel computes
+    every element), and that one with NumPy on a sample. Rows: ``issue``, ``chunks``, ``streams``,
     ``order``, ``host_memory``, ``wall_ms`` (host clock from the first call to the last stream's
     synchronisation, median of ``repeat``), ``min_ms``; the model's ``model_ms`` (stages measured alone,
     two copy engines unless the device reports one, ``overhead_ms`` per operation); and, repeated on every
-    row, ``h2d_ms``, ``kernel_ms``, ``d2h_ms`` (alone), ``iters``, ``n``, ``copy_engines``. With
-    ``pageable=True`` the best pinned configuration is run once more with pageable host buffers.
+    row, ``h2d_ms``, ``kernel_ms``, ``d2h_ms`` (alone), ``both_ms`` (the two copies at once), ``iters``,
+    ``n``, ``copy_engines``. With ``pageable=True`` the best pinned configuration is run once more with
+    pageable host buffers.
     """
     _require_gpu("pipeline_table")
     cuda = _cuda()
     n = validate.integer(n, "n", minimum=1)
-    pipe = ks.StreamPipeline(n, 1, 1, iters if iters is not None else 1)
+    kernel_share = validate.number(kernel_share, "kernel_share", minimum=1e-3)
+    issue_apis = [validate.choice(api, "issue_apis", ks.ISSUE_APIS) for api in issue_apis]
+    if not issue_apis:
+        raise ArgumentError("issue_apis is empty: name at least one of " + ", ".join(ks.ISSUE_APIS))
+    pipes = {api: ks.StreamPipeline(n, 1, 1, iters if iters is not None else 1, issue_api=api) for api in issue_apis}
+    pipe = pipes[issue_apis[0]]
     x = np.random.default_rng(0).random(n, dtype=np.float32) * 4
-    pipe.h_in[:] = x
+    for p in pipes.values():
+        p.h_in[:] = x
     if iters is None:
         alone = stage_times(pipe)
-        pipe.iters = calibrate_iters(n, 0.8 * alone["H2D"])
+        pipe.iters = calibrate_iters(n, kernel_share * alone["H2D"])
+    for p in pipes.values():
+        p.iters = pipe.iters
     stages = stage_times(pipe)
     engines = int(getattr(cuda.get_current_device(), "ASYNC_ENGINE_COUNT", 2) or 2)
     engines = min(max(engines, 1), 2)
@@ -422,29 +505,37 @@ def pipeline_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: Seq
         p.configure(k, s)
         p.h_out[:] = np.nan
         times = _wall_ms(p, order, repeat)
-        _check_output(p, expected, f"{k} chunks on {s} streams, {order}, {memory}")
-        rows.append({"chunks": k, "streams": s, "order": order, "host_memory": memory,
+        _check_output(p, expected, f"{k} chunks on {s} streams, {order}, {memory}, {p.issue_api} issue")
+        rows.append({"issue": p.issue_api, "chunks": k, "streams": s, "order": order, "host_memory": memory,
                      "wall_ms": statistics.median(times), "min_ms": min(times),
                      "model_ms": model.pipeline_time(stages["H2D"], stages["kernel"], stages["D2H"], k, s,
                                                      order=order, copy_engines=engines, overhead_ms=overhead_ms)})
 
-    for order in orders:
-        for k in chunks:
-            for s in streams:
-                if s <= k and k <= n:
-                    run(k, s, order, "pinned", pipe)
+    for api in issue_apis:
+        for order in orders:
+            for k in chunks:
+                for s in streams:
+                    if s <= k and k <= n:
+                        run(k, s, order, "pinned", pipes[api])
     table = pd.DataFrame(rows)
     if pageable and len(table):
         best = table.loc[table["wall_ms"].idxmin()]
-        slow = ks.StreamPipeline(n, 1, 1, pipe.iters, pinned=False)
+        slow = ks.StreamPipeline(n, 1, 1, pipe.iters, pinned=False, issue_api=str(best["issue"]))
         slow.h_in[:] = x
         run(int(best["chunks"]), int(best["streams"]), str(best["order"]), "pageable", slow)
         del slow
     table = pd.DataFrame(rows)
     for key, value in (("h2d_ms", stages["H2D"]), ("kernel_ms", stages["kernel"]), ("d2h_ms", stages["D2H"]),
-                       ("iters", pipe.iters), ("n", n), ("copy_engines", engines), ("overhead_ms", overhead_ms)):
+                       ("both_ms", stages["both copies"]), ("iters", pipe.iters), ("n", n),
+                       ("copy_engines", engines), ("overhead_ms", overhead_ms)):
         table[key] = value
     return table
+
+
+def numba_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The pinned rows of a pipeline table whose copies Numba issued (the chapter's code as written)."""
+    pinned = table[table["host_memory"] == "pinned"]
+    return pinned[pinned["issue"] == "numba"] if "issue" in pinned else pinned
 
 
 def pipeline_summary(table: pd.DataFrame) -> dict:
@@ -456,12 +547,16 @@ def pipeline_summary(table: pd.DataFrame) -> dict:
     same configuration (its serial time over its time for the best configuration).
     """
     pinned = table[table["host_memory"] == "pinned"]
-    serial = pinned[(pinned["chunks"] == 1) & (pinned["streams"] == 1)].iloc[0]
     best = pinned.loc[pinned["wall_ms"].idxmin()]
+    same_api = pinned[pinned["issue"] == best["issue"]] if "issue" in pinned else pinned
+    serial = same_api[(same_api["chunks"] == 1) & (same_api["streams"] == 1)].iloc[0]
     stage_max = float(max(best["h2d_ms"], best["kernel_ms"], best["d2h_ms"]))
-    return {"serial_ms": float(serial["wall_ms"]), "best_chunks": int(best["chunks"]),
-            "best_streams": int(best["streams"]), "best_order": str(best["order"]), "best_ms": float(best["wall_ms"]),
+    both = float(best["both_ms"]) if "both_ms" in best else float("nan")
+    return {"serial_ms": float(serial["wall_ms"]), "best_issue": str(best.get("issue", "numba")),
+            "best_chunks": int(best["chunks"]), "best_streams": int(best["streams"]),
+            "best_order": str(best["order"]), "best_ms": float(best["wall_ms"]),
             "stage_max_ms": stage_max, "ratio": float(best["wall_ms"]) / stage_max,
+            "both_ms": both, "both_ratio": float(best["wall_ms"]) / both,
             "speedup": float(serial["wall_ms"]) / float(best["wall_ms"]),
             "model_speedup": float(serial["model_ms"]) / float(best["model_ms"]),
             "model_best_ms": float(best["model_ms"])}
@@ -635,8 +730,9 @@ def managed_table(sizes: Sequence[int] = MANAGED_SIZES, *, repeat: int = 3, iter
 
 
 __all__ = ["GANTT_STREAMS", "MANAGED_SIZES", "PIPELINE_CHUNKS", "PIPELINE_N", "PIPELINE_STREAMS", "TRANSFER_SIZES",
-           "async_table", "calibrate_iters", "error_surfacing", "fit_table", "gantt_table", "link_table",
-           "managed_table", "pipeline_summary", "pipeline_table", "stage_times", "transfer_table"]
+           "async_table", "calibrate_iters", "copy_times", "error_surfacing", "fit_table", "gantt_table",
+           "link_rates_table", "link_table", "managed_table", "pipeline_summary", "pipeline_table", "stage_times",
+           "transfer_table"]
 
 
 # ============================================================================================ reading the tables
@@ -648,7 +744,7 @@ def issue_cost_ms(table: pd.DataFrame) -> float:
     ``wall_ms / (3 * chunks)``, the median over the pinned rows of the largest chunk count: an upper bound
     of what one Numba call (copy or launch) costs the host.
     """
-    pinned = table[table["host_memory"] == "pinned"]
+    pinned = numba_rows(table)
     most = pinned[pinned["chunks"] == pinned["chunks"].max()]
     return float((most["wall_ms"] / (3 * most["chunks"])).median())
 
@@ -673,9 +769,10 @@ def model_options(table: pd.DataFrame, gantt: pd.DataFrame) -> dict:
 
 
 def model_comparison(table: pd.DataFrame, **options) -> pd.DataFrame:
-    """The pinned rows of a pipeline table with the plain model (``plain_ms``: no costs, copies in issue order)
-    and the model with ``options`` (``fitted_ms``, e.g. :func:`model_options`), and their errors."""
-    pinned = table[table["host_memory"] == "pinned"].copy()
+    """The pinned rows issued through Numba of a pipeline table with the plain model (``plain_ms``: no costs,
+    copies in issue order) and the model with ``options`` (``fitted_ms``, e.g. :func:`model_options`), and
+    their errors."""
+    pinned = numba_rows(table).copy()
     first = pinned.iloc[0]
     h, k, d = float(first["h2d_ms"]), float(first["kernel_ms"]), float(first["d2h_ms"])
     engines = int(first["copy_engines"]) if "copy_engines" in pinned else 2
@@ -689,4 +786,4 @@ def model_comparison(table: pd.DataFrame, **options) -> pd.DataFrame:
     return pinned[["chunks", "streams", "order", "wall_ms", "plain_ms", "fitted_ms", "fitted_error"]]
 
 
-__all__ += ["copy_slowdown", "issue_cost_ms", "model_comparison", "model_options"]
+__all__ += ["copy_slowdown", "issue_cost_ms", "model_comparison", "model_options", "numba_rows"]
