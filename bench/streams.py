@@ -115,6 +115,16 @@ def collect(out_dir) -> None:
          "prefetch and/or NumPy reading managed memory); CUDA events for GPU work, host clock otherwise; "
          "medians of 3, fresh memory each time"),
     ]
+    from labhelpers.experiments import multi_gpu
+
+    if multi_gpu.gpu_count() >= 2:
+        steps.append(("ch11_multi_gpu", lambda: _get("multi_gpu", lambda: multi_gpu.multi_gpu_table((0, 1))),
+                      "labhelpers.experiments.multi_gpu.multi_gpu_table on GPUs 0 and 1: cudaMemcpyPeerAsync of "
+                      "256 MiB (CUDA events of the source GPU; both at once: host clock), and the 2^26 float32 "
+                      "pipeline (16 chunks, 4 streams, driver's copies) whole on GPU 0, half on each alone, halves "
+                      "on both at once; medians of 5 after one warm-up"))
+    else:
+        print("-- streams: ch11_multi_gpu NOT collected: this machine has one GPU")
     for name, fn, notes in steps:
         try:  # one failed table must not lose the others
             save_reference(name, fn(), out_dir, notes=notes)
@@ -140,6 +150,15 @@ def bench(ctx) -> list[Row]:
                         float(at[f"{direction} pageable"])))
     rows.append(Row(TOPIC, "H2D + D2H at once", "2 x 256 MiB", float(rates["H2D + D2H at once"]), "GB/s",
                     "both directions' theoretical maximum", 2 * link_max))
+    if "multi_gpu" in _CACHE:  # collected on a machine with two GPUs
+        multi = _CACHE["multi_gpu"]
+        peer = multi[multi["experiment"] == "peer copy"].set_index("case")
+        split = multi[multi["experiment"] == "split job"].set_index("case")
+        for case, row in peer.iterrows():
+            rows.append(Row(TOPIC, f"peer copy {case}", "256 MiB", float(row["gbps"]), "GB/s",
+                            f"H2D pinned (peer access: {bool(row['peer_access'])})", float(rates["H2D"])))
+        rows.append(Row(TOPIC, "job split across 2 GPUs", "2^26 f32", float(split["speedup"].iloc[-1]), "x",
+                        "2 (each GPU with its own link)", 2.0))
     data_gb = 4 * int(_pipeline()["n"].iloc[0]) / 1e9
     for name, table, target in (("copy-bound", _pipeline(), None), ("kernel-bound", _kernel_bound(), 1 / 1.15)):
         summary = ex.pipeline_summary(table)

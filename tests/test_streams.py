@@ -480,3 +480,47 @@ def test_widget_copy_times_are_the_reference_gpus(ref):
     first = ref["pipeline"].iloc[0]
     assert f.WIDGET_H2D_MS == pytest.approx(float(first["h2d_ms"]), rel=0.05)
     assert f.WIDGET_D2H_MS == pytest.approx(float(first["d2h_ms"]), rel=0.05)
+
+
+# --- beyond one GPU -----------------------------------------------------------------------------------
+
+@sim_only
+def test_multi_gpu_experiments_say_the_simulator_has_no_gpus():
+    from labhelpers.experiments import multi_gpu as mg
+
+    for fn in (mg.multi_gpu_table, mg.peer_copy_table, mg.split_job_table):
+        with pytest.raises(lh.GPUOnlyError, match="simulator"):
+            fn()
+    assert mg.why_not_measured().startswith("the simulator has no GPUs")
+
+
+@gpu_only
+@pytest.mark.parametrize("devices", [(0,), (0, 1, 2), "01", (0, -1)])
+def test_multi_gpu_experiments_refuse_bad_devices(devices):
+    from labhelpers.experiments import multi_gpu as mg
+
+    with pytest.raises(lh.ArgumentError, match="devices"):
+        mg.multi_gpu_table(devices)
+
+
+@gpu_only
+def test_multi_gpu_experiments_need_a_second_gpu():
+    from labhelpers.experiments import multi_gpu as mg
+
+    if mg.gpu_count() >= 2:
+        pytest.skip("this machine has two GPUs")
+    with pytest.raises(lh.GPUOnlyError, match="needs two GPUs and this machine has 1"):
+        mg.multi_gpu_table()
+    assert mg.why_not_measured().startswith("1 GPU here")
+
+
+@gpu_only
+def test_multi_gpu_code_runs_on_one_gpu_twice():
+    """devices=(0, 0): the two-GPU code path on one GPU (checks the code, not two GPUs)."""
+    from labhelpers.experiments import multi_gpu as mg
+
+    table = mg.multi_gpu_table((0, 0), n=2**20, nbytes=2**20, repeat=2)
+    assert table["same_device"].all() and (table["median_ms"] > 0).all()
+    assert list(table["experiment"].unique()) == ["peer copy", "split job"]
+    split = table[table["experiment"] == "split job"].set_index("case")
+    assert split.loc["whole job, one GPU", "speedup"] == 1.0
