@@ -2033,9 +2033,10 @@ SLIDE_CSR_INDEX = (0, 2, 0, 1, 2, 2)
 SLIDE_ROW_PTR_AS_PRINTED = (0, 2, 5)
 SLIDE_ROW_PTR = (0, 2, 5, 6)
 
-#: Threads per block and merge items per thread of the merge-based SpMV kernels. Few items per thread keep
-#: the staging loops short enough to be unrolled (on an H100 at 2^23 rows, 4 items per thread ran the power-law
-#: matrix at 0.83x cuSPARSE, 8 at 0.75x, 12 and 16, whose loops stayed rolled, at 0.49x).
+#: Threads per block and merge items per thread of the merge-based SpMV kernels. Few items per thread keep a
+#: block's shared memory small, so more blocks, and more gathers of ``x`` in flight, fit on an SM. On an H100
+#: (power-law matrix, 2^23 rows): 16 items, 18 KB per block, 11 blocks per SM (69% occupancy), 0.49x
+#: cuSPARSE; 8 items, 10 KB, 16 blocks (100%), 0.75x; 4 items, 0.83x.
 MERGE_THREADS = 128
 MERGE_ITEMS = 4
 MERGE_TILE = MERGE_THREADS * MERGE_ITEMS
@@ -2381,14 +2382,13 @@ def spmv_merge(row_ptr, col_idx, values, x, y, coords):
     j0 = coords[b, 1]
     i1 = coords[b + 1, 0]
     j1 = coords[b + 1, 1]
-    # Staging loops with a constant trip count: the compiler unrolls them, so each thread has all its
-    # loads in flight at once (a `while k < count` loop waits for one gather at a time: half the speed).
+    # Staging: thread tid takes items tid, tid + 128, ... (coalesced); a fixed trip count, unrolled.
     for m in range(MERGE_ITEMS + 1):  # the starts of rows i0 .. i1 + 1 (row r ends where row r + 1 starts)
         k = tid + m * MERGE_THREADS
         if k < i1 - i0 + 2:
             r = i0 + k
             s_rows[k] = row_ptr[r] if r <= n_rows else nnz
-    for m in range(MERGE_ITEMS):  # the tile's products, coalesced: thread tid takes items tid, tid + 128, ...
+    for m in range(MERGE_ITEMS):  # the tile's products
         k = tid + m * MERGE_THREADS
         if k < j1 - j0:
             s_prod[k] = values[j0 + k] * x[col_idx[j0 + k]]
@@ -2445,14 +2445,13 @@ def spmv_merge_combined(row_ptr, col_idx, values, x, y, coords):
     j0 = coords[b, 1]
     i1 = coords[b + 1, 0]
     j1 = coords[b + 1, 1]
-    # Staging loops with a constant trip count: the compiler unrolls them, so each thread has all its
-    # loads in flight at once (a `while k < count` loop waits for one gather at a time: half the speed).
+    # Staging: thread tid takes items tid, tid + 128, ... (coalesced); a fixed trip count, unrolled.
     for m in range(MERGE_ITEMS + 1):  # the starts of rows i0 .. i1 + 1 (row r ends where row r + 1 starts)
         k = tid + m * MERGE_THREADS
         if k < i1 - i0 + 2:
             r = i0 + k
             s_rows[k] = row_ptr[r] if r <= n_rows else nnz
-    for m in range(MERGE_ITEMS):  # the tile's products, coalesced: thread tid takes items tid, tid + 128, ...
+    for m in range(MERGE_ITEMS):  # the tile's products
         k = tid + m * MERGE_THREADS
         if k < j1 - j0:
             s_prod[k] = values[j0 + k] * x[col_idx[j0 + k]]
