@@ -2362,6 +2362,29 @@ def spmv_merge_partition(row_ptr, nnz, coords):
         coords[t, 1] = diagonal - i
 
 
+@cuda.jit(device=True)
+def merge_stage_tile(row_ptr, col_idx, values, x, s_rows, s_prod, i0, i1, j0, j1):
+    """Merge-based SpMV: the block stages its tile in shared memory (the caller synchronises after it).
+
+    ``s_rows[k]`` = the start of row ``i0 + k`` for ``k = 0 .. i1 - i0 + 1`` (row ``r`` ends where row
+    ``r + 1`` starts; past the last row, ``nnz``), and ``s_prod[k]`` = ``values[j0 + k] * x[col_idx[j0 + k]]``
+    for the tile's non-zeros. Thread ``t`` takes items ``t``, ``t + MERGE_THREADS``, ...: a warp's loads
+    are coalesced, and the fixed trip count lets the compiler unroll both loops.
+    """
+    tid = cuda.threadIdx.x
+    n_rows = row_ptr.size - 1
+    nnz = values.size
+    for m in range(MERGE_ITEMS + 1):
+        k = tid + m * MERGE_THREADS
+        if k < i1 - i0 + 2:
+            r = i0 + k
+            s_rows[k] = row_ptr[r] if r <= n_rows else nnz
+    for m in range(MERGE_ITEMS):
+        k = tid + m * MERGE_THREADS
+        if k < j1 - j0:
+            s_prod[k] = values[j0 + k] * x[col_idx[j0 + k]]
+
+
 @cuda.jit
 def spmv_merge(row_ptr, col_idx, values, x, y, coords):
     """Merge-based SpMV, step 2: each block takes ``MERGE_TILE`` merge items (row ends + non-zeros).
@@ -2376,22 +2399,11 @@ def spmv_merge(row_ptr, col_idx, values, x, y, coords):
     s_prod = cuda.shared.array(MERGE_TILE, float32)
     tid = cuda.threadIdx.x
     b = cuda.blockIdx.x
-    n_rows = y.size
-    nnz = values.size
     i0 = coords[b, 0]
     j0 = coords[b, 1]
     i1 = coords[b + 1, 0]
     j1 = coords[b + 1, 1]
-    # Staging: thread tid takes items tid, tid + 128, ... (coalesced); a fixed trip count, unrolled.
-    for m in range(MERGE_ITEMS + 1):  # the starts of rows i0 .. i1 + 1 (row r ends where row r + 1 starts)
-        k = tid + m * MERGE_THREADS
-        if k < i1 - i0 + 2:
-            r = i0 + k
-            s_rows[k] = row_ptr[r] if r <= n_rows else nnz
-    for m in range(MERGE_ITEMS):  # the tile's products
-        k = tid + m * MERGE_THREADS
-        if k < j1 - j0:
-            s_prod[k] = values[j0 + k] * x[col_idx[j0 + k]]
+    merge_stage_tile(row_ptr, col_idx, values, x, s_rows, s_prod, i0, i1, j0, j1)
     cuda.syncthreads()  # RAW: the tile's products and row starts are in shared memory before the walk
     length = (i1 - i0) + (j1 - j0)
     d = min(tid * MERGE_ITEMS, length)
@@ -2440,21 +2452,11 @@ def spmv_merge_combined(row_ptr, col_idx, values, x, y, coords):
     tid = cuda.threadIdx.x
     b = cuda.blockIdx.x
     n_rows = y.size
-    nnz = values.size
     i0 = coords[b, 0]
     j0 = coords[b, 1]
     i1 = coords[b + 1, 0]
     j1 = coords[b + 1, 1]
-    # Staging: thread tid takes items tid, tid + 128, ... (coalesced); a fixed trip count, unrolled.
-    for m in range(MERGE_ITEMS + 1):  # the starts of rows i0 .. i1 + 1 (row r ends where row r + 1 starts)
-        k = tid + m * MERGE_THREADS
-        if k < i1 - i0 + 2:
-            r = i0 + k
-            s_rows[k] = row_ptr[r] if r <= n_rows else nnz
-    for m in range(MERGE_ITEMS):  # the tile's products
-        k = tid + m * MERGE_THREADS
-        if k < j1 - j0:
-            s_prod[k] = values[j0 + k] * x[col_idx[j0 + k]]
+    merge_stage_tile(row_ptr, col_idx, values, x, s_rows, s_prod, i0, i1, j0, j1)
     cuda.syncthreads()  # RAW: the tile's products and row starts are in shared memory before the walk
     length = (i1 - i0) + (j1 - j0)
     d = min(tid * MERGE_ITEMS, length)
