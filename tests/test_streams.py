@@ -216,7 +216,7 @@ def test_simulator_has_no_events_or_page_locked_memory():
     from labhelpers.experiments import streams as exs
 
     for fn in (exs.link_table, exs.transfer_table, exs.async_table, exs.pipeline_table, exs.gantt_table,
-               exs.managed_table, exs.link_rates_table, lambda: exs.copy_times([])):
+               exs.managed_table, exs.link_rates_table, lambda: exs.copy_times([("H2D", 0, 0, 4)])):
         with pytest.raises(lh.GPUOnlyError):
             fn()
     with pytest.raises(lh.GPUOnlyError, match="issue_api='numba'"):
@@ -231,9 +231,19 @@ def test_pipeline_refuses_an_unknown_issue_api(kwargs):
         ks.StreamPipeline(10, 2, 2, **kwargs)
 
 
-def test_copy_async_refuses_an_unknown_direction():
+@pytest.mark.parametrize("copies", [[], None, [("H2D", 0, 0)], [("H2H", 0, 0, 4)], [("D2H", 0, 0, 0)], "H2D"])
+def test_copy_times_refuses_bad_copies(copies):
+    from labhelpers.experiments import streams as exs
+
+    with pytest.raises(lh.ArgumentError):
+        exs.copy_times(copies)
+
+
+def test_copy_async_refuses_an_unknown_direction_or_size():
     with pytest.raises(lh.ArgumentError, match="direction"):
         ks.copy_async("H2H", 0, 0, 4, None)
+    with pytest.raises(lh.ArgumentError, match="nbytes"):
+        ks.copy_async("H2D", 0, 0, 0, None)
 
 
 @gpu_only

@@ -362,6 +362,13 @@ def copy_times(copies: Sequence[tuple], *, repeat: int = 5) -> list[float]:
     CUDA event, so two copies run at the same time. CUDA events time the copies alone: no Python
     bookkeeping falls between them. One untimed run first.
     """
+    copies = list(copies) if isinstance(copies, (list, tuple)) else None
+    if not copies or any(not isinstance(c, tuple) or len(c) != 4 for c in copies):
+        raise ArgumentError("copies must be a non-empty list of (direction, dst_address, src_address, nbytes), "
+                            "e.g. [('H2D', d_ptr, h_ptr, 2**20)]")
+    for direction, _dst, _src, nbytes in copies:
+        validate.choice(direction, "direction", ("H2D", "D2H"))
+        validate.integer(nbytes, "nbytes", minimum=1)
     _require_gpu("copy_times")
     cuda = _cuda()
     streams = [cuda.stream() for _ in copies]

@@ -241,6 +241,7 @@ def copy_async(direction: str, dst: int, src: int, nbytes: int, stream) -> None:
     pipeline has many chunks. Nothing checks the addresses: a wrong one is an illegal-address error.
     """
     validate.choice(direction, "direction", ("H2D", "D2H"))
+    nbytes = validate.integer(nbytes, "nbytes", minimum=1)
     if backend.is_simulator():
         raise GPUOnlyError("copy_async calls the CUDA driver, which the simulator does not have.")
     from cuda.bindings import driver as cu
