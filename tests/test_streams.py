@@ -505,7 +505,6 @@ def test_multi_gpu_experiments_say_the_simulator_has_no_gpus():
     assert mg.why_not_measured().startswith("the simulator has no GPUs")
 
 
-@gpu_only
 @pytest.mark.parametrize("devices", [(0,), (0, 1, 2), "01", (0, -1)])
 def test_multi_gpu_experiments_refuse_bad_devices(devices):
     from labhelpers.experiments import multi_gpu as mg

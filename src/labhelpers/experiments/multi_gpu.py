@@ -52,15 +52,15 @@ def why_not_measured() -> str | None:
 
 
 def _check_devices(devices: Sequence[int], what: str) -> tuple[int, int]:
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{what} measures real GPUs; the simulator has none, so the chapter shows the model.")
     try:
         a, b = devices
     except (TypeError, ValueError):
         raise ArgumentError(f"devices must be two GPU numbers, e.g. (0, 1); got {devices!r}") from None
-    count = gpu_count()
     a = validate.integer(a, "devices[0]", minimum=0)
     b = validate.integer(b, "devices[1]", minimum=0)
+    if backend.is_simulator():
+        raise GPUOnlyError(f"{what} measures real GPUs; the simulator has none, so the chapter shows the model.")
+    count = gpu_count()
     if max(a, b) >= count:
         raise GPUOnlyError(f"{what} needs two GPUs and this machine has {count}: devices={devices!r} asks for GPU "
                            f"{max(a, b)}. The chapter shows the model instead (devices=(0, 0) runs the code on one "
