@@ -505,6 +505,14 @@ def test_multi_gpu_experiments_say_the_simulator_has_no_gpus():
     assert mg.why_not_measured().startswith("the simulator has no GPUs")
 
 
+@pytest.mark.parametrize("kwargs", [dict(n=1), dict(n=0.5), dict(repeat=0), dict(issue_api="cupy")])
+def test_split_job_refuses_bad_settings_on_both_backends(kwargs):
+    from labhelpers.experiments import multi_gpu as mg
+
+    with pytest.raises(lh.ArgumentError):
+        mg.split_job_table(**kwargs)
+
+
 @pytest.mark.parametrize("devices", [(0,), (0, 1, 2), "01", (0, -1)])
 def test_multi_gpu_experiments_refuse_bad_devices(devices):
     from labhelpers.experiments import multi_gpu as mg

@@ -100,8 +100,9 @@ def peer_copy_table(devices: Sequence[int] = (0, 1), nbytes: int = 2**28, *, rep
     other's memory directly, over NVLink or PCIe; without it the copy is staged through the host),
     ``same_device``.
     """
-    a, b = _check_devices(devices, "peer_copy_table")
     nbytes = validate.integer(nbytes, "nbytes", minimum=1)
+    repeat = validate.integer(repeat, "repeat", minimum=1)
+    a, b = _check_devices(devices, "peer_copy_table")
     cp = _cupy()
     peer = _enable_peer(cp, a, b) and _enable_peer(cp, b, a)
     buffers, streams = {}, {}
@@ -139,7 +140,7 @@ def peer_copy_table(devices: Sequence[int] = (0, 1), nbytes: int = 2**28, *, rep
                             (f"GPU {b} -> GPU {a}", lambda: timed(b, a), nbytes),
                             ("both ways at once", both, 2 * nbytes)):
         fn()  # warm-up
-        times = [fn() for _ in range(validate.integer(repeat, "repeat", minimum=1))]
+        times = [fn() for _ in range(repeat)]
         median = statistics.median(times)
         rows.append({"experiment": "peer copy", "case": case, "nbytes": nbytes, "median_ms": median,
                      "min_ms": min(times), "gbps": moved / (median * 1e-3) / 1e9, "peer_access": bool(peer),
@@ -161,9 +162,10 @@ def split_job_table(devices: Sequence[int] = (0, 1), n: int = exs.PIPELINE_N, it
     """
     from numba import cuda
 
-    a, b = _check_devices(devices, "split_job_table")
     n = validate.integer(n, "n", minimum=2)
+    repeat = validate.integer(repeat, "repeat", minimum=1)
     validate.choice(issue_api, "issue_api", ks.ISSUE_APIS)
+    a, b = _check_devices(devices, "split_job_table")
     x = np.random.default_rng(0).random(n, dtype=np.float32) * 4
     half = n // 2
     with cuda.gpus[a]:
@@ -199,7 +201,7 @@ def split_job_table(devices: Sequence[int] = (0, 1), n: int = exs.PIPELINE_N, it
     rows = []
     for case, parts in cases:
         run(parts)  # warm-up
-        times = [run(parts) for _ in range(validate.integer(repeat, "repeat", minimum=1))]
+        times = [run(parts) for _ in range(repeat)]
         rows.append({"experiment": "split job", "case": case, "median_ms": statistics.median(times),
                      "min_ms": min(times)})
     expected = np.array(whole.h_out)
@@ -217,6 +219,9 @@ def split_job_table(devices: Sequence[int] = (0, 1), n: int = exs.PIPELINE_N, it
 def multi_gpu_table(devices: Sequence[int] = (0, 1), *, n: int = exs.PIPELINE_N, nbytes: int = 2**28,
                     repeat: int = 5) -> pd.DataFrame:
     """:func:`peer_copy_table` and :func:`split_job_table` in one table (rows told apart by ``experiment``)."""
+    validate.integer(n, "n", minimum=2)
+    validate.integer(nbytes, "nbytes", minimum=1)
+    validate.integer(repeat, "repeat", minimum=1)
     _check_devices(devices, "multi_gpu_table")
     return pd.concat([peer_copy_table(devices, nbytes, repeat=repeat), split_job_table(devices, n, repeat=repeat)],
                      ignore_index=True)
