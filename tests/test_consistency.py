@@ -538,3 +538,11 @@ def test_chapter_claims_hold_for_the_reference_data():
     assert "RACECHECK SUMMARY" in summary["summary"] and summary["kinds"] == ["RAW"]
     text = "\n".join(lh.load_reference("ch13_racecheck").table["text"])
     assert "shift_racy" in text and "shift_synced" not in text
+    # the host frame names the launch in run_shift: after editing kernels/consistency.py above it, collect again
+    import re
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "src" / "labhelpers" / "kernels" / "consistency.py").read_text()
+    for line_no in set(re.findall(r"Host Frame: run_shift in consistency\.py:(\d+)", text)):
+        line = source.splitlines()[int(line_no) - 1]
+        assert "(shift_racy if racy else shift_synced)[" in line, (line_no, line)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import labhelpers as lh
 from labhelpers.arrays import to_host
@@ -49,3 +50,34 @@ def test_check_array_messages_name_the_fix():
 def test_device_round_trip():
     a = np.arange(10, dtype=np.float32)
     assert np.array_equal(to_host(lh.to_device(a)), a)
+
+
+def test_as_device_copies_host_arrays_and_keeps_device_arrays():
+    from labhelpers.arrays import as_device
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # not contiguous: copied contiguously
+    d = as_device(x)
+    assert np.array_equal(to_host(d), x)
+    kept = cuda.to_device(np.ones(4, np.float32))
+    assert as_device(kept) is kept
+
+
+@cuda.jit
+def _fill_index(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = i
+
+
+def test_configured_kernel_launches_with_its_own_configuration_every_time():
+    from labhelpers.launch import ConfiguredKernel
+
+    fill_index = _fill_index
+    small, large = ConfiguredKernel(fill_index, 1, 32), ConfiguredKernel(fill_index, 4, 32)
+    for _ in range(2):  # interleaved: one kernel object, two configurations
+        a = cuda.to_device(np.full(128, -1, np.int32))
+        small(a)
+        assert (to_host(a)[:32] == np.arange(32)).all() and (to_host(a)[32:] == -1).all()
+        b = cuda.to_device(np.full(128, -1, np.int32))
+        large(b)
+        assert (to_host(b) == np.arange(128)).all()

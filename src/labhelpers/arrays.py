@@ -58,6 +58,20 @@ def to_device(a: np.ndarray):
     return cuda.to_device(host)
 
 
+def as_device(x: Any):
+    """A device array for ``x``, for the package's kernels: a NumPy array is copied (made contiguous first);
+    a CuPy array (or anything else with ``__cuda_array_interface__``) is wrapped as a Numba array without a
+    copy; a Numba device array (or, in the simulator, any array) is returned as it is.
+    """
+    from numba import cuda
+
+    if isinstance(x, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(x))
+    if backend.is_gpu() and not hasattr(x, "copy_to_host"):
+        return cuda.as_cuda_array(x)
+    return x
+
+
 def to_host(a: Any) -> np.ndarray:
     """Return a NumPy array for a NumPy, CuPy or Numba device array."""
     if isinstance(a, np.ndarray):

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import backend
+from ..arrays import as_device
 from ..errors import GPUOnlyError
 from ..kernels import stencil as st
 from ..roofline.measure import time_copy
@@ -145,13 +146,13 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
     from cupyx.scipy import ndimage as cnd
 
     img = cp.random.default_rng(1).random((n, n), dtype=cp.float32)
-    img_nb = st._as_device(img)
+    img_nb = as_device(img)
     nbytes = 8 * n * n
     grid = st._grid_2d((n, n), st.BLOCK_2D)
     out = cp.empty_like(img)
-    out_nb = st._as_device(out)
+    out_nb = as_device(out)
     weights = cp.asarray(st.BOX_WEIGHTS)
-    weights_nb = st._as_device(weights)
+    weights_nb = as_device(weights)
     rows = []
 
     def ours_blur():

@@ -41,7 +41,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32, uint64
 
 from .. import backend, validate
-from ..arrays import check_array
+from ..arrays import as_device, check_array
 from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LaunchConfigError
 
 #: Threads of a warp.
@@ -475,14 +475,6 @@ def make_sum_last_block(fence: bool = True):
 SIM_SUM_BLOCKS = 3
 
 
-def _as_device(x):
-    if isinstance(x, np.ndarray):
-        return cuda.to_device(x)
-    if backend.is_gpu() and not hasattr(x, "copy_to_host"):
-        return cuda.as_cuda_array(x)
-    return x
-
-
 @cuda.jit
 def fill_float32(a, value):
     """``a[:] = value`` (a grid-stride loop)."""
@@ -521,7 +513,7 @@ class LastBlockSum:
             grid = SIM_SUM_BLOCKS if backend.is_simulator() else resident_blocks(SUM_THREADS)
             self.blocks = max(1, min(grid, -(-self.n // (SUM_THREADS * SUM_UNROLL))))
         self.blocks = _int(self.blocks, "blocks", minimum=1)
-        self._x = _as_device(self.x)
+        self._x = as_device(self.x)
         self.partial = cuda.device_array(self.blocks, dtype=np.float32)
         self.ticket = cuda.to_device(np.zeros(1, dtype=np.uint32))
         self.out = cuda.device_array(1, dtype=np.float32)

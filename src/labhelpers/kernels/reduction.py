@@ -39,7 +39,8 @@ import numpy as np
 from numba import cuda, float32, uint64
 
 from .. import backend
-from ..arrays import check_array
+from ..launch import ConfiguredKernel
+from ..arrays import as_device, check_array
 from ..errors import GPUOnlyError, LabError, LaunchConfigError
 
 #: Largest block: the size of the statically allocated shared array of the classic kernels.
@@ -689,15 +690,6 @@ def level_sizes(n: int, threads: int, per_thread: int = 1) -> list[tuple[int, in
 # ---------------------------------------------------------------------------------------------
 
 
-def _as_device(x):
-    """A device array for ``x``: copies a NumPy array; wraps CuPy & co. zero-copy as Numba arrays."""
-    if isinstance(x, np.ndarray):
-        return cuda.to_device(x)
-    if backend.is_gpu() and not hasattr(x, "copy_to_host"):
-        return cuda.as_cuda_array(x)
-    return x
-
-
 @dataclass
 class Step:
     """One kernel launch of a reduction: ``kernel[blocks, threads](src, dst)``."""
@@ -707,15 +699,13 @@ class Step:
     threads: int
     src: Any
     dst: Any
-    _configured: Any = field(default=None, repr=False)
+    _launch: ConfiguredKernel = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._launch = ConfiguredKernel(self.kernel, self.blocks, self.threads)
 
     def __call__(self, *extra) -> None:
-        if backend.is_simulator():  # the simulator's kernel[...] configures the kernel object itself
-            self.kernel[self.blocks, self.threads](self.src, self.dst, *extra)
-            return
-        if self._configured is None:  # on a GPU, keep the launch configuration: less Python per launch
-            self._configured = self.kernel[self.blocks, self.threads]
-        self._configured(self.src, self.dst, *extra)
+        self._launch(self.src, self.dst, *extra)
 
 
 @dataclass
@@ -766,7 +756,7 @@ class Reducer:
         require_gpu_for(v.key)
         self.n = int(self.x.shape[0])
         self._variant = v
-        x_d = _as_device(self.x)
+        x_d = as_device(self.x)
         self._x_d = x_d
         kernel = kernel_for(v.key, self.threads, self.unroll)
         self._zero_first = v.launch in (ATOMIC_ELEMENT, ATOMIC_BLOCK) and v.key != "best"
@@ -912,7 +902,7 @@ def run_last_warp_unsafe(x, threads: int = 256) -> np.float32:
             "thread, so whatever it printed would say nothing about a GPU. Run this cell on a GPU.")
     check_array(x, "x", dtype=np.float32, ndim=1)
     threads = check_block_size(threads)
-    src = _as_device(x)
+    src = as_device(x)
     for _m, blocks in level_sizes(int(x.shape[0]), threads, per_thread=2):
         dst = cuda.device_array(blocks, dtype=np.float32)
         reduce_last_warp_unsafe[blocks, threads](src, dst)

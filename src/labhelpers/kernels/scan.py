@@ -29,7 +29,6 @@ tiled kernels use a shared-memory block scan there instead of shuffles.
 
 from __future__ import annotations
 
-import math
 import types as pytypes
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -38,7 +37,8 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from .. import backend, validate
-from ..arrays import to_host
+from ..launch import ConfiguredKernel
+from ..arrays import as_device, to_host
 from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LaunchConfigError
 
 #: Largest block (threads).
@@ -1351,15 +1351,6 @@ def require_gpu(what: str, needs: str, reference: str = "ch10_scan_methods") -> 
             f"lh.load_reference({reference!r}).")
 
 
-def _as_device(x):
-    """A device array for ``x``: copies a NumPy array; wraps CuPy & co. zero-copy as Numba arrays."""
-    if isinstance(x, np.ndarray):
-        return cuda.to_device(x)
-    if backend.is_gpu() and not hasattr(x, "copy_to_host"):
-        return cuda.as_cuda_array(x)
-    return x
-
-
 def _empty(dtype):
     return cuda.device_array(0, dtype=dtype)
 
@@ -1406,15 +1397,13 @@ class Launch:
     blocks: int
     threads: int
     args: tuple
-    _configured: Any = field(default=None, repr=False)
+    _launch: ConfiguredKernel = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._launch = ConfiguredKernel(self.kernel, self.blocks, self.threads)
 
     def __call__(self, *extra) -> None:
-        if backend.is_simulator():  # the simulator's kernel[...] configures the kernel object itself
-            self.kernel[self.blocks, self.threads](*self.args, *extra)
-            return
-        if self._configured is None:
-            self._configured = self.kernel[self.blocks, self.threads]
-        self._configured(*self.args, *extra)
+        self._launch(*self.args, *extra)
 
 
 class Scan:
@@ -1453,12 +1442,12 @@ class Scan:
         self.inclusive = bool(inclusive)
         self.dtype = np.dtype(x.dtype)
         self.n = int(x.shape[0])
-        self.x = _as_device(x)
+        self.x = as_device(x)
         if out is None:
             self.out = cuda.device_array(self.n, dtype=self.dtype)
         else:
             validate.array(out, "out", dtype=self.dtype, shape=(self.n,))
-            self.out = _as_device(out)
+            self.out = as_device(out)
         self.launches: list[Launch] = []
         self._epoch_launches: list[Launch] = []
         self._epoch = 0
@@ -1621,7 +1610,7 @@ def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int
         raise ArrayArgumentError(f"the pitfall kernel {chosen!r} is written for int32: pass x.astype(np.int32)")
     else:
         k = kernel_obj
-    args = (_as_device(x), out, _empty(dtype)) + ((_empty(dtype),) if chosen.startswith("blelloch") else ())
+    args = (as_device(x), out, _empty(dtype)) + ((_empty(dtype),) if chosen.startswith("blelloch") else ())
     k[blocks, threads](*args, 1 if inclusive else 0)
     return out.copy_to_host()
 
@@ -1683,7 +1672,7 @@ class Compactor:
         self.threshold = self.dtype.type(validate.number(threshold, "threshold"))
         self.method = validate.choice(method, "method", ("single_pass", "three_kernels"))
         self.n = int(x.shape[0])
-        self.x = _as_device(x)
+        self.x = as_device(x)
         self.out = cuda.device_array(max(self.n, 1), dtype=self.dtype)
         self._count = _zeros(1, np.int32)
         self._epoch = 0
@@ -1834,7 +1823,7 @@ def radix_split(keys, bit: int = 0, threads: int | None = None) -> np.ndarray:
     n = int(keys.shape[0])
     if n == 0:
         return np.zeros(0, np.uint32)
-    k = _as_device(keys)
+    k = as_device(keys)
     e = cuda.device_array(n, dtype=np.int32)
     out = cuda.device_array(n, dtype=np.uint32)
     blocks = -(-n // t)
@@ -1905,7 +1894,7 @@ class RadixSorter:
                 "fewer threads")
         self.kernels = tile_kernels(np.uint32, t, per, radix_bits=self.bits)
         self.n = int(keys.shape[0])
-        self.keys = _as_device(keys)
+        self.keys = as_device(keys)
         self.passes = radix_passes(self.bits, self.key_bits)
         if self.n == 0:
             return
@@ -2018,7 +2007,7 @@ def histogram(values, bins: int, method: str = "shared", threads: int | None = N
                                                                                             backend.is_simulator()
                                                                                             else 1024))
         kernel = histogram_shared_atomics if method == "shared" else histogram_global_atomics
-        kernel[grid, t](_as_device(values), counts)
+        kernel[grid, t](as_device(values), counts)
     return counts.copy_to_host()
 
 
@@ -2547,8 +2536,8 @@ class SpMV:
         self.a = a
         self.threads = _threads_for("warp_shuffle" if self.method == "warp_per_row" else "hillis_steele", threads)
         self.n_rows, self.nnz = a.n_rows, a.nnz
-        self.d_row_ptr, self.d_col, self.d_val = (_as_device(a.row_ptr), _as_device(a.col_idx), _as_device(a.values))
-        self.d_x = _as_device(x)
+        self.d_row_ptr, self.d_col, self.d_val = (as_device(a.row_ptr), as_device(a.col_idx), as_device(a.values))
+        self.d_x = as_device(x)
         self.y = cuda.device_array(max(self.n_rows, 1), dtype=np.float32)[:self.n_rows]
         self.steps: list[Launch] = []
         if self.n_rows == 0:

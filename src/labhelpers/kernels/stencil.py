@@ -37,9 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import cuda, float32, int32
+from numba import cuda, float32
 
 from .. import backend, validate
+from ..launch import ConfiguredKernel
+from ..arrays import as_device
 from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
 
 # ---------------------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def run_stencil1d(x, radius: int = 3, variant: str = "shared", threads: int = 12
     """
     radius, threads = _check_1d(x, radius, threads, variant)
     n = int(x.shape[0])
-    x_d = _as_device(x)
+    x_d = as_device(x)
     out = cuda.device_array(n, dtype=np.float32)
     blocks = -(-n // threads)  # ceiling division: the last block may be partly empty
     STENCIL1D[variant][blocks, threads](x_d, out, np.int64(radius))
@@ -475,9 +477,9 @@ class Jacobi:
             self._a = cuda.to_device(self.u)
         else:
             self._a = cuda.device_array(self.shape, dtype=np.float32)
-            self._a.copy_to_device(_as_device(self.u))
+            self._a.copy_to_device(as_device(self.u))
         self._b = cuda.device_array(self.shape, dtype=np.float32)
-        self._configured = None
+        self._launch = ConfiguredKernel(self._kernel, self.grid, self.block)
 
     @property
     def nbytes(self) -> int:
@@ -487,12 +489,7 @@ class Jacobi:
     def step(self, count: int = 1) -> None:
         """Launch ``count`` steps (asynchronous on a GPU), swapping the buffers after each."""
         for _ in range(count):
-            if backend.is_simulator():
-                self._kernel[self.grid, self.block](self._a, self._b)
-            else:
-                if self._configured is None:
-                    self._configured = self._kernel[self.grid, self.block]
-                self._configured(self._a, self._b)
+            self._launch(self._a, self._b)
             self._a, self._b = self._b, self._a
             self.steps_done += 1
 
@@ -616,7 +613,7 @@ def run_filter3x3(img, weights, block: tuple[int, int] = BLOCK_2D) -> np.ndarray
     validate.array(w, "weights", ndim=2, shape=(3, 3), contiguous=False, finite=True)
     block = _check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    filter3x3[_grid_2d(shape, block), block](_as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
+    filter3x3[_grid_2d(shape, block), block](as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
                                              out)
     return out.copy_to_host()
 
@@ -631,7 +628,7 @@ def run_sobel(img, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
     shape = _check_image(img)
     block = _check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    sobel_magnitude[_grid_2d(shape, block), block](_as_device(img), out)
+    sobel_magnitude[_grid_2d(shape, block), block](as_device(img), out)
     return out.copy_to_host()
 
 
@@ -815,7 +812,7 @@ def _mask_device(mask):
         return cuda.to_device(np.ascontiguousarray(mask, dtype=np.uint8))
     if np.dtype(mask.dtype) == np.dtype(np.bool_) and hasattr(mask, "astype"):
         mask = mask.astype(np.uint8)  # CuPy
-    return _as_device(mask)
+    return as_device(mask)
 
 
 @dataclass
@@ -1063,15 +1060,6 @@ def random_mask(ny: int, nx: int, density: float, seed: int = 0) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _as_device(x):
-    """A device array for ``x``: copies a NumPy array; wraps CuPy & co. zero-copy as Numba arrays."""
-    if isinstance(x, np.ndarray):
-        return cuda.to_device(np.ascontiguousarray(x))
-    if backend.is_gpu() and not hasattr(x, "copy_to_host"):
-        return cuda.as_cuda_array(x)
-    return x
 
 
 def require_cupy(what: str):
