@@ -9,7 +9,9 @@ Usage (on a machine with a CUDA GPU):
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -29,6 +31,9 @@ def main() -> int:
     parser.add_argument("--skip-bench", action="store_true", help="only collect reference data")
     args = parser.parse_args()
 
+    # One identifier per collection run, stored in every reference file it writes (tools/device_collect.sh sets it
+    # once for all its lanes).
+    os.environ.setdefault("LABHELPERS_RUN_ID", datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
     import labhelpers as lh
 
     if lh.is_simulator():

@@ -97,3 +97,34 @@ def test_shipped_references_have_no_untyped_numeric_columns():
         for column in table.columns:
             if table[column].dtype == object:  # only mixed text and numbers may stay object
                 assert any(isinstance(v, str) for v in table[column].dropna()), (name, column)
+
+
+# ---------------------------------------------------------------------------------------- reference sets
+
+
+def _write(folder, name, gpu, **meta):
+    folder.mkdir(parents=True, exist_ok=True)
+    full = {"gpu": gpu, "compute_capability": "9.0", "driver": "13.0", "runtime": "13.0", "date": "2026-11-27", **meta}
+    (folder / f"{name}.json").write_text(json.dumps({"meta": full, "columns": ["x"], "rows": [[1]]}))
+
+
+def test_reference_sets_choose_folder_and_fall_back_only_for_cited_tables(tmp_path, monkeypatch):
+    _write(tmp_path, "t", "NVIDIA H100 80GB HBM3")
+    _write(tmp_path, "cited", "a lecture's GPU", source="a lecture")
+    _write(tmp_path, "only_main", "NVIDIA H100 80GB HBM3")
+    _write(tmp_path / "h200", "t", "NVIDIA H200")
+    monkeypatch.setenv(refdata.DIR_ENV_VAR, str(tmp_path))
+    monkeypatch.delenv(refdata.SET_ENV_VAR, raising=False)
+    assert refdata.chosen_set() == "H100"
+    assert refdata.load_reference("t").gpu == "NVIDIA H100 80GB HBM3"
+    assert refdata.load_reference("t", machine="H200").gpu == "NVIDIA H200"
+    monkeypatch.setenv(refdata.SET_ENV_VAR, "h200")
+    assert refdata.chosen_set() == "H200"
+    assert refdata.load_reference("t").gpu == "NVIDIA H200"
+    assert refdata.is_cited(refdata.load_reference("cited"))  # found in the main set
+    with pytest.raises(FileNotFoundError):
+        refdata.load_reference("only_main")  # a measured table is never taken from the other GPU's set
+    assert refdata.available_references() == ["t"]
+    monkeypatch.setenv(refdata.SET_ENV_VAR, "A100")
+    with pytest.raises(ValueError, match="H100, H200"):
+        refdata.chosen_set()

@@ -1,14 +1,39 @@
 #!/usr/bin/env bash
-# On the GPU machine of the `device` tool: install the carried wheels, run every benchmark and
-# collect reference data into $OUT (as one archive). Not used by CI.
+# On the GPU machine of the `device` tool: install the carried wheels, run every benchmark and collect reference data
+# into $OUT (one archive, reference.tgz, plus bench.log). Not used by CI.
 #   usage: bash tools/device_collect.sh [topic ...]
+# With several GPUs the topics are shared out among lanes, one process per GPU (CUDA_VISIBLE_DEVICES), each taking the
+# next topic from one queue: every ratio is still measured in one process on one GPU, and the whole collection is one
+# run (LABHELPERS_RUN_ID, stored in every file's metadata). LANES=1 forces one lane.
 set -uo pipefail
+cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 LABHELPERS_BACKEND=gpu CUPY_TF32=0
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/reference"
-args=()
-[ $# -gt 0 ] && args=(--only "$@")
-python3 bench/run_all.py --collect "$OUT/reference" "${args[@]}" 2>&1 | tee "$OUT/bench.log"
-rc=${PIPESTATUS[0]}
-tar czf "$OUT/reference.tgz" -C "$OUT" reference && rm -rf "$OUT/reference"
+export LABHELPERS_RUN_ID=${LABHELPERS_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}
+bash tools/ensure_opencl.sh >/dev/null 2>&1 || echo "note: tools/ensure_opencl.sh failed: chapter 12 may measure less" >&2
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/reference" "$OUT/logs"
+if [ $# -gt 0 ]; then topics=("$@"); else
+  # the longest first, so the lanes finish together
+  topics=(matmul scan streams reduction roofline stencil nbody scheduling memory portability consistency bsp cuda_intro)
+fi
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l); LANES=${LANES:-$gpus}; [ "$LANES" -ge 1 ] || LANES=1
+queue=$(mktemp); printf '%s\n' "${topics[@]}" > "$queue"
+pop() {  # the next topic of the queue, or nothing
+  flock "$queue.lock" bash -c 'head -n1 "$0"; sed -i 1d "$0"' "$queue"
+}
+lane() {
+  local gpu=$1 topic rc=0
+  while topic=$(pop) && [ -n "$topic" ]; do
+    echo "== lane $gpu: $topic ($(date -u +%T))"
+    CUDA_VISIBLE_DEVICES=$gpu python3 bench/run_all.py --collect "$OUT/reference" --only "$topic" \
+      > "$OUT/logs/$topic.log" 2>&1 || { rc=1; echo "== lane $gpu: $topic FAILED"; }
+  done
+  return $rc
+}
+echo "run $LABHELPERS_RUN_ID: ${#topics[@]} topics on $LANES lane(s) of $gpus GPU(s)"
+pids=(); for ((g = 0; g < LANES; g++)); do lane "$g" & pids+=($!); done
+rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
+for t in "${topics[@]}"; do [ -f "$OUT/logs/$t.log" ] && { echo "######## $t"; cat "$OUT/logs/$t.log"; }; done > "$OUT/bench.log"
+grep -h -E "FAIL|Traceback|Error" "$OUT/bench.log" | head -40
+tar czf "$OUT/reference.tgz" -C "$OUT" reference logs && rm -rf "$OUT/reference" "$OUT/logs"
 exit $rc

@@ -8,8 +8,16 @@ Each reference is one JSON file in ``labhelpers/data/reference/``::
      "rows": [[32, 812.5, ...], ...]}
 
 :func:`load_reference` returns a :class:`Reference` (the table as a DataFrame, the
-metadata, and a :attr:`Reference.label` to put on plots). ``bench/collect_reference.py``
+metadata, and a :attr:`Reference.label` to put on plots). ``bench/run_all.py --collect``
 writes these files with :func:`save_reference` on the GPU machine.
+
+Two reference machines: every table the book measures is collected in one run on the book's
+reference GPU (:data:`REFERENCE_SETS`' first entry, files in ``data/reference/``) and in a second
+full run on another GPU (files in ``data/reference/<set>/``), so a figure can show the chosen
+reference and, where it helps the lesson, both GPUs side by side, each labelled. The environment
+variable ``LABHELPERS_REFERENCE`` chooses which set is "the" reference (default: the first).
+Tables published elsewhere and cited by the book (a lecture's table, a textbook's) carry a
+``source`` in their metadata and live only in the main set (:func:`is_cited`).
 """
 
 from __future__ import annotations
@@ -62,27 +70,67 @@ class Reference:
 DIR_ENV_VAR = "LABHELPERS_REFERENCE_DIR"
 
 
-def _data_dir() -> Path:
+#: The reference machines, by set name: the folder of each set's files under ``data/reference/``.
+#: The first is the book's reference GPU (the device machine's default, an H100 80GB).
+REFERENCE_SETS: dict[str, str] = {"H100": "", "H200": "h200"}
+#: ``LABHELPERS_REFERENCE=H200`` makes that set the reference every chapter shows.
+SET_ENV_VAR = "LABHELPERS_REFERENCE"
+
+
+def chosen_set() -> str:
+    """The reference set chapters show: ``LABHELPERS_REFERENCE`` if set, else the first of :data:`REFERENCE_SETS`."""
+    value = os.environ.get(SET_ENV_VAR, "").strip()
+    if not value:
+        return next(iter(REFERENCE_SETS))
+    for name in REFERENCE_SETS:
+        if name.lower() == value.lower():
+            return name
+    raise ValueError(f"{SET_ENV_VAR}={value!r} names no reference set: use one of {', '.join(REFERENCE_SETS)}")
+
+
+def _set_dir(machine: str | None) -> Path:
+    """The folder of reference set ``machine`` (default: :func:`chosen_set`)."""
     override = os.environ.get(DIR_ENV_VAR)
-    if override and Path(override).is_dir():
-        return Path(override)
-    return Path(str(resources.files(DATA_PACKAGE)))
+    base = Path(override) if override and Path(override).is_dir() else Path(str(resources.files(DATA_PACKAGE)))
+    machine = chosen_set() if machine is None else machine
+    if machine not in REFERENCE_SETS:
+        raise ValueError(f"no reference set {machine!r}: the sets are {', '.join(REFERENCE_SETS)}")
+    return base / REFERENCE_SETS[machine] if REFERENCE_SETS[machine] else base
 
 
-def available_references() -> list[str]:
-    """Names of the reference files shipped with the package."""
-    return sorted(p.stem for p in _data_dir().glob("*.json"))
+def _data_dir() -> Path:
+    return _set_dir(None)
 
 
-def load_reference(name: str, directory: str | Path | None = None) -> Reference:
+def available_references(machine: str | None = None) -> list[str]:
+    """Names of the reference files of set ``machine`` (default: the chosen set) shipped with the package."""
+    return sorted(p.stem for p in _set_dir(machine).glob("*.json"))
+
+
+def is_cited(reference: "Reference") -> bool:
+    """True for a table published elsewhere and cited by the book, not measured by this project."""
+    return "source" in reference.meta
+
+
+def load_reference(name: str, directory: str | Path | None = None, *, machine: str | None = None) -> Reference:
     """Load the reference measurement ``name`` (a file ``name.json``).
+
+    Args:
+        name: the reference's name, e.g. ``"ch06_reduction_sweep"``.
+        directory: read from this folder instead of the package's data.
+        machine: which reference set (a key of :data:`REFERENCE_SETS`); default: :func:`chosen_set`.
+            A cited table (a lecture's or a book's) exists only in the main set and is found from any set.
 
     Raises:
         FileNotFoundError: no such reference; the message lists the available ones.
-        ValueError: the file lacks required metadata.
+        ValueError: the file lacks required metadata, or ``machine`` names no set.
     """
-    folder = Path(directory) if directory is not None else _data_dir()
+    folder = Path(directory) if directory is not None else _set_dir(machine)
     path = folder / f"{name}.json"
+    if not path.exists() and directory is None and folder != _set_dir(next(iter(REFERENCE_SETS))):
+        main = _set_dir(next(iter(REFERENCE_SETS))) / f"{name}.json"
+        if main.exists() and "source" in json.loads(main.read_text()).get("meta", {}):
+            path, folder = main, main.parent
     if not path.exists():
         have = ", ".join(p.stem for p in sorted(folder.glob("*.json"))) or "none"
         raise FileNotFoundError(f"no reference data named {name!r} in {folder} (available: {have})")
@@ -113,6 +161,10 @@ def typed_columns(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: ``bench/run_all.py`` sets this to one identifier per collection run; every file of a run carries it.
+RUN_ENV_VAR = "LABHELPERS_RUN_ID"
+
+
 def current_meta() -> dict:
     """Metadata describing the current GPU and software, for :func:`save_reference`."""
     from . import device
@@ -122,6 +174,7 @@ def current_meta() -> dict:
         raise RuntimeError("reference data must be measured on a real GPU, not under the simulator")
     meta = {
         "gpu": info.name,
+        "run": os.environ.get(RUN_ENV_VAR, ""),
         "compute_capability": info.cc,
         "sm_count": info.sm_count,
         "driver": info.driver_version,
