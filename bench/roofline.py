@@ -50,8 +50,8 @@ def _ceilings() -> roofline.Ceilings:
 
 
 #: The tables collect() writes, in order (names without the "ch07_" prefix).
-TABLES = ("timing_hygiene", "timing_repeats", "stopwatch", "ceilings", "copy_variants", "intensity_sweep", "roofline_points",
-          "skewed_gemm", "ncu_report", "fft_crossover", "sanitizer")
+TABLES = ("timing_hygiene", "timing_repeats", "stopwatch", "ceilings", "copy_variants", "intensity_sweep",
+          "roofline_points", "skewed_gemm", "ncu_report", "fft_crossover", "sanitizer")
 
 
 def _wanted() -> set[str]:

@@ -1,4 +1,4 @@
-"""Timing refuses to invent GPU numbers under the simulator; the held stopwatch's decisions; sweeps record invalid points.
+"""Timing refuses to invent GPU numbers under the simulator; the held clock's decisions; sweeps record invalid points.
 
 The hold/retry/fallback logic of ``lh.benchmark`` runs here against :class:`FakeGPU`, a GPU timeline with a host
 clock (launches queue in order; each call costs the host its issue time), so it is tested on both backends; the
