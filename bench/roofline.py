@@ -3,6 +3,9 @@
 collect(out_dir) saves the tables the chapter plots:
     ch07_timing_hygiene     one launch timed four ways (first call, unsynchronised, synchronised, events)
     ch07_timing_repeats     50 repetitions, CUDA events and a synchronised host clock (noise)
+    ch07_stopwatch          a copy kernel, 2^16..2^28 floats, with four clocks: host clock, events around a Python
+                            launch, events with the stream held, Nsight Compute's duration (its rows marked
+                            unavailable, with the reason, when ncu cannot read the counters)
     ch07_ceilings           the measured ceilings (DRAM and L2 bandwidth, FP32 and FP64 FMA peaks)
     ch07_copy_variants      every copy tried for the copy ceiling (4-, 8-, 16-byte accesses, grids, CuPy's)
     ch07_intensity_sweep    fma_per_element over FMA counts 1..1024 (the kernel walking along the roof)
@@ -31,6 +34,7 @@ import os
 from common import COPY_CEILING, Context, Row, lh  # noqa: F401  (common puts src/ on the path, selects the GPU)
 from labhelpers import profiler, roofline
 from labhelpers.experiments import roofline as experiments
+from labhelpers.experiments import stopwatch
 from labhelpers.kernels import roofline as rk
 from labhelpers.refdata import current_meta, save_reference
 
@@ -46,8 +50,8 @@ def _ceilings() -> roofline.Ceilings:
 
 
 #: The tables collect() writes, in order (names without the "ch07_" prefix).
-TABLES = ("timing_hygiene", "timing_repeats", "ceilings", "copy_variants", "intensity_sweep", "roofline_points",
-          "skewed_gemm", "ncu_report", "fft_crossover", "sanitizer")
+TABLES = ("timing_hygiene", "timing_repeats", "stopwatch", "ceilings", "copy_variants", "intensity_sweep",
+          "roofline_points", "skewed_gemm", "ncu_report", "fft_crossover", "sanitizer")
 
 
 def _wanted() -> set[str]:
@@ -84,7 +88,13 @@ def collect(out_dir) -> None:
                        notes="fma_per_element, 2^26 float32, 256 FMA/element; first call compiles a fresh dispatcher")
     if "timing_repeats" in wanted:
         save_reference("ch07_timing_repeats", experiments.timing_repeats(), out_dir, meta=meta,
-                       notes="same launch 50 times: CUDA events vs host clock around record/launch/synchronize")
+                       notes="same launch 50 times: CUDA events (stream held) vs host clock around "
+                             "launch/synchronize")
+    if "stopwatch" in wanted:
+        save_reference("ch07_stopwatch", stopwatch.stopwatch_sweep(), out_dir, meta=meta,
+                       notes="labhelpers.kernels.stopwatch.copy, float32, 1 element/thread, 256 threads; median "
+                             "of 20 per clock; Nsight Compute: gpu__time_duration.sum, --clock-control none, "
+                             "median of 3 launches")
 
     if "ceilings" in wanted:
         ceilings = _ceilings()

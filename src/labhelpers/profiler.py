@@ -185,10 +185,14 @@ def _ncu_options(ncu: str) -> set[str]:
 
 
 def ncu_command(script: Path, kernel_regex: str, metrics: list[str], *, ncu: str, options: set[str],
-                launch_skip: int = 0) -> list[str]:
-    """The ncu command line that profiles the first matching kernel launch of ``python script``."""
+                launch_skip: int = 0, launch_count: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
+    """The ncu command line that profiles the first ``launch_count`` matching kernel launches of ``python script``.
+
+    ``extra`` adds ncu options, e.g. ``("--clock-control", "none")`` to leave the GPU's clocks as they are.
+    """
     cmd = [ncu, "--target-processes", "all", "--kernel-name", f"regex:{kernel_regex}",
-           "--launch-skip", str(launch_skip), "--launch-count", "1", "--metrics", ",".join(metrics), "--csv"]
+           "--launch-skip", str(launch_skip), "--launch-count", str(launch_count), *extra,
+           "--metrics", ",".join(metrics), "--csv"]
     if "--print-units" in options:
         cmd += ["--print-units", "base"]
     if "--print-metric-name" in options:
@@ -197,7 +201,8 @@ def ncu_command(script: Path, kernel_regex: str, metrics: list[str], *, ncu: str
 
 
 def profile_script(code: str, kernel_regex: str, metrics: list[str] | None = None, *,
-                   timeout: int = 180, launch_skip: int = 0) -> pd.DataFrame:
+                   timeout: int = 180, launch_skip: int = 0, launch_count: int = 1,
+                   extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """Run Python ``code`` in a new process under Nsight Compute and return one kernel's metrics.
 
     Args:
@@ -207,6 +212,8 @@ def profile_script(code: str, kernel_regex: str, metrics: list[str] | None = Non
         metrics: metric names (default: the keys of :data:`KEY_METRICS`).
         timeout: seconds before giving up.
         launch_skip: matching launches to skip first (e.g. a warm-up launch).
+        launch_count: matching launches to profile (one row per launch and metric, in launch order).
+        extra: more ncu options (see :func:`ncu_command`).
 
     Returns:
         The table of :func:`parse_ncu_csv`.
@@ -227,7 +234,7 @@ def profile_script(code: str, kernel_regex: str, metrics: list[str] | None = Non
         paths = [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join(paths)
         cmd = ncu_command(script, kernel_regex, metrics, ncu=ncu, options=_ncu_options(ncu),
-                          launch_skip=launch_skip)
+                          launch_skip=launch_skip, launch_count=launch_count, extra=tuple(extra))
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:

@@ -63,8 +63,9 @@ def cpu_name() -> str:
 
 
 def _row(machine: str, device: str, kernel: str, model: str, size: str, t: Timing | None, *, nbytes=None,
-         flops=None, ms: Sequence[float] | None = None, clock: str = "cuda-events", status: str = "ok") -> dict:
+         flops=None, ms: Sequence[float] | None = None, clock: str | None = None, status: str = "ok") -> dict:
     times = list(ms) if ms is not None else (list(t.times_ms) if t is not None and t.times_ms else [])
+    clock = clock or (t.clock if t is not None else "")
     med = statistics.median(times) if times else float("nan")
     return {"machine": machine, "device": device, "kernel": kernel, "model": model, "size": size, "median_ms": med,
             "min_ms": min(times) if times else float("nan"),

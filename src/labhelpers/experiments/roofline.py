@@ -41,7 +41,7 @@ from ..roofline.ceilings import Ceilings
 from ..refdata import load_reference
 from ..roofline.points import check_against_ceilings, record_point
 from ..sweep import sweep
-from ..timing import Timing, benchmark
+from ..timing import Timing, benchmark, wall_time
 from ..xp import HAS_CUPY
 
 
@@ -109,6 +109,10 @@ def timing_hygiene(n: int = 2**26, nfma: int = 256) -> pd.DataFrame:
 def timing_repeats(n: int = 2**26, nfma: int = 256, repeat: int = 50) -> pd.DataFrame:
     """Time the same launch ``repeat`` times with CUDA events and with a synchronised host clock.
 
+    The events are :func:`~labhelpers.timing.benchmark`'s (GPU time, the stream held); the host clock is
+    :func:`~labhelpers.timing.wall_time` around a launch and ``cuda.synchronize()``. Row ``rep`` pairs the
+    ``rep``-th repetition of each.
+
     Returns:
         A table with columns ``rep``, ``event_ms`` and ``host_ms`` (one row per repetition).
 
@@ -124,20 +128,13 @@ def timing_repeats(n: int = 2**26, nfma: int = 256, repeat: int = 50) -> pd.Data
     def launch():
         fma_per_element[blocks, threads](x, out, nfma, a, b)
 
-    for _ in range(3):
+    def launch_and_wait():
         launch()
-    cuda.synchronize()
-    start, end = cuda.event(), cuda.event()
-    rows = []
-    for rep in range(repeat):
-        t0 = time.perf_counter()
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        host_ms = (time.perf_counter() - t0) * 1e3
-        rows.append((rep, cuda.event_elapsed_time(start, end), host_ms))
-    return pd.DataFrame(rows, columns=["rep", "event_ms", "host_ms"])
+        cuda.synchronize()
+
+    events = benchmark(launch, warmup=3, repeat=repeat, label="fma_per_element").times_ms
+    host = wall_time(launch_and_wait, warmup=1, repeat=repeat, label="fma_per_element, host clock").times_ms
+    return pd.DataFrame({"rep": range(repeat), "event_ms": events, "host_ms": host})
 
 
 def repeats_summary(repeats: pd.DataFrame) -> pd.DataFrame:

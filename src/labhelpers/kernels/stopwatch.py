@@ -1,0 +1,54 @@
+"""Chapter "Profiling and the roofline", the stopwatch: the kernels that timing itself needs.
+
+* :func:`copy`: ``out[i] = x[i]``, one element per thread: the kernel chapter 7 times with four clocks.
+* :func:`sleeper`: one thread that sleeps (``cuda.nanosleep`` in a loop). :func:`labhelpers.benchmark` launches it
+  before its start event, so the timed launches queue behind it while Python issues them and the events bracket
+  GPU time only (NVIDIA's nvbench calls this a "blocking kernel"). GPU only: the simulator has no ``nanosleep``.
+* :func:`fill`: writes a value to every element; :func:`labhelpers.benchmark` fills a buffer larger than the L2
+  cache with it to flush the cache between repetitions (``flush_l2=True``).
+
+Nothing here times anything: :mod:`labhelpers.timing` and :mod:`labhelpers.experiments.stopwatch` do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+#: Nanoseconds of one :func:`sleeper` step (``cuda.nanosleep`` sleeps at most about a millisecond per call).
+SLEEP_STEP_NS = 10_000
+
+
+@cuda.jit
+def copy(x, out):
+    """``out[i] = x[i]``: one element per thread, guarded."""
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]
+
+
+@cuda.jit
+def sleeper(steps):
+    """Sleep for about ``steps`` x :data:`SLEEP_STEP_NS` nanoseconds (launch it as ``sleeper[1, 1](steps)``)."""
+    for _ in range(steps):
+        cuda.nanosleep(SLEEP_STEP_NS)
+
+
+@cuda.jit
+def fill(buf, value):
+    """``buf[i] = value`` for every ``i``: a grid-stride loop, any size."""
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < buf.size:
+        buf[i] = value
+        i += stride
+
+
+def copy_bytes(n: int, itemsize: int = 4) -> int:
+    """Bytes :func:`copy` moves through device memory for ``n`` elements: each is read once and written once."""
+    return 2 * n * itemsize
+
+
+def sleep_steps(ms: float) -> int:
+    """The :func:`sleeper` steps for a sleep of about ``ms`` milliseconds (at least one)."""
+    return max(1, int(np.ceil(ms * 1e6 / SLEEP_STEP_NS)))

@@ -1,0 +1,122 @@
+"""Chapter 7's stopwatch: the copy kernel, the four-clock table's helpers and its figure (on a synthetic table of
+the reference's columns: ``ch07_stopwatch`` is collected on a GPU). The GPU's side is in tests/test_timing_gpu.py."""
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+import labhelpers as lh
+from labhelpers import profiler
+from labhelpers.experiments import stopwatch as sx
+from labhelpers.figures import stopwatch as sfig
+from labhelpers.kernels import stopwatch as sw
+from markers import sim_only
+
+
+@pytest.mark.parametrize("n", [1, 31, 257, 1000])
+def test_copy_kernel_copies_every_element(n):
+    x = np.arange(n, dtype=np.float32) + 0.5
+    out = lh.to_device(np.zeros(n, dtype=np.float32))
+    sw.copy[(n + 63) // 64, 64](lh.to_device(x), out)
+    np.testing.assert_array_equal(lh.to_host(out), x)
+
+
+def test_fill_kernel_fills_any_size_with_a_small_grid():
+    buf = lh.to_device(np.zeros(1000, dtype=np.float32))
+    sw.fill[2, 64](buf, np.float32(3.0))
+    assert (lh.to_host(buf) == 3.0).all()
+
+
+def test_byte_count_and_sleep_steps():
+    assert sw.copy_bytes(2**20) == 8 * 2**20
+    assert sw.sleep_steps(0.0) == 1 and sw.sleep_steps(1.0) == 1_000_000 // sw.SLEEP_STEP_NS
+    assert sw.sleep_steps(0.015) == 2  # rounded up: never shorter than asked
+
+
+def test_ncu_durations_in_milliseconds():
+    assert sx.duration_ms(53_120, "nsecond") == pytest.approx(0.05312)
+    assert sx.duration_ms(53.12, "usecond") == pytest.approx(0.05312)
+    assert sx.duration_ms(53_120, "") == pytest.approx(0.05312)
+    with pytest.raises(ValueError, match="not a unit of time"):
+        sx.duration_ms(1.0, "byte")
+
+
+def test_sweep_refuses_bad_sizes_on_both_backends():
+    with pytest.raises(lh.ArgumentError, match="size"):
+        sx.stopwatch_sweep([0])
+    with pytest.raises(lh.ArgumentError, match="threads"):
+        sx.stopwatch_sweep([1024], threads=2048)
+
+
+@sim_only
+def test_sweep_and_profiler_need_a_gpu():
+    with pytest.raises(lh.GPUOnlyError, match="no GPU"):
+        sx.stopwatch_sweep([1024])
+    with pytest.raises(profiler.ProfilerUnavailable, match="no GPU"):
+        sx.profiler_times_ms([1024])
+
+
+def test_ncu_command_profiles_every_launch_with_the_clocks_left_alone():
+    from pathlib import Path
+
+    cmd = profiler.ncu_command(Path("t.py"), "copy", ["gpu__time_duration.sum"], ncu="ncu", options=set(),
+                               launch_count=21, extra=("--clock-control", "none"))
+    assert cmd[cmd.index("--launch-count") + 1] == "21"
+    assert cmd[cmd.index("--clock-control") + 1] == "none" and cmd[-1] == "t.py"
+
+
+def synthetic_table(profiled: bool = True) -> pd.DataFrame:
+    """A table shaped like ch07_stopwatch: a 50 µs-per-2^24 copy, 30 µs of launch, 10 µs of synchronisation."""
+    rows = []
+    for n in sx.STOPWATCH_SIZES:
+        kernel_ms = 0.005 + 0.05 * n / 2**24
+        for clock, ms in ((sx.HOST_CLOCK, kernel_ms + 0.04), (sx.PYTHON_EVENTS, kernel_ms + 0.03),
+                          (sx.HELD_EVENTS, kernel_ms), (sx.PROFILER, kernel_ms * 0.99)):
+            ok = profiled or clock != sx.PROFILER
+            rows.append({"n": n, "bytes": 8 * n, "clock": clock, "median_ms": ms if ok else math.nan,
+                         "min_ms": ms if ok else math.nan, "spread": 0.01 if ok else math.nan,
+                         "gbps": 8 * n / (ms * 1e-3) / 1e9 if ok else math.nan,
+                         "issue_ms": 0.026 if clock in (sx.PYTHON_EVENTS, sx.HELD_EVENTS) else math.nan,
+                         "status": "ok" if ok else "unavailable", "reason": "" if ok else "no ncu"})
+    return pd.DataFrame(rows, columns=list(sx.COLUMNS))
+
+
+def test_summary_puts_the_clocks_side_by_side():
+    summary = sx.stopwatch_summary(synthetic_table())
+    assert list(summary["n"]) == list(sx.STOPWATCH_SIZES)
+    row = summary.set_index("n").loc[2**24]
+    assert row[f"{sx.HELD_EVENTS} (µs)"] == pytest.approx(55.0)
+    assert row[f"{sx.PYTHON_EVENTS} (µs)"] == pytest.approx(85.0)
+    assert row["issue (µs)"] == pytest.approx(26.0) and row["MiB copied"] == 128
+    assert row["Python events / held"] == pytest.approx(85 / 55)
+    no_ncu = sx.stopwatch_summary(synthetic_table(profiled=False))
+    assert no_ncu[f"{sx.PROFILER} (µs)"].isna().all()
+
+
+def _lines(ax) -> list[str]:
+    return [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+
+
+def test_figure_draws_every_clock_and_its_ratio_to_the_held_clock():
+    fig = sfig.plot_stopwatch(synthetic_table(), "reference: Test GPU (2026-01-01)")
+    left, right = fig.axes
+    assert _lines(left) == list(sx.CLOCKS) and left.get_yscale() == "log"
+    assert "Test GPU" in left.get_title()
+    held = [line for line in right.get_lines() if line.get_label() == sx.HELD_EVENTS][0]
+    np.testing.assert_allclose(held.get_ydata(), 1.0)
+    python = [line for line in right.get_lines() if line.get_label() == sx.PYTHON_EVENTS][0]
+    assert python.get_ydata()[0] > 5 > python.get_ydata()[-1] > 1  # the launch dwarfs small copies only
+    plt.close(fig)
+
+
+def test_figure_leaves_out_a_clock_without_numbers_and_says_when_nothing_was_measured():
+    fig = sfig.plot_stopwatch(synthetic_table(profiled=False), "x")
+    assert sx.PROFILER not in _lines(fig.axes[0])
+    plt.close(fig)
+    empty = synthetic_table().assign(status="unavailable")
+    fig = sfig.plot_stopwatch(empty, "x")
+    assert any(t.get_text() == sfig.NOT_MEASURED for t in fig.axes[0].texts)
+    plt.close(fig)
