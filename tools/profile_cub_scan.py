@@ -16,8 +16,8 @@ or, where Nsight Systems is installed::
     nsys profile --capture-range=cudaProfilerApi --stats=true python3 tools/profile_cub_scan.py
 
 Expected: two kernels under ``cub_scan`` and three (``cupy_copy`` first) under ``cupy.cumsum``. The script
-also prints each one's time (``lh.benchmark``, through the experiments' timers) beside the copy of the same array: CUB's scan near the
-copy's time, ``cupy.cumsum`` near the copy plus the scan.
+also prints each one's time (``lh.benchmark``, through the experiments' timers) beside the copy of the
+same array: CUB's scan near the copy's time, ``cupy.cumsum`` near the copy plus the scan.
 """
 
 from __future__ import annotations
