@@ -1277,4 +1277,5 @@ def test_measure_host_bandwidth_reports_the_best_copy_and_the_threads():
     assert m.unit == "GB/s" and m.value == max(r["gbps"] for r in m.tried) > 0
     assert [r["kernel"] for r in m.tried] == list(roofline.HOST_COPY_VARIANTS)
     threads = {r["kernel"]: r["threads"] for r in m.tried}
-    assert threads == {"numba_parallel": host.host_cpu().numba_threads, "numpy": 1}
+    n = host.host_cpu().numba_threads
+    assert threads == {"numba_parallel": n, "numpy": 1, "numpy_threads": n}
