@@ -5,15 +5,18 @@
 * ``ch12_gpu``: SAXPY (2^26 floats) and the tiled matmul (4096^3, tile 16) in Numba, CUDA C (NVRTC through
   CuPy) and OpenCL C (NVIDIA's OpenCL driver, when an ICD file names it), a device-to-device copy and cuBLAS,
   all in one run;
-* ``ch12_cpu``: the same kernels on the machine's host CPU: NumPy, Numba ``parallel=True``, OpenCL C through
-  PoCL, OpenACC C (``gcc -fopenacc``, host fallback) and the same C without ``-fopenacc``;
+* ``ch12_cpu``: the same kernels on the machine's host CPU: NumPy, Numba ``parallel=True`` (every Numba
+  thread: the CPU's best SAXPY), OpenCL C through PoCL, OpenACC C (``gcc -fopenacc``, host fallback) and the
+  same C without ``-fopenacc``, and the host copy ceiling (``roofline.measure_host_bandwidth``, STREAM-style);
 * ``ch12_directives``: every version of ``saxpy_acc.c`` and ``matmul_acc.c`` on the host, with GCC's report;
 * ``ch12_data_clauses``: the copies each SAXPY version's data clauses ask for, done with CuPy around CUDA C;
 * ``ch12_toolchain``: what ran where (compiler, OpenCL platforms and devices).
 
 ``bench(ctx)``: on the GPU, the OpenCL and CUDA C tiled matmul as ratios to chapter 5's Numba kernel and to
-cuBLAS, and every model's SAXPY against the copy ceiling ``ctx.copy_bandwidth_gbs()``; on the CPU, every
-model's SAXPY and matmul against NumPy (ratio = NumPy's time / the model's time).
+cuBLAS, every model's SAXPY against the copy ceiling ``ctx.copy_bandwidth_gbs()`` and against the CPU's
+best SAXPY (Numba ``parallel=True``, same run: "times faster than the CPU"); on the CPU, every model's SAXPY
+against the host copy ceiling, and every model's SAXPY and matmul against NumPy (ratio = NumPy's time / the
+model's time).
 
 Run: ``python bench/run_all.py --only portability [--collect src/labhelpers/data/reference]``. On the lent GPU
 machines run ``bash tools/ensure_opencl.sh`` first (it writes the NVIDIA ICD file when the library is there).
@@ -27,9 +30,10 @@ import pandas as pd
 
 from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
 
+from labhelpers import host
 from labhelpers.experiments import portability as ex
 from labhelpers.kernels import portability as pt
-from labhelpers.refdata import save_reference
+from labhelpers.refdata import current_meta, save_reference
 
 TOPIC = "portability"
 _CACHE: dict = {}
@@ -68,8 +72,11 @@ def collect(out_dir) -> None:
                          "array, bytes read + written; every result checked against NumPy first")
     save_reference("ch12_cpu", _cpu(), out_dir,
                    notes="host CPU of the GPU machine; host clock (NumPy, Numba, C) or OpenCL profiling events "
-                         "(PoCL); OpenACC = gcc -fopenacc host fallback (one thread); C -O3 = same file without "
-                         "-fopenacc")
+                         "(PoCL); Numba CPU = parallel=True on every Numba thread (device names the count); "
+                         "OpenACC = gcc -fopenacc host fallback (one thread); C -O3 = same file without "
+                         "-fopenacc; copy / host copy (STREAM) = the host copy ceiling, best of a Numba prange "
+                         "copy and np.copyto of 512 MiB, bytes read + written",
+                   meta={**current_meta(), **host.host_cpu().as_meta()})
     for name, make in (("ch12_directives", ex.directives_table), ("ch12_data_clauses", ex.data_clause_table),
                        ("ch12_toolchain", toolchain_table)):
         try:
@@ -106,6 +113,16 @@ def bench(ctx) -> list[Row]:
         rows.append(Row(TOPIC, f"GPU saxpy {model}", ssize, v, "GB/s", "copy of one array, same run",
                         same_run_copy))
     cpu = _cpu()
+    cpu_best = _value(cpu, "saxpy", "Numba CPU", "gbps")
+    threads = host.host_cpu().numba_threads
+    for model in ("Numba", "CUDA C", "OpenCL C"):
+        rows.append(Row(TOPIC, f"GPU saxpy {model}", ssize, _value(gpu, "saxpy", model, "gbps"), "GB/s",
+                        f"CPU's best SAXPY (Numba, {threads} threads)", cpu_best))
+    host_copy = _value(cpu, "copy", ex.HOST_COPY_MODEL, "gbps")
+    csize = cpu.loc[cpu["kernel"] == "saxpy", "size"].iloc[0]
+    for model in ("Numba CPU", "OpenCL C", "NumPy", "C -O3"):
+        rows.append(Row(TOPIC, f"CPU saxpy {model}", csize, _value(cpu, "saxpy", model, "gbps"), "GB/s",
+                        "host copy ceiling (STREAM), same run", host_copy))
     for kernel, column, unit in (("saxpy", "gbps", "GB/s"), ("matmul", "gflops", "GFLOP/s")):
         base = _value(cpu, kernel, "NumPy", column)
         size = cpu.loc[cpu["kernel"] == kernel, "size"].iloc[0]

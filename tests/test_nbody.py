@@ -397,6 +397,30 @@ def test_limits_from_the_reference_instruction_mix():
     assert 0.6 < limits.loc["issue", "of_fma_peak"] < 20 / 26
 
 
+def test_cpu_rates_time_the_cpus_best_first_on_every_thread_and_on_one():
+    """Runs on the CPU on both backends: the Numba loop on all of Numba's threads, then one, then NumPy."""
+    import numba
+
+    t = exp.cpu_rates(sizes=(64,), numba_sizes=(256, 512), repeat=2)
+    threads = numba.get_num_threads()
+    assert list(t["kernel"]) == [f"Numba parallel float32 ({threads} threads)"] * 2 + [
+        "Numba float32 (1 thread)", "NumPy float64 (1 core)"]
+    assert list(t["threads"]) == [threads, threads, 1, 1] and numba.get_num_threads() == threads  # restored
+    assert (t["ginteractions"] > 0).all() and (t["min_ms"] <= t["median_ms"]).all()
+    assert np.allclose(t["ginteractions_per_thread"] * t["threads"], t["ginteractions"])
+    s = exp.cpu_summary(t)
+    assert s["best_kernel"].startswith("Numba") and s["per_thread"] > 0 and s["parallel_efficiency"] > 0
+    only_numpy = exp.cpu_rates(sizes=(64,), parallel=False, repeat=1)
+    assert list(only_numpy["kernel"]) == ["NumPy float64 (1 core)"]
+
+
+def test_cpu_summary_reads_tables_collected_before_the_threads_column():
+    old = lh.load_reference("ch08_cpu").table.drop(columns=["threads"], errors="ignore")
+    s = exp.cpu_summary(old)
+    assert s["best"] == old["ginteractions"].max() and s["threads"] >= 1
+    assert s["best_kernel"].startswith("Numba")
+
+
 # --- reference data and the chapter's tables ---------------------------------------------------------
 
 def test_reference_tables_hold_what_the_chapter_reads():

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import labhelpers as lh
+from labhelpers.experiments import portability as ep
 from labhelpers.kernels import portability as pt
 from markers import SIM, gpu_only, sim_only
 
@@ -453,9 +454,14 @@ def test_toolchain_status_says_what_runs_here():
 def test_cpu_table_runs_every_model_small(cpu_opencl, openacc):
     from labhelpers.experiments import portability as ep
 
-    t = ep.cpu_table(1 << 12, 24, repeat=1, matmul_repeat=1)
+    import numba
+
+    t = ep.cpu_table(1 << 12, 24, repeat=1, matmul_repeat=1, copy_bytes=1 << 20)
     assert list(t.columns) == list(ep.COLUMNS)
-    assert set(t["model"]) == {"NumPy", "Numba CPU", "OpenCL C", "OpenACC C", "C -O3"}
+    assert set(t["model"]) == {"NumPy", "Numba CPU", "OpenCL C", "OpenACC C", "C -O3", ep.HOST_COPY_MODEL}
+    copy = t[t["kernel"] == "copy"].iloc[0]
+    assert copy["model"] == ep.HOST_COPY_MODEL and copy["size"] == "1 MiB" and copy["gbps"] > 0
+    assert (t.loc[t["model"] == "Numba CPU", "device"].str.endswith(f"Numba {numba.get_num_threads()} threads")).all()
     assert (t["status"] == "ok").all() and (t["median_ms"] > 0).all()
     assert t["machine"].str.startswith("CPU: ").all()
     assert (t.loc[t["kernel"] == "saxpy", "gbps"] > 0).all() and (t.loc[t["kernel"] == "matmul", "gflops"] > 0).all()
@@ -657,11 +663,36 @@ def test_figures_draw_from_the_reference_data():
 def test_models_table_ratios():
     from labhelpers.figures import portability as fp
 
-    t = fp.models_table(lh.load_reference("ch12_gpu").table, lh.load_reference("ch12_cpu").table)
+    cpu = lh.load_reference("ch12_cpu").table
+    t = fp.models_table(lh.load_reference("ch12_gpu").table, cpu)
     ok = t[t["status"] == "ok"]
     assert set(t["machine"].str[:4]) == {"CPU:", "GPU:"}
-    assert np.allclose(ok.loc[ok["model"] == "NumPy", "vs yardstick"], 1.0)
     assert np.allclose(ok.loc[ok["model"] == "cuBLAS", "vs yardstick"], 1.0)
+    numpy = ok[ok["model"] == "NumPy"]
+    assert np.allclose(numpy.loc[numpy["kernel"] == "matmul", "vs yardstick"], 1.0)
+    # SAXPY on the CPU: against the host copy where the table has one (collected since), NumPy before
+    saxpy = ok[(ok["kernel"] == "saxpy") & ok["machine"].str.startswith("CPU")]
+    has_copy = bool(((cpu["kernel"] == "copy") & (cpu["model"] == ep.HOST_COPY_MODEL)).any())
+    assert set(saxpy["yardstick"]) == {"host copy" if has_copy else "NumPy"}
+    if not has_copy:
+        assert np.allclose(saxpy.loc[saxpy["model"] == "NumPy", "vs yardstick"], 1.0)
+
+
+def test_models_table_and_figure_use_the_host_copy_of_a_cpu_table_when_it_has_one():
+    from labhelpers.figures import portability as fp
+
+    gpu, cpu = lh.load_reference("ch12_gpu").table, lh.load_reference("ch12_cpu").table
+    cpu = cpu[cpu["kernel"] != "copy"]
+    copy = cpu.iloc[[0]].assign(kernel="copy", model=ep.HOST_COPY_MODEL, gbps=100.0, size="512 MiB")
+    t = fp.models_table(gpu, pd.concat([cpu, copy], ignore_index=True))
+    saxpy = t[(t["kernel"] == "saxpy") & t["machine"].str.startswith("CPU") & (t["status"] == "ok")]
+    assert set(saxpy["yardstick"]) == {"host copy"}
+    assert np.allclose(saxpy["vs yardstick"], saxpy["rate"] / 100.0)
+    assert ep.HOST_COPY_MODEL not in set(t["model"])  # a yardstick, not a model
+    fig = fp.plot_models(gpu, pd.concat([cpu, copy], ignore_index=True))
+    assert any(txt.get_text().startswith("host copy: 100") for txt in fig.axes[0].texts)
+    import matplotlib.pyplot as plt
+    plt.close("all")
 
 
 # --- the claims the chapter makes about its reference data --------------------------------------------------------

@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from numba import cuda, float32  # noqa: E402
 
-from labhelpers import profiler, roofline  # noqa: E402
+from labhelpers import host, profiler, roofline  # noqa: E402
 from labhelpers.device import SIMULATOR_NAME, DeviceInfo  # noqa: E402
 from labhelpers.exercises import roofline as ex  # noqa: E402
 from labhelpers.experiments import roofline as rx  # noqa: E402
@@ -1240,3 +1240,42 @@ def test_lab7_prose_quotes_the_reference_data():
     missing = [f for f in figures if f not in text]
     assert not missing, missing
     assert "H200" not in text
+
+
+# --- the host copy ceiling (the CPU's memory ceiling: runs on the CPU on both backends) -----------------------
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000, 4099])
+def test_host_copy_copies_every_element(n):
+    x = np.random.default_rng(n).standard_normal(n)
+    out = np.zeros_like(x)
+    rk.host_copy(x, out)
+    assert np.array_equal(out, x)
+
+
+@pytest.mark.parametrize("kind", roofline.HOST_COPY_VARIANTS)
+def test_time_host_copy_times_a_checked_copy(kind):
+    src = np.arange(1 << 16, dtype=np.float64)
+    out = np.zeros_like(src)
+    t = roofline.time_host_copy(src, out, kind=kind, warmup=1, repeat=2)
+    assert np.array_equal(out, src)
+    assert t.nbytes == 2 * src.nbytes and t.clock == "host-clock" and t.gbps > 0
+
+
+def test_time_host_copy_refuses_bad_input():
+    src = np.zeros(8)
+    with pytest.raises(lh.ArgumentError, match="kind"):
+        roofline.time_host_copy(src, kind="memcpy")
+    with pytest.raises(lh.ArgumentError, match="out"):
+        roofline.time_host_copy(src, np.zeros(9))
+    with pytest.raises(lh.ArgumentError, match="nbytes"):
+        roofline.measure_host_bandwidth(0)
+
+
+def test_measure_host_bandwidth_reports_the_best_copy_and_the_threads():
+    m = roofline.measure_host_bandwidth(1 << 20, repeat=2)
+    assert m.unit == "GB/s" and m.value == max(r["gbps"] for r in m.tried) > 0
+    assert [r["kernel"] for r in m.tried] == list(roofline.HOST_COPY_VARIANTS)
+    threads = {r["kernel"]: r["threads"] for r in m.tried}
+    n = host.host_cpu().numba_threads
+    assert threads == {"numba_parallel": n, "numpy": 1, "numpy_threads": n}

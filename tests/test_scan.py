@@ -444,6 +444,54 @@ def test_figures_return_figures():
     plt.close("all")
 
 
+def test_scan_figures_draw_cub_scan_as_a_yardstick_line_old_tables_too():
+    """``cub_scan`` rows (CUB's scan, no copy) are a line like the copy and cupy.cumsum, never a method bar;
+    tables collected before it was timed (no such rows) still draw."""
+    import dataclasses
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from labhelpers.figures import scan as figs
+
+    for name, draw in (("ch10_scan_methods", figs.plot_methods), ("ch10_scan_sizes", figs.plot_sizes)):
+        ref = lh.live_or_reference(None, name)
+        t = ref.table
+        yard = t[t["method"] == "cupy_cumsum"].assign(method="cub_scan", gbps=t["gbps"].max())
+        if "title" in yard:
+            yard = yard.assign(title="CUB")
+        for table in (t[t["method"] != "cub_scan"], pd.concat([t, yard], ignore_index=True)):
+            fig = draw(dataclasses.replace(ref, table=table))
+            ax = fig.axes[0]
+            assert "CUB" not in " ".join(tick.get_text() for tick in ax.get_yticklabels())
+            labels = ax.get_legend_handles_labels()[1]
+            assert ("CUB's scan" in labels) == ("cub_scan" in set(table["method"]))
+    plt.close("all")
+
+
+@sim_only
+def test_cub_scan_is_gpu_only_here():
+    from labhelpers.experiments import scan as ex
+
+    with pytest.raises(lh.GPUOnlyError):
+        ex.cub_scan(np.ones(4, np.int32))
+    with pytest.raises(lh.GPUOnlyError):
+        ex.time_cub_scan(np.ones(4, np.int32))
+
+
+@gpu_only
+def test_cub_scan_scans_in_place_like_cumsum():
+    import cupy as cp
+    from labhelpers.experiments import scan as ex
+
+    for n, dtype in ((1, np.int32), (1000, np.int32), (4099, np.float32)):
+        x = ex.random_values(n, dtype)
+        buf = x.copy()
+        ex.cub_scan(buf)
+        assert ex._scan_ok(buf, x)
+    with pytest.raises(ValueError):
+        ex.cub_scan(cp.ones((2, 2), cp.int32))
+
+
 # --- reference data and the numbers the chapter's prose quotes -----------------------------------------
 
 def _ref(name):

@@ -4,7 +4,8 @@
   in G interactions/s and GFLOP/s (20 flops per interaction);
 * :func:`math_traps`: the same tiled kernel with the four ways of writing the reciprocal square root;
 * :func:`tuning_sweep`: the tiled kernel's tile size and bodies per thread at one size;
-* :func:`cpu_rates`: the NumPy float64 specification and a Numba-parallel CPU loop on this machine's CPU;
+* :func:`cpu_rates`: the Numba float32 loop on every CPU thread and on one (the CPU's best, and its
+  per-thread rate), then the NumPy float64 specification, on this machine's CPU; :func:`cpu_summary`;
 * :func:`instruction_mix`: the instructions per interaction in each kernel's hot loop, from the PTX (and
   the SASS where ``nvdisasm`` is installed): which unit binds.
 
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections import Counter
 from typing import Iterable, Sequence
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -52,8 +55,11 @@ TRAP_SIZE = 2**16
 #: The tuning grid of the tiled kernel (unroll 4).
 TUNING_TILES: tuple[int, ...] = (64, 128, 256, 512)
 TUNING_BODIES: tuple[int, ...] = (1, 2, 4, 8)
-#: Sizes of the CPU measurements (their rate hardly depends on n; n^2 work makes larger sizes slow).
+#: Sizes of the NumPy float64 specification on the CPU (its rate hardly depends on n; 2^12 takes a second).
 CPU_SIZES: tuple[int, ...] = (2**10, 2**11, 2**12)
+#: Sizes of the Numba CPU loop: enough work per call that waking the threads does not count (2^14 bodies:
+#: 2.7e8 interactions, tens of milliseconds on 16 cores).
+NUMBA_CPU_SIZES: tuple[int, ...] = (2**12, 2**13, 2**14)
 
 
 def _require_gpu(what: str) -> None:
@@ -158,29 +164,79 @@ def best_config(tuning: pd.DataFrame) -> nb.Config:
     return nb.Config("tiled", tile=int(best["tile"]), unroll=int(best["unroll"]), bodies=int(best["bodies"]))
 
 
-def cpu_rates(sizes: Sequence[int] = CPU_SIZES, *, parallel: bool = True) -> pd.DataFrame:
-    """Interactions per second of the CPU: the NumPy float64 specification and (optionally) a Numba-parallel loop.
+def _time_cpu_loop(pos: np.ndarray, repeat: int) -> Timing:
+    """Host-clock timing of :func:`~labhelpers.kernels.nbody.accelerations_cpu` (one warm-up call compiles)."""
+    n = pos.shape[0]
+    acc = np.empty((n, 3), dtype=np.float32)
+    eps2 = np.float32(nb.DEFAULT_EPS2)
+    return wall_time(lambda: nb.accelerations_cpu(pos, eps2, acc), repeat=repeat, label="Numba CPU",
+                     flops=nb.flops(n))
+
+
+def _cpu_row(kernel: str, n: int, threads: int, t: Timing) -> dict:
+    rate = nb.interactions(n) / (t.median_ms * 1e-3) / 1e9
+    return {"kernel": kernel, "n": n, "threads": threads, "median_ms": t.median_ms, "min_ms": min(t.times_ms),
+            "ginteractions": rate, "ginteractions_per_thread": rate / threads, "gflops": t.gflops}
+
+
+def cpu_rates(sizes: Sequence[int] = CPU_SIZES, *, numba_sizes: Sequence[int] = NUMBA_CPU_SIZES,
+              parallel: bool = True, repeat: int = 5) -> pd.DataFrame:
+    """Interactions per second of the CPU: the Numba float32 loop on every thread and on one, then NumPy.
 
     Runs on any machine (it times the CPU with the host clock), so its numbers describe the machine it
     runs on; the chapter shows the ones measured on the GPU machine (reference ``ch08_cpu``).
-    """
-    import os
 
+    The CPU's best is :func:`~labhelpers.kernels.nbody.accelerations_cpu` (``parallel=True``,
+    ``fastmath=True`` like the GPU kernels, float32, the inner loop vectorised), timed at ``numba_sizes``
+    (``2^12`` to ``2^14``: a parallel call must hold milliseconds of work per thread, or waking the threads
+    dominates) on every Numba thread, then on one thread (``numba.set_num_threads(1)``), so the table shows
+    the per-thread rate and the parallel speed-up. The Numba rows are timed first, half a second after
+    anything else ran: NumPy's BLAS threads keep spinning for a while after each call, and a parallel loop
+    that shares the cores with them waits for its slowest thread. The float64 NumPy specification comes
+    last, at ``sizes``. With ``parallel=False`` only NumPy is timed.
+
+    Columns: kernel, n, threads, median_ms, min_ms (of ``repeat`` calls after a warm-up), ginteractions
+    (``n^2`` / median time, 10^9/s), ginteractions_per_thread, gflops (20 flops per interaction).
+    """
     rows = []
+    if parallel:
+        threads = numba.get_num_threads()
+        time.sleep(0.5)  # let other thread pools (NumPy's BLAS) go idle first
+        for n in numba_sizes:
+            pos = nb.random_bodies(n)
+            rows.append(_cpu_row(f"Numba parallel float32 ({threads} threads)", n, threads,
+                                 _time_cpu_loop(pos, repeat)))
+        numba.set_num_threads(1)
+        try:
+            for n in numba_sizes[:1]:  # one thread: its rate does not depend on n
+                pos = nb.random_bodies(n)
+                rows.append(_cpu_row("Numba float32 (1 thread)", n, 1, _time_cpu_loop(pos, max(2, repeat // 2))))
+        finally:
+            numba.set_num_threads(threads)
     for n in sizes:
         pos = nb.random_bodies(n)
         t = wall_time(lambda: nb.accelerations_numpy(pos), repeat=2, label="NumPy float64", flops=nb.flops(n))
-        rows.append({"kernel": "NumPy float64 (1 core)", "n": n, "median_ms": t.median_ms,
-                     "ginteractions": nb.interactions(n) / (t.median_ms * 1e-3) / 1e9, "gflops": t.gflops})
-        if parallel:
-            acc = np.empty((n, 3), dtype=np.float32)
-            eps2 = np.float32(nb.DEFAULT_EPS2)
-            t = wall_time(lambda: nb.accelerations_cpu(pos, eps2, acc), repeat=3, label="Numba CPU",
-                          flops=nb.flops(n))
-            rows.append({"kernel": f"Numba parallel float32 ({os.cpu_count()} cores)", "n": n,
-                         "median_ms": t.median_ms, "ginteractions": nb.interactions(n) / (t.median_ms * 1e-3) / 1e9,
-                         "gflops": t.gflops})
+        rows.append(_cpu_row("NumPy float64 (1 core)", n, 1, t))
     return pd.DataFrame(rows)
+
+
+def cpu_summary(table: pd.DataFrame) -> dict[str, float]:
+    """The CPU's best rate and how well it uses its threads, from a :func:`cpu_rates` table.
+
+    Keys: ``best`` (the fastest row's G interactions/s), ``best_kernel``, ``threads``, ``per_thread`` (the
+    one-thread rate), ``parallel_efficiency`` (best / (threads x per_thread): 1 when every thread runs as fast
+    as one alone; NaN without the rows). Tables collected before the ``threads`` column existed read their
+    thread count from the kernel's name.
+    """
+    t = table.copy()
+    if "threads" not in t:
+        t["threads"] = t["kernel"].str.extract(r"\((\d+) (?:threads|cores)\)", expand=False).astype(float).fillna(1)
+    best = t.loc[t["ginteractions"].astype(float).idxmax()]
+    single = t[t["kernel"].str.contains("1 thread")]
+    per_thread = float(single["ginteractions"].median()) if len(single) else float("nan")
+    threads = int(best["threads"])
+    return {"best": float(best["ginteractions"]), "best_kernel": str(best["kernel"]), "threads": threads,
+            "per_thread": per_thread, "parallel_efficiency": float(best["ginteractions"]) / (threads * per_thread)}
 
 
 # --------------------------------------------------------------------------------- instruction mix

@@ -3,10 +3,11 @@
 * :func:`gpu_table`: SAXPY and the tiled matmul in every model that runs on the GPU (Numba, CUDA C through
   CuPy, OpenCL C through NVIDIA's OpenCL driver when it is installed), with a device-to-device copy and
   cuBLAS measured in the same run. GPU only.
-* :func:`cpu_table`: the same kernels on the host CPU: NumPy, Numba ``parallel=True``, OpenCL C through
-  PoCL, OpenACC C through ``gcc -fopenacc`` (host fallback) and the same C compiled without
-  ``-fopenacc`` (serial ``-O3``). Runs on any machine with the toolchains (timings of the host clock,
-  or of OpenCL's profiling events for OpenCL).
+* :func:`cpu_table`: the same kernels on the host CPU: NumPy, Numba ``parallel=True`` (every Numba thread:
+  the CPU's best SAXPY), OpenCL C through PoCL, OpenACC C through ``gcc -fopenacc`` (host fallback) and the
+  same C compiled without ``-fopenacc`` (serial ``-O3``), with the host copy ceiling
+  (:func:`labhelpers.roofline.measure_host_bandwidth`, a STREAM-style copy) as SAXPY's yardstick. Runs on any
+  machine with the toolchains (timings of the host clock, or of OpenCL's profiling events for OpenCL).
 * :func:`directives_table`: every version of ``saxpy_acc.c`` and ``matmul_acc.c`` timed on the host:
   the measured effect of each directive where the code runs.
 * :func:`data_clause_table`: what the data clauses of the four SAXPY versions cost on a GPU: the host-device
@@ -29,10 +30,11 @@ import pandas as pd
 
 from .. import backend
 from ..errors import GPUOnlyError
+from ..host import host_cpu
 from ..kernels import matmul as mm
 from ..kernels import portability as pt
 from ..launch import blocks_for
-from ..roofline.measure import time_copy
+from ..roofline.measure import HOST_COPY_BYTES, measure_host_bandwidth, time_copy
 from ..timing import Timing, benchmark, wall_time
 
 #: Columns of every table of this module.
@@ -41,9 +43,12 @@ COLUMNS: tuple[str, ...] = ("machine", "device", "kernel", "model", "size", "med
 #: GPU sizes: SAXPY elements (256 MiB per array) and the matmul's n (n x n times n x n).
 GPU_SAXPY_N = 1 << 26
 GPU_MATMUL_N = 4096
-#: CPU sizes (a naive triple loop at 512^3 takes about a second on one core).
-CPU_SAXPY_N = 1 << 24
+#: CPU sizes: SAXPY as on the GPU (256 MiB per array, beyond any CPU cache); a naive triple loop at 512^3
+#: takes about a second on one core.
+CPU_SAXPY_N = 1 << 26
 CPU_MATMUL_N = 512
+#: The model name of the host copy ceiling's row in :func:`cpu_table` (kernel ``"copy"``).
+HOST_COPY_MODEL = "host copy (STREAM)"
 #: Relative error (Frobenius) a float32 product must stay within (chapter 5's bound).
 MATMUL_TOLERANCE = mm.RELATIVE_TOLERANCE
 
@@ -265,15 +270,20 @@ def serial_c(name: str) -> pt.CompiledC:
 
 
 def cpu_table(saxpy_n: int = CPU_SAXPY_N, matmul_n: int = CPU_MATMUL_N, *, repeat: int = 5,
-              matmul_repeat: int = 3, models: Sequence[str] | None = None) -> pd.DataFrame:
-    """SAXPY and matmul on the host CPU in each model, with NumPy as the yardstick. Any machine.
+              matmul_repeat: int = 3, models: Sequence[str] | None = None,
+              copy_bytes: int = HOST_COPY_BYTES) -> pd.DataFrame:
+    """SAXPY and matmul on the host CPU in each model, with the host copy and NumPy as yardsticks. Any machine.
 
-    Models: ``NumPy`` (``y += a * x`` through a temporary; ``@`` is BLAS), ``Numba CPU`` (``parallel=True``),
-    ``OpenCL C`` (PoCL or another CPU driver: profiling events; a row saying why when missing), ``OpenACC C``
-    (``gcc -fopenacc``, host fallback), ``C -O3`` (the same file without ``-fopenacc``). Host-clock times
-    include no copies: the data stays in host memory throughout.
+    Models: ``NumPy`` (``y += a * x`` through a temporary; ``@`` is BLAS), ``Numba CPU`` (``parallel=True``
+    on every Numba thread, its ``device`` says how many: the CPU's best SAXPY), ``OpenCL C`` (PoCL or another
+    CPU driver: profiling events; a row saying why when missing), ``OpenACC C`` (``gcc -fopenacc``, host
+    fallback), ``C -O3`` (the same file without ``-fopenacc``), and ``host copy``: the row ``kernel="copy"``,
+    ``model=HOST_COPY_MODEL``, the host copy ceiling of a ``copy_bytes`` buffer
+    (:func:`~labhelpers.roofline.measure_host_bandwidth`, bytes read + written), SAXPY's memory ceiling on
+    the CPU. Host-clock times include no copies: the data stays in host memory throughout.
     """
-    wanted = tuple(models) if models is not None else ("NumPy", "Numba CPU", "OpenCL C", "OpenACC C", "C -O3")
+    wanted = tuple(models) if models is not None else ("NumPy", "Numba CPU", "OpenCL C", "OpenACC C", "C -O3",
+                                                       "host copy")
     machine = f"CPU: {cpu_name()}"
     rows = []
     rng = np.random.default_rng(1)
@@ -285,6 +295,7 @@ def cpu_table(saxpy_n: int = CPU_SAXPY_N, matmul_n: int = CPU_MATMUL_N, *, repea
     size = f"n = 2^{int(np.log2(n))}" if n & (n - 1) == 0 else f"n = {n}"
     nbytes, flops = pt.saxpy_bytes(n), pt.saxpy_flops(n)
     cpu = machine[5:]
+    numba_device = f"{cpu}, Numba {host_cpu().numba_threads} threads"
 
     def host(model: str, fn: Callable[[np.ndarray], None], device: str = cpu) -> None:
         y = y0.copy()
@@ -297,7 +308,13 @@ def cpu_table(saxpy_n: int = CPU_SAXPY_N, matmul_n: int = CPU_MATMUL_N, *, repea
     if "NumPy" in wanted:
         host("NumPy", lambda y: np.add(y, a32 * x, out=y))
     if "Numba CPU" in wanted:
-        host("Numba CPU", lambda y: pt.saxpy_cpu(a32, x, y))
+        host("Numba CPU", lambda y: pt.saxpy_cpu(a32, x, y), device=numba_device)
+    if "host copy" in wanted:
+        ceiling = measure_host_bandwidth(copy_bytes)
+        best = max(ceiling.tried, key=lambda r: r["gbps"])
+        rows.append(_row(machine, f"{cpu}, {best['threads']} threads", "copy", HOST_COPY_MODEL,
+                         f"{copy_bytes / 2**20:,.0f} MiB", None, nbytes=2 * copy_bytes, ms=[best["median_ms"]],
+                         clock="host-clock"))
     if "OpenCL C" in wanted:
         try:
             dev = pt.opencl_target("cpu").name
@@ -331,7 +348,7 @@ def cpu_table(saxpy_n: int = CPU_SAXPY_N, matmul_n: int = CPU_MATMUL_N, *, repea
     if "NumPy" in wanted:
         host_mm("NumPy", lambda C: np.matmul(A, B, out=C))
     if "Numba CPU" in wanted:
-        host_mm("Numba CPU", lambda C: pt.matmul_cpu(A, B, C))
+        host_mm("Numba CPU", lambda C: pt.matmul_cpu(A, B, C), device=numba_device)
     if "OpenCL C" in wanted:
         try:
             dev = pt.opencl_target("cpu").name

@@ -1,7 +1,7 @@
 """Chapter "Scan and the patterns built on it": the measurements behind its tables and plots.
 
 Every function times kernels of :mod:`labhelpers.kernels.scan` on the GPU next to the library call
-that does the same job (``cupy.cumsum``, ``x[x > t]``, ``cupy.sort``, ``cupyx.scipy.sparse``'s
+that does the same job (CUB's scan, ``x[x > t]``, ``cupy.sort``, ``cupyx.scipy.sparse``'s
 SpMV) and a device-to-device copy measured in the same run, checks every result, and returns a
 DataFrame. They need a GPU with CuPy (:class:`~labhelpers.errors.GPUOnlyError` otherwise);
 ``bench/scan.py`` stores their tables as the reference data ``ch10_*``, which the chapter shows
@@ -10,6 +10,12 @@ under the simulator.
 Effective bandwidth is always the bytes the job must move divided by the time: ``8 n`` for a scan
 of ``n`` 4-byte values (read once, write once), ``4 (n + kept)`` for compaction, the whole sort's
 passes for the radix sort (and keys per second), :func:`~labhelpers.kernels.scan.spmv_bytes` for SpMV.
+
+**The scan's yardstick is CUB's scan itself** (:func:`cub_scan`: ``cub::DeviceScan::InclusiveSum`` through
+CuPy's own binding, in place, two kernels: CUB's tile-state initialisation and its single-pass scan).
+``cupy.cumsum`` is timed too (method ``cupy_cumsum``), but it is not CUB's scan: CuPy copies the input into
+the output with an element-wise kernel and then runs CUB's scan in place there, so it moves 16 bytes per
+element where a scan needs 8 (``cupy/_core/_routines_math.pyx``, ``scan_core``, CuPy 14).
 """
 
 from __future__ import annotations
@@ -101,6 +107,45 @@ def time_cumsum(x, repeat: int = 20, number: int = 10):
                      number=number, label="cupy.cumsum")
 
 
+#: What :func:`cub_scan` runs, as the tables name it.
+CUB_SCAN_TITLE = "CUB DeviceScan::InclusiveSum (in place, no copy)"
+
+
+def cub_scan(buf) -> None:
+    """CUB's inclusive sum of the CuPy array ``buf``, in place: CUB's scan with no copy around it.
+
+    Calls ``cupy.cuda.cub.device_scan`` (CuPy's binding of ``cub::DeviceScan::InclusiveSum``, the function
+    ``cupy.cumsum`` ends in), which launches CUB's two kernels on the current stream and takes its workspace
+    from CuPy's memory pool. ``buf`` must be a contiguous 1-D CuPy array of fewer than 2^31 elements (CUB's
+    ``int`` count).
+
+    Raises:
+        GPUOnlyError: without a GPU, or where CuPy was built without CUB.
+    """
+    cp = _cupy()
+    try:
+        from cupy.cuda import cub  # CuPy's CUB binding: part of the optional GPU extra
+    except ImportError:  # pragma: no cover - depends on the CuPy build
+        raise GPUOnlyError("this CuPy was built without CUB (cupy.cuda.cub), so CUB's scan cannot be timed") from None
+    if not (isinstance(buf, cp.ndarray) and buf.ndim == 1 and buf.flags.c_contiguous and buf.size < 2**31):
+        raise ValueError("cub_scan scans a contiguous 1-D CuPy array of fewer than 2**31 elements in place")
+    cub.device_scan(buf, cub.CUPY_CUB_CUMSUM)
+
+
+def time_cub_scan(x, repeat: int = 20, number: int = 10):
+    """CUB's own scan of ``x``, checked, then timed in place on a copy (8 bytes per 4-byte element).
+
+    Returns ``(Timing, ok)``: ``ok`` compares the first scan with the float64/int32 reference of
+    :func:`_scan_ok`. The timed scans rescan their own output (a scan's speed does not depend on the values).
+    """
+    buf = x.copy()
+    cub_scan(buf)
+    ok = _scan_ok(buf, x)
+    timing = benchmark(lambda: cub_scan(buf), nbytes=2 * x.nbytes, repeat=repeat, number=number,
+                       label="CUB DeviceScan::InclusiveSum")
+    return timing, ok
+
+
 def cupy_accelerators() -> str:
     """The routine accelerators CuPy uses (``cub`` means ``cupy.cumsum``, sums and sorts go through CUB)."""
     cp = _cupy()
@@ -126,10 +171,11 @@ def time_scan(x, method: str, *, inclusive: bool = True, threads: int | None = N
 
 def methods_table(n: int = METHOD_N, dtype=np.int32, *, chained_n: int = CHAINED_N, repeat: int = 10,
                   number: int = 5) -> pd.DataFrame:
-    """Every scan method (256 threads per block) at ``n`` elements, then ``cupy.cumsum`` and the copy.
+    """Every scan method (256 threads per block) at ``n`` elements, then CUB's scan, ``cupy.cumsum`` and the copy.
 
     Columns: method, title, n, dtype, launches, bytes_per_element (what the method moves: 16, 12 or 8),
-    median_ms, gbps (effective: ``8 n`` bytes / time), ok (checked against ``cupy.cumsum``).
+    median_ms, gbps (effective: ``8 n`` bytes / time), ok (checked against ``cupy.cumsum``). CUB's scan
+    (:func:`cub_scan`) is method ``cub_scan``; ``cupy.cumsum`` (a copy, then CUB's scan) moves 16 bytes.
     """
     rows = []
     for key, info in sk.METHODS.items():
@@ -140,9 +186,12 @@ def methods_table(n: int = METHOD_N, dtype=np.int32, *, chained_n: int = CHAINED
                                 launches=launches, bytes_per_element=info.passes, ok=ok))
         del x
     x = random_values(n, dtype)
+    timing, ok = time_cub_scan(x, repeat, number)
+    rows.append(_timing_row(timing, method="cub_scan", title=CUB_SCAN_TITLE, n=n, dtype=np.dtype(dtype).name,
+                            launches=2, bytes_per_element=8, ok=ok))
     rows.append(_timing_row(time_cumsum(x, repeat, number), method="cupy_cumsum",
-                            title=f"cupy.cumsum ({cupy_accelerators()})", n=n, dtype=np.dtype(dtype).name,
-                            launches=math.nan, bytes_per_element=8, ok=True))
+                            title=f"cupy.cumsum ({cupy_accelerators()}: copy + CUB scan)", n=n,
+                            dtype=np.dtype(dtype).name, launches=math.nan, bytes_per_element=16, ok=True))
     rows.append(_timing_row(time_copy(x, repeat, number), method="copy", title="copy (read + write)", n=n,
                             dtype=np.dtype(dtype).name, launches=1, bytes_per_element=8, ok=True))
     return pd.DataFrame(rows)
@@ -150,7 +199,7 @@ def methods_table(n: int = METHOD_N, dtype=np.int32, *, chained_n: int = CHAINED
 
 def sizes_table(sizes: Sequence[int] = SIZES, dtypes=(np.int32, np.float32), *, repeat: int = 10,
                 number: int = 10) -> pd.DataFrame:
-    """The single-pass scan, the tiled three-kernel scan, ``cupy.cumsum`` and the copy against the size."""
+    """The single-pass scan, the tiled three-kernel scan, CUB's scan, ``cupy.cumsum`` and the copy against the size."""
     rows = []
     for dtype in dtypes:
         for n in sizes:
@@ -158,6 +207,8 @@ def sizes_table(sizes: Sequence[int] = SIZES, dtypes=(np.int32, np.float32), *, 
             for key in ("lookback", "tiled_reduce_then_scan"):
                 timing, ok, _ = time_scan(x, key, repeat=repeat, number=number)
                 rows.append(_timing_row(timing, method=key, n=n, dtype=np.dtype(dtype).name, ok=ok))
+            timing, ok = time_cub_scan(x, repeat, number)
+            rows.append(_timing_row(timing, method="cub_scan", n=n, dtype=np.dtype(dtype).name, ok=ok))
             rows.append(_timing_row(time_cumsum(x, repeat, number), method="cupy_cumsum", n=n,
                                     dtype=np.dtype(dtype).name, ok=True))
             rows.append(_timing_row(time_copy(x, repeat, number), method="copy", n=n, dtype=np.dtype(dtype).name,

@@ -21,6 +21,7 @@ import pandas as pd
 from matplotlib import patches
 
 from .. import validate
+from ..experiments.portability import HOST_COPY_MODEL
 from ..kernels import portability as pt
 
 #: One colour per model, the same in every figure.
@@ -70,8 +71,9 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
 def models_table(gpu: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
     """The chapter's one table: every model's SAXPY and matmul on both machines, with ratios to the yardsticks.
 
-    ``vs yardstick`` is the rate over NumPy's (CPU rows), the copy's (GPU SAXPY) or cuBLAS's (GPU matmul); rows
-    that did not run keep their ``status``.
+    ``vs yardstick`` is the rate over the copy's for SAXPY (on the GPU the device-to-device copy, on the CPU
+    the host copy ceiling; CPU tables collected without it use NumPy's SAXPY), over cuBLAS's for the GPU
+    matmul and over NumPy's (BLAS) for the CPU matmul; rows that did not run keep their ``status``.
     """
     rows = []
     for table in (cpu, gpu):
@@ -81,7 +83,7 @@ def models_table(gpu: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
                 continue
             machine = part["machine"].iloc[0]
             if machine.startswith("CPU"):
-                base_name, base = "NumPy", _rate(table, kernel, "NumPy", column)
+                base_name, base = _cpu_yardstick(table, kernel, column)
             elif kernel == "saxpy":
                 base_name, base = "copy", _rate(table, "copy", "copy (CuPy, D2D)", column)
             else:
@@ -95,6 +97,15 @@ def models_table(gpu: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _cpu_yardstick(table: pd.DataFrame, kernel: str, column: str) -> tuple[str, float]:
+    """The CPU's yardstick for ``kernel``: the host copy ceiling for SAXPY where the table has it, else NumPy."""
+    if kernel == "saxpy":
+        copy = _rate(table, "copy", HOST_COPY_MODEL, "gbps")
+        if copy == copy:
+            return "host copy", copy
+    return "NumPy", _rate(table, kernel, "NumPy", column)
+
+
 def _rate(table: pd.DataFrame, kernel: str, model: str, column: str) -> float:
     part = table[(table["kernel"] == kernel) & (table["model"] == model) & (table["status"] == "ok")]
     return float(part[column].iloc[0]) if len(part) else float("nan")
@@ -105,7 +116,8 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
 
     Bars are grouped by machine (the ``machine`` column of each table, e.g. ``CPU: ...`` and ``GPU: ...``);
     the dashed lines are the same run's yardsticks: on the GPU the copy (SAXPY) and cuBLAS (matmul), on the
-    CPU NumPy. Log scale: the rates span four orders of magnitude. Returns the Figure.
+    CPU the host copy (SAXPY; NumPy in tables without it) and NumPy (matmul). Log scale: the rates span four
+    orders of magnitude. Returns the Figure.
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
     for ax, kernel, column, unit in ((axes[0], "saxpy", "gbps", "GB/s"), (axes[1], "matmul", "gflops", "GFLOP/s")):
@@ -128,6 +140,9 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
                 ref_model, ref_kernel = ("copy (CuPy, D2D)", "copy") if kernel == "saxpy" else ("cuBLAS", kernel)
                 ref = _rate(table, ref_kernel, ref_model, column)
                 ref_name = "copy" if kernel == "saxpy" else "cuBLAS"
+            elif kernel == "saxpy":
+                ref_name, ref = _cpu_yardstick(table, kernel, column)
+                ref = ref if ref_name == "host copy" else float("nan")
             else:
                 ref, ref_name = float("nan"), ""
             if ref == ref:

@@ -9,6 +9,9 @@ Toolkit: A Practical Tool for Architectural and Program Analysis*, PMBS 2014):
 * :func:`l2_read`: reads a small buffer (it fits in L2) over and over; bytes read over time is the L2 ceiling.
 * :func:`fma_chains`: eight independent chains of dependent fused multiply-adds per thread, no memory traffic
   to speak of; flops over time is the FMA ceiling (FP32 or FP64, chosen by the array's dtype).
+* :func:`host_copy`: the same copy on the host CPU, ``out[i] = x[i]`` shared among Numba's threads
+  (``prange``): the CPU's memory ceiling (STREAM's "Copy", McCalpin 1995), which
+  :func:`labhelpers.roofline.measure_host_bandwidth` times.
 * :func:`fma_per_element`: loads an element, applies ``nfma`` multiply-adds to it, stores it. ``nfma`` sets the
   arithmetic intensity, so sweeping it walks a kernel along the roofline.
 
@@ -25,7 +28,7 @@ elsewhere: the ceilings by :mod:`labhelpers.roofline.measure`, the chapter's swe
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, njit, prange
 
 from .. import backend, device
 from ..arrays import check_array, to_host
@@ -288,6 +291,20 @@ def fma_per_element(x, out, nfma, a, b):
             j += 1
         out[i] = v
         i += stride
+
+
+# ------------------------------------------------------------------------------------------ the host
+
+
+@njit(parallel=True, cache=False)
+def host_copy(x, out):
+    """``out[i] = x[i]`` on the host CPU, the elements shared among Numba's threads: STREAM's Copy kernel.
+
+    Each thread copies one contiguous part (``prange`` splits the range into one chunk per thread), so
+    every core streams from memory at once, as STREAM runs with OpenMP.
+    """
+    for i in prange(x.shape[0]):
+        out[i] = x[i]
 
 
 # ------------------------------------------------------------------------------------------- counting

@@ -46,13 +46,17 @@ from .explorer import roofline_explorer, sweep_explorer
 from .measure import (
     COPY_BYTES,
     COPY_VARIANTS,
+    HOST_COPY_BYTES,
+    HOST_COPY_VARIANTS,
     CeilingMeasurement,
     ceilings_or_reference,
     measure_ceilings,
     measure_dram_bandwidth,
     measure_fma_peak,
+    measure_host_bandwidth,
     measure_l2_bandwidth,
     time_copy,
+    time_host_copy,
 )
 from .model import (
     FP32_LANES_PER_SM,
@@ -101,7 +105,7 @@ from .tables import format_table
 
 __all__ = [
     "CACHE_ENV_VAR", "CEILINGS_FILE", "CEILING_NAMES", "CEILING_TOLERANCE", "COPY_BYTES", "COPY_VARIANTS",
-    "COPY_VARIANT_COLUMNS", "FP32_LANES_PER_SM", "FP64_LANES_PER_SM", "LAB_POINTS_FILE", "LIBRARY",
+    "COPY_VARIANT_COLUMNS", "FP32_LANES_PER_SM", "HOST_COPY_BYTES", "HOST_COPY_VARIANTS", "FP64_LANES_PER_SM", "LAB_POINTS_FILE", "LIBRARY",
     "LIBRARY_COPY_NAME", "NBODY_FLOPS_PER_INTERACTION", "PCIE5_X16_GBS", "POINTS_FILE", "POINT_COLUMNS",
     "PRECISIONS", "REF_CEILINGS", "REF_COPY_VARIANTS", "REF_POINTS", "SOURCES", "CeilingMeasurement", "Ceilings",
     "ImpossibleMeasurement", "KernelCount", "attainable", "bound", "cache_root", "ceilings_from_table",
@@ -110,10 +114,11 @@ __all__ = [
     "datasheet_table", "device_cache_dir", "format_table", "fp32_peak_at_clock", "fp64_peak_at_clock",
     "fraction_of_roof", "gemm_intensity", "intensity_table", "load_cached_ceilings", "load_points",
     "machine_balance", "matmul_ideal_counts", "matmul_naive_counts", "matmul_tiled_counts", "measure_ceilings",
-    "measure_dram_bandwidth", "measure_fma_peak", "measure_l2_bandwidth", "nbody_counts", "peak_at_clock_gflops",
+    "measure_dram_bandwidth", "measure_fma_peak", "measure_host_bandwidth",
+    "measure_l2_bandwidth", "nbody_counts", "peak_at_clock_gflops",
     "plot_copy_variants", "plot_fft_crossover", "plot_roofline", "plot_skewed_gemm", "plot_sweep_times",
     "plot_timing_hygiene",
     "points_or_reference", "record_point", "reduction_counts", "reference_ceilings", "roofline_explorer",
     "roofline_title", "save_cached_ceilings", "saxpy_counts", "stencil_counts", "sweep_explorer", "time_bounds",
-    "time_copy",
+    "time_copy", "time_host_copy",
 ]

@@ -10,6 +10,11 @@ through :func:`time_copy`): the fastest device-to-device copy of a 1 GiB buffer 
 of :data:`COPY_VARIANTS` and, where CuPy is installed, CuPy's own copy; bytes counted read + written. It is
 the roofline's device-memory ceiling and the yardstick of every chapter's benchmark
 (``bench/common.py``: ``Context.copy_bandwidth_gbs``).
+
+**The host copy ceiling** (the CPU's memory ceiling, the yardstick of the CPU baselines) is measured here too,
+by :func:`measure_host_bandwidth`: a STREAM-style copy of a buffer far larger than the CPU's caches, by all of
+Numba's threads (:func:`labhelpers.kernels.roofline.host_copy`) and by NumPy (one thread), host clock. It runs
+on any machine.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -24,7 +30,7 @@ import numpy as np
 from numba import cuda
 from tqdm.auto import tqdm
 
-from .. import backend, device, timing
+from .. import backend, device, host, timing, validate
 from ..errors import GPUOnlyError
 from ..kernels import roofline as rk
 from ..launch import blocks_for
@@ -179,6 +185,92 @@ def measure_dram_bandwidth(nbytes: int = COPY_BYTES, variants: Sequence[tuple[st
         t = time_copy(src, dst, kernel=LIBRARY, dtype=np.float32)
         tried.append({"kernel": LIBRARY_COPY_NAME, "access_bytes": None, "threads": None, "blocks": None,
                       "grid": LIBRARY, "gbps": t.gbps, "how": f"{LIBRARY_COPY_NAME}, float32, {size}"})
+    best = max(tried, key=lambda row: row["gbps"])
+    return CeilingMeasurement(best["gbps"], "GB/s", best["how"], tuple(tried))
+
+
+# ---------------------------------------------------------------------------------- the host's memory
+
+#: Bytes of each buffer of the host copy ceiling: 512 MiB, far larger than any CPU's last-level cache.
+HOST_COPY_BYTES = 2**29
+#: The host copies :func:`measure_host_bandwidth` tries: Numba's threads (plain stores: each line written is
+#: first read into the cache), NumPy's one-thread copy, and NumPy's copy split over as many Python threads as
+#: Numba has (``np.copyto`` releases the GIL, and the C library's ``memcpy`` streams large copies past the cache).
+HOST_COPY_VARIANTS: tuple[str, ...] = ("numba_parallel", "numpy", "numpy_threads")
+
+
+def time_host_copy(src: np.ndarray, out: np.ndarray | None = None, *, kind: str = "numba_parallel",
+                   warmup: int = 2, repeat: int = 10) -> timing.Timing:
+    """Time one host-to-host copy of ``src`` with the host clock: the one way labhelpers times a CPU copy.
+
+    Args:
+        src: a contiguous NumPy array; its bytes are copied.
+        out: where to copy to (same shape and dtype); a new array when omitted.
+        kind: ``"numba_parallel"`` (:func:`~labhelpers.kernels.roofline.host_copy`, every Numba thread),
+            ``"numpy"`` (``np.copyto``, one thread) or ``"numpy_threads"`` (``np.copyto`` of one contiguous
+            part per thread, as many threads as Numba's).
+        warmup, repeat: copies before timing (the first also compiles Numba's), and copies timed.
+
+    Returns:
+        The :class:`~labhelpers.timing.Timing` (median of ``repeat`` copies), ``nbytes`` = bytes read + written.
+    """
+    validate.choice(kind, "kind", HOST_COPY_VARIANTS)
+    validate.array(src, "src", ndim=1)
+    out = np.empty_like(src) if out is None else out
+    validate.array(out, "out", dtype=src.dtype, shape=tuple(src.shape))
+    if kind == "numba_parallel":
+        def copy():
+            rk.host_copy(src, out)
+
+        label = f"host copy, Numba prange ({host.host_cpu().numba_threads} threads)"
+    elif kind == "numpy_threads":
+        threads = host.host_cpu().numba_threads
+        bounds = np.linspace(0, src.shape[0], threads + 1).astype(np.int64)
+        parts = [(out[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        pool = ThreadPoolExecutor(max_workers=threads)
+
+        def copy():
+            list(pool.map(lambda part: np.copyto(*part), parts))
+
+        label = f"host copy, np.copyto in {threads} threads"
+        try:
+            return timing.wall_time(copy, warmup=warmup, repeat=repeat, nbytes=2 * int(src.nbytes), label=label)
+        finally:
+            pool.shutdown()
+    else:
+        def copy():
+            np.copyto(out, src)
+
+        label = "host copy, np.copyto (one thread)"
+    return timing.wall_time(copy, warmup=warmup, repeat=repeat, nbytes=2 * int(src.nbytes), label=label)
+
+
+def measure_host_bandwidth(nbytes: int = HOST_COPY_BYTES, variants: Sequence[str] = HOST_COPY_VARIANTS,
+                           *, repeat: int = 10) -> CeilingMeasurement:
+    """The host copy ceiling, this CPU's memory ceiling: the fastest STREAM-style copy. Any machine.
+
+    Definition: the best bandwidth of a copy of one ``nbytes`` buffer (512 MiB: beyond any last-level cache)
+    of float64 into another, host clock, median of ``repeat`` copies after two warm-up copies, bytes counted
+    read + written (STREAM's convention: the write-allocate reads a cache makes are not counted), among
+    :data:`HOST_COPY_VARIANTS`: every Numba thread (``prange``), NumPy's ``np.copyto`` (one thread) and
+    ``np.copyto`` split over as many threads. A kernel that reads the lines it writes (SAXPY's ``y``) pays
+    no write-allocate read, so it can exceed a copy that does: a ratio above 1 to this ceiling is possible.
+
+    Returns:
+        The best copy's GB/s; ``how`` names it with the CPU and thread count; ``tried`` holds one dict per
+        copy (``kernel``, ``threads``, ``gbps``, ``median_ms``, ``how``).
+    """
+    nbytes = validate.integer(nbytes, "nbytes", minimum=8)
+    src = np.ones(nbytes // 8, dtype=np.float64)  # written once, so every page is mapped before timing
+    dst = np.zeros_like(src)
+    cpu = host.host_cpu()
+    size = f"{src.nbytes / 2**20:,.0f} MiB copied"
+    tried = []
+    for kind in variants:
+        t = time_host_copy(src, dst, kind=kind, repeat=repeat)
+        threads = 1 if kind == "numpy" else host.host_cpu().numba_threads
+        tried.append({"kernel": kind, "threads": threads, "gbps": t.gbps, "median_ms": t.median_ms,
+                      "how": f"{t.label}, {size}, {cpu.model}"})
     best = max(tried, key=lambda row: row["gbps"])
     return CeilingMeasurement(best["gbps"], "GB/s", best["how"], tuple(tried))
 
