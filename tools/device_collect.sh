@@ -4,7 +4,9 @@
 #   usage: bash tools/device_collect.sh [topic ...]
 # With several GPUs the topics are shared out among lanes, one process per GPU (CUDA_VISIBLE_DEVICES), each taking the
 # next topic from one queue: every ratio is still measured in one process on one GPU, and the whole collection is one
-# run (LABHELPERS_RUN_ID, stored in every file's metadata). LANES=1 forces one lane.
+# run (LABHELPERS_RUN_ID, stored in every file's metadata). LANES=1 forces one lane. DEADLINE=seconds stops lanes
+# from starting a topic after that long and ends a topic still running then (its log says so), so that one call of
+# the device tool always brings back what was collected; the topics not collected are printed at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -21,18 +23,21 @@ queue=$(mktemp); printf '%s\n' "${topics[@]}" > "$queue"
 pop() {  # the next topic of the queue, or nothing
   flock "$queue.lock" bash -c 'head -n1 "$0"; sed -i 1d "$0"' "$queue"
 }
+START=$(date +%s); DEADLINE=${DEADLINE:-100000}
 lane() {
-  local gpu=$1 topic rc=0
-  while topic=$(pop) && [ -n "$topic" ]; do
+  local gpu=$1 topic rc=0 left
+  while left=$(( START + DEADLINE - $(date +%s) )) && [ "$left" -gt 30 ] && topic=$(pop) && [ -n "$topic" ]; do
     echo "== lane $gpu: $topic ($(date -u +%T))"
-    CUDA_VISIBLE_DEVICES=$gpu python3 bench/run_all.py --collect "$OUT/reference" --only "$topic" \
-      > "$OUT/logs/$topic.log" 2>&1 || { rc=1; echo "== lane $gpu: $topic FAILED"; }
+    CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 bench/run_all.py --collect "$OUT/reference" --only "$topic" \
+      > "$OUT/logs/$topic.log" 2>&1 || { rc=1; echo "== lane $gpu: $topic FAILED (or stopped at the deadline)"; }
+    echo "== lane $gpu: $topic done ($(date -u +%T))"
   done
   return $rc
 }
 echo "run $LABHELPERS_RUN_ID: ${#topics[@]} topics on $LANES lane(s) of $gpus GPU(s)"
 pids=(); for ((g = 0; g < LANES; g++)); do lane "$g" & pids+=($!); done
 rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
+[ -s "$queue" ] && echo "NOT COLLECTED (deadline): $(tr '\n' ' ' < "$queue")"
 for t in "${topics[@]}"; do [ -f "$OUT/logs/$t.log" ] && { echo "######## $t"; cat "$OUT/logs/$t.log"; }; done > "$OUT/bench.log"
 grep -h -E "FAIL|Traceback|Error" "$OUT/bench.log" | head -40
 tar czf "$OUT/reference.tgz" -C "$OUT" reference logs && rm -rf "$OUT/reference" "$OUT/logs"
