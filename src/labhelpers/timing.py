@@ -230,6 +230,20 @@ class HoldPolicy:
     min_ms: float = 1.0
     max_ms: float = 500.0
     guess_per_call_ms: float = 0.1
+    target_ms: float = 1.0
+    max_number: int = 100
+
+    def calls_per_repetition(self, one_call_ms: float) -> int:
+        """How many calls one held repetition queues when the caller left ``number`` to ``benchmark``.
+
+        Two events bracket a few microseconds of the GPU's own work besides the calls (the event and the first
+        launch reaching the GPU): around one call of 50 µs that is +10%. Queuing calls for about
+        ``target_ms`` of GPU work (at most ``max_number``) makes it a fraction of a percent per call; what stays
+        is the GPU's gap between two kernels of one stream (about a microsecond), as in any stream of kernels.
+        """
+        if not one_call_ms > 0:
+            return 1
+        return int(min(self.max_number, max(1, -(-self.target_ms // one_call_ms))))
 
     def sleep_for(self, issue_ms: float) -> float:
         """The sleep that covers a repetition whose calls take ``issue_ms`` to issue."""
@@ -405,7 +419,7 @@ def benchmark(
     flops: int | None = None,
     warmup: int = 2,
     repeat: int = 20,
-    number: int = 1,
+    number: int | None = None,
     label: str | None = None,
     clock: str = "gpu",
     flush_l2: bool = False,
@@ -422,8 +436,10 @@ def benchmark(
         warmup: untimed calls first (the first call of a kernel compiles it); they also measure the issue cost
             that sets the length of the hold.
         repeat: timed repetitions.
-        number: calls of ``fn`` between one pair of events (for very short kernels); the reported time is per
-            call. With the stream held, keep it under a few hundred: the driver's launch queue is finite.
+        number: calls of ``fn`` between one pair of events; the reported time is per call. Default: 1 with
+            ``clock="python"``; with the stream held, enough calls for about 1 ms of GPU work, at most 100
+            (:meth:`HoldPolicy.calls_per_repetition`: the events' own few microseconds then vanish in the
+            average). Keep it under a few hundred: the driver's launch queue is finite.
         label: a name for the printout (defaults to ``fn``'s name).
         clock: ``"gpu"``: GPU time only, the stream held while the calls are queued (:data:`CLOCK_HELD`);
             ``"python"``: CUDA events around the calls as Python makes them, launch cost included
@@ -439,7 +455,8 @@ def benchmark(
     validate.function(fn, "benchmark's first argument (the work to time)",
                       example="lh.benchmark(lambda: kernel[blocks, threads](x, out))")
     repeat = validate.integer(repeat, "repeat", minimum=1)
-    number = validate.integer(number, "number", minimum=1)
+    if number is not None:
+        number = validate.integer(number, "number", minimum=1)
     warmup = validate.integer(warmup, "warmup", minimum=0)
     clock = validate.choice(clock, "clock", tuple(BENCHMARK_CLOCKS))
     label = label or getattr(fn, "__name__", "work")
@@ -454,6 +471,15 @@ def benchmark(
         fn()
         issue_estimate = (time.perf_counter() - t0) * 1e3  # the last call's: the first one compiles
     ops.synchronize()
+    if number is None:
+        number = 1
+        if clock == "gpu":  # one held call first: how long is the work?
+            policy = HoldPolicy()
+            per_call = policy.guess_per_call_ms if issue_estimate is None else issue_estimate
+            held, one_ms, _ = held_repetition(fn, 1, ops, policy.sleep_for(per_call))
+            if held:
+                number = policy.calls_per_repetition(one_ms)
+            ops.synchronize()
     reps = time_repetitions(fn, ops, repeat=repeat, number=number, clock=BENCHMARK_CLOCKS[clock],
                             flush=flush_l2, issue_estimate_ms=issue_estimate)
     return Timing(label=label, times_ms=reps.times_ms, nbytes=nbytes, flops=flops, clock=reps.clock,
