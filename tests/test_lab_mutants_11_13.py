@@ -97,3 +97,100 @@ def test_lab11_mutants_are_rejected(lab11, case):
     bad = mutant(getattr(lab11, name), (old, new), **PY)
     with pytest.raises(lh.CheckFailed, match=message):
         CHECKERS_11[name](bad)
+
+
+# ------------------------------------------------------------------------------------------------ lab 13
+
+@pytest.fixture(scope="module")
+def lab13():
+    return load_solutions("13_consistency_lab")
+
+
+COUNT_TEST = "if i < x.size and x[i] > threshold:"
+#: (kernel, edits, what the message must say): one per bug class of chapter 13.
+MUTANTS_13 = {
+    # exercise 1: an atomic counter
+    "plain read-modify-write": ("count_atomic", [("cuda.atomic.add(counter, 0, 1)", "counter[0] += 1")],
+                                "does not call cuda.atomic.add"),
+    "plain store next to a dead atomic": ("count_atomic", [("cuda.atomic.add(counter, 0, 1)",
+                                                            "cuda.atomic.add(counter, 0, 0)\nc = counter\nc[0] += 1")],
+                                          "plain store"),
+    "counts the threshold itself": ("count_atomic", [(COUNT_TEST, COUNT_TEST.replace(">", ">="))],
+                                    "strictly greater"),
+    # exercise 2: a shared counter per block
+    "no barrier between zeroing and counting": ("count_block", [("cuda.syncthreads()", "", 1)],
+                                                "race on hits\\[0\\]"),
+    "no barrier before thread 0 reads the total": ("count_block", [("cuda.syncthreads()", "", 2)],
+                                                   "race on hits\\[0\\]"),
+    "racy shared increment": ("count_block", [("cuda.atomic.add(hits, 0, 1)", "hits[0] += 1")],
+                              "race on hits\\[0\\]"),
+    "return before the barriers": ("count_block", [("i = cuda.grid(1)", "i = cuda.grid(1)\nif i >= x.size:\n    return")],
+                                   "barrier reached by only"),
+    "one global atomic per thread": ("count_block", [("cuda.atomic.add(hits, 0, 1)", "cuda.atomic.add(counter, 0, 1)")],
+                                     "at most one per block"),
+    "plain store of the block total next to a dead atomic": (
+        "count_block", [("cuda.atomic.add(counter, 0, hits[0])",
+                         "cuda.atomic.add(counter, 0, 0)\ntotal = counter\ntotal[0] += hits[0]")], "plain store"),
+    "block counter counts the threshold": ("count_block", [(COUNT_TEST, COUNT_TEST.replace(">", ">="))],
+                                           "strictly greater"),
+    # exercise 3: compare-and-swap
+    "compare-and-swap without a retry loop": ("max_cas", [("while seen < key:", "if seen < key:"), ("break", "pass")],
+                                              "without a retry loop"),
+    "no key flip for negative floats": ("max_cas", [("key = b if b >= 0 else b ^ int32(0x7FFFFFFF)", "key = b")],
+                                        "negative floats"),
+    "atomic.max instead of the CAS loop": ("max_cas", [("found = cuda.atomic.cas(best_key, 0, seen, key)",
+                                                        "found = cuda.atomic.max(best_key, 0, key)")],
+                                           "does not call cuda.atomic.cas"),
+    # exercise 4: fences of the last-block sum
+    "no release fence": ("sum_last_block", [("cuda.threadfence()", "", 1)], "between the store"),
+    "block-scope release fence": ("sum_last_block", [("cuda.threadfence()", "cuda.threadfence_block()", 1)],
+                                  "threadfence_block"),
+    "no acquire fence": ("sum_last_block", [("cuda.threadfence()", "", 2)], "after the atomic ticket"),
+    "ticket that never wraps": ("sum_last_block", [("t = cuda.atomic.inc(ticket, 0, uint32(cuda.gridDim.x - 1))",
+                                                    "t = cuda.atomic.add(ticket, 0, uint32(1))")],
+                                "never wraps|wrong sum in"),
+}
+
+CHECKERS_13 = {"count_atomic": ex13.check_count_atomic, "count_block": ex13.check_count_block,
+               "max_cas": ex13.check_float_max_cas, "sum_last_block": ex13.check_last_block_fences}
+
+
+def test_lab13_solutions_pass(lab13):
+    for name, checker in CHECKERS_13.items():
+        checker(getattr(lab13, name))
+    ex13.check_litmus_answers(lab13.litmus_answers)
+
+
+@pytest.mark.parametrize("case", list(MUTANTS_13))
+def test_lab13_mutants_are_rejected(lab13, case):
+    name, edits, message = MUTANTS_13[case]
+    bad = mutant(getattr(lab13, name), *edits)
+    with pytest.raises(lh.CheckFailed, match=message):
+        CHECKERS_13[name](bad)
+
+
+def test_lab13_block_counter_without_its_first_barrier_fails_the_same_way_every_time(lab13):
+    bad = mutant(lab13.count_block, ("cuda.syncthreads()", "", 1))
+    messages = set()
+    for _ in range(6):
+        with pytest.raises(lh.CheckFailed) as err:
+            ex13.check_count_block(bad)
+        messages.add(str(err.value))
+    assert len(messages) == 1
+
+
+LITMUS_MUTANTS = {
+    "one outcome misjudged": (lambda good: {**good, ("SB", (0, 0)): True}, "1 of 12 answers are wrong"),
+    "answers typed as strings": (lambda good: {q: str(v) for q, v in good.items()}, "not True or False.*str"),
+    "one string among bools": (lambda good: {**good, ("MP", (1, 0)): "False"}, "'False' is a str"),
+    "an answer left out": (lambda good: {**good, ("MP", (1, 0)): None}, "not answered"),
+    "not a dict": (lambda good: list(good.items()), "must return a dict"),
+}
+
+
+@pytest.mark.parametrize("case", list(LITMUS_MUTANTS))
+def test_lab13_litmus_mutants_are_rejected(lab13, case):
+    edit, message = LITMUS_MUTANTS[case]
+    answers = edit(lab13.litmus_answers())
+    with pytest.raises(lh.CheckFailed, match=message):
+        ex13.check_litmus_answers(lambda: answers)
