@@ -194,3 +194,107 @@ def test_lab13_litmus_mutants_are_rejected(lab13, case):
     answers = edit(lab13.litmus_answers())
     with pytest.raises(lh.CheckFailed, match=message):
         ex13.check_litmus_answers(lambda: answers)
+
+
+# ------------------------------------------------------------------------------------------------ lab 12
+
+@pytest.fixture(scope="module")
+def lab12():
+    from labhelpers.kernels import portability as pt
+
+    try:
+        pt.opencl_target("cpu")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no CPU OpenCL driver (run tools/ensure_opencl.sh): {exc}")
+    return load_solutions("12_portability_lab")
+
+
+def _edit(fn, old, new):
+    text = fn()
+    assert text.count(old) == 1, f"{old!r} is not in the solution once: update the mutant"
+    return lambda: text.replace(old, new)
+
+
+BARRIER = "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+GUARDED_LOAD = "    if (x < cols && y < rows)\n        tile[ly][lx] = in[y * cols + x];\n"
+PRAGMA = "#pragma acc parallel loop copyin(A[0:m*n], x[0:n]) copyout(y[0:m])"
+#: (exercise, old, new, what the message must say): one per bug class of chapter 12.
+MUTANTS_12 = {
+    # exercise 1: diff in OpenCL, rounded-up NDRange
+    "no guard": ("diff", "    if (i < n - 1)\n        d[i]", "    d[i]", "past the end"),
+    "global size rounded down": ("size", "return ((n + local_size - 1) // local_size) * local_size",
+                                 "return (n // local_size) * local_size", "cannot cover"),
+    "global size not a multiple of the work-group": ("size", "return ((n + local_size - 1) // local_size) * local_size",
+                                                     "return n", "whole number of work-groups"),
+    "wrong index": ("diff", "int i = get_global_id(0);", "int i = get_local_id(0);", "wrong for n="),
+    # exercise 2: transpose with a __local tile
+    "no barrier": ("transpose", BARRIER, "", "no barrier"),
+    "barrier in a branch": ("transpose", BARRIER, "    if (x < cols)\n        barrier(CLK_LOCAL_MEM_FENCE);\n",
+                            "inside an if/else"),
+    "return before the barrier": ("transpose", GUARDED_LOAD,
+                                  "    if (x >= cols || y >= rows)\n        return;\n    tile[ly][lx] = in[y * cols + x];\n",
+                                  "`return` at line"),
+    "barrier in a loop whose trip count depends on the work-item": (
+        "transpose", BARRIER, "    for (int k = lx; k < TILE; k += TILE)\n        barrier(CLK_LOCAL_MEM_FENCE);\n",
+        "trip count depends on the work-item"),
+    "barrier in a while loop over a work-item value": (
+        "transpose", BARRIER, "    int k = x;\n    while (k < cols) {\n        barrier(CLK_LOCAL_MEM_FENCE);\n"
+                              "        k += get_global_size(0);\n    }\n", "trip count depends on the work-item"),
+    "global fence for a local tile": ("transpose", "barrier(CLK_LOCAL_MEM_FENCE)", "barrier(CLK_GLOBAL_MEM_FENCE)",
+                                      "CLK_LOCAL_MEM_FENCE"),
+    "tile read untransposed": ("transpose", "= tile[lx][ly];", "= tile[ly][lx];", "read the tile transposed"),
+    "tile not in local memory": ("transpose", "__local float tile", "float tile", "local memory"),
+    # exercise 3: OpenACC data clauses and parallelism
+    "data clauses without extents": ("matvec", PRAGMA, "#pragma acc parallel loop copyin(A, x) copyout(y)",
+                                     "has no extent"),
+    "copyout of one element": ("matvec", PRAGMA, PRAGMA.replace("copyout(y[0:m])", "copyout(y[0:1])"),
+                               r"copyout\(y\[0:1\]\) covers the wrong elements"),
+    "extent as a last index": ("matvec", PRAGMA, PRAGMA.replace("A[0:m*n]", "A[0:m*n-1]"), "wrong elements"),
+    "present with no data region": ("matvec", PRAGMA, "#pragma acc parallel loop present(A[0:m*n], x[0:n], y[0:m])",
+                                    "no data region"),
+    "copyin of the output": ("matvec", PRAGMA, PRAGMA.replace("copyout(y[0:m])", "copyin(y[0:m])"),
+                             "never brings it back"),
+    "copy of a read-only input": ("matvec", PRAGMA, PRAGMA.replace("copyin(A[0:m*n], x[0:n])",
+                                                                   "copy(A[0:m*n]) copyin(x[0:n])"), "suffices"),
+    "inner sum shared out without a reduction": ("matvec", "#pragma acc loop reduction(+:sum)",
+                                                 "#pragma acc loop vector", "race"),
+    # exercise 4: the names
+    "the lecture's Block ID": ("names", "get_group_id(0)", "Block ID", "get_group_id"),
+}
+
+
+def _lab12_call(lab12, exercise, old=None, new=None):
+    from labhelpers.exercises import portability as ex12
+
+    if exercise == "size":
+        size = lab12.global_size_for if old is None else eval(  # noqa: S307  (a one-line test edit)
+            "lambda n, local_size: " + new.removeprefix("return "))
+        return ex12.check_diff(lab12.diff_opencl, size)
+    fn = {"diff": lab12.diff_opencl, "transpose": lab12.transpose_opencl, "matvec": lab12.matvec_acc,
+          "names": None}[exercise]
+    if exercise == "names":
+        names = lab12.opencl_names()
+        if old is not None:
+            names = {k: (new if v == old else v) for k, v in names.items()}
+        return ex12.check_opencl_names(lambda: names)
+    if old is not None:
+        fn = _edit(fn, old, new)
+    return {"diff": lambda f: ex12.check_diff(f, lab12.global_size_for), "transpose": ex12.check_transpose,
+            "matvec": ex12.check_matvec}[exercise](fn)
+
+
+def test_lab12_solutions_pass(lab12):
+    for exercise in ("diff", "transpose", "matvec", "names"):
+        _lab12_call(lab12, exercise)
+
+
+@pytest.mark.parametrize("case", list(MUTANTS_12))
+def test_lab12_mutants_are_rejected(lab12, case):
+    exercise, old, new, message = MUTANTS_12[case]
+    with pytest.raises(lh.CheckFailed, match=message):
+        _lab12_call(lab12, exercise, old, new)
+
+
+def test_mutant_counts():
+    """The closing note of issue 23 reports these numbers."""
+    assert (len(MUTANTS_11), len(MUTANTS_12), len(MUTANTS_13) + len(LITMUS_MUTANTS)) == (22, 20, 22)
