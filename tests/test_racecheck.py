@@ -550,3 +550,54 @@ def test_the_subprocess_route_refuses_a_kernel_without_source_clearly():
 def test_a_kernel_without_source_gets_a_clear_gpu_only_error_on_a_gpu():
     with pytest.raises(lh.GPUOnlyError, match=_CANNOT_REBUILD):
         lh.check_races(_kernel_without_source(), 1, BLOCK, np.zeros(BLOCK, np.float32))
+
+
+# ------------------------------------------------------------------------ the detector's holes (issue 23)
+
+HOT = 12  # writes of one element by thread 0 in one phase, more than the pair budget the test sets
+
+
+@cuda.jit
+def one_writer_many_times(out):
+    s = cuda.shared.array(4, int32)
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        for k in range(HOT):
+            s[0] = k
+    if tid == 1:
+        out[0] = s[0]  # RAW: no barrier between thread 0's writes and this read
+
+
+@cuda.jit
+def left_neighbour_unguarded(x, out):
+    s = cuda.shared.array(BLOCK, float32)
+    tid = cuda.threadIdx.x
+    s[tid] = x[tid]
+    cuda.syncthreads()  # RAW: every element is written before the neighbours read it
+    out[tid] = s[tid - 1]  # thread 0 reads s[-1]
+
+
+@sim_only
+def test_an_incomplete_recording_is_not_ok(monkeypatch):
+    monkeypatch.setattr(rc, "MAX_ACCESSES", 10)
+    report = lh.check_races(stencil, 2, BLOCK, np.ones(2 * BLOCK, np.float32), np.zeros(2 * BLOCK, np.float32))
+    assert not report.complete
+    assert not report.ok
+    assert "incomplete" in report.summary() and "smaller launch" in report.summary()
+    with pytest.raises(lh.CheckFailed, match="smaller launch"):
+        report.raise_for_problems("the stencil")
+
+
+@sim_only
+def test_same_thread_pairs_do_not_use_up_the_pair_budget(monkeypatch):
+    monkeypatch.setattr(rc, "MAX_PAIRS_PER_ELEMENT", HOT - 2)
+    report = lh.check_races(one_writer_many_times, 1, 2, np.zeros(1, np.int32))
+    assert not report.ok
+    assert report.race_counts.get("RAW") == 1
+    assert report.races[0].threads == ((0, 0, 0), (1, 0, 0))
+
+
+def test_a_negative_shared_index_is_reported():
+    x = np.arange(BLOCK, dtype=np.float32)
+    with pytest.raises(IndexError, match=r"negative index into the shared array s: \[-1\].*if tid > 0"):
+        lh.check_races(left_neighbour_unguarded, 1, BLOCK, x, np.zeros(BLOCK, np.float32))

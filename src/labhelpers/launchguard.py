@@ -7,6 +7,11 @@ that names no fix). :func:`install`, called by ``import labhelpers``, checks eve
 before Numba sees it, on both backends, so both raise the same
 :class:`~labhelpers.errors.LaunchConfigError` that says what to change.
 
+Under the simulator a launch of more than :data:`SIM_MAX_THREADS` threads (a GPU-sized input: a scan of
+2**22 elements, a stencil of 10**7 points) is refused at once with :class:`SimulatorTooSlow`, which says how
+long it would take and points at ``lh.problem_size``: the simulator runs a few thousand threads per second, and
+such a launch would otherwise run for many minutes without a word. This is the one place that threshold lives.
+
 Configurations that pass are remembered (a set lookup), so a benchmark's repeated launches
 pay nothing measurable. A list-valued grid or block (``kernel[[4], [64]]``) is passed on as a
 tuple: numba-cuda's ``CUDADispatcher.configure`` caches configurations with
@@ -24,6 +29,16 @@ import numpy as np
 
 from . import backend
 from . import validate
+from .errors import LabError
+
+#: Most threads (all blocks together) one launch may run under the simulator; more would take minutes.
+SIM_MAX_THREADS = 2**19
+#: Threads the simulator runs per second, roughly (for the estimate in the message).
+SIM_THREADS_PER_SECOND = 2000
+
+
+class SimulatorTooSlow(LabError, RuntimeError):
+    """A launch the simulator would need minutes (or hours) for: a GPU-sized input; use ``lh.problem_size``."""
 
 _installed: dict[type, Any] = {}
 _known_good: set = set()
@@ -51,9 +66,23 @@ def check_configuration(configuration: Any) -> None:
             return
     except TypeError:  # a list: unhashable, check it every time
         key = None
-    validate.launch(grid, block, shared, max_shared=_max_shared())
+    grid_dims, block_dims = validate.launch(grid, block, shared, max_shared=_max_shared())
+    if backend.is_simulator():
+        check_simulator_size(int(np.prod(grid_dims)) * int(np.prod(block_dims)))
     if key is not None and _integers_only(key):
         _known_good.add(key)
+
+
+def check_simulator_size(threads: int) -> None:
+    """Raise :class:`SimulatorTooSlow` when a simulator launch of ``threads`` threads would take minutes."""
+    if threads <= SIM_MAX_THREADS:
+        return
+    minutes = threads / SIM_THREADS_PER_SECOND / 60
+    raise SimulatorTooSlow(
+        f"this launch runs {threads:,} threads, and Numba's CUDA simulator runs about {SIM_THREADS_PER_SECOND:,} "
+        f"threads per second: it would take about {minutes:,.0f} minutes. That is a GPU-sized input; under the "
+        f"simulator use at most {SIM_MAX_THREADS:,} threads per launch, e.g. choose the size with "
+        "n = lh.problem_size(gpu=2**22, sim=2_000) (GPU-sized on a GPU, small under the simulator).")
 
 
 def _integers_only(key: tuple) -> bool:

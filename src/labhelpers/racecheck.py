@@ -60,6 +60,7 @@ import contextlib
 import dis
 import importlib
 import inspect
+import itertools
 import linecache
 import os
 import pickle
@@ -292,8 +293,12 @@ class RaceReport:
 
     @property
     def ok(self) -> bool:
-        """True when no race and no barrier problem was found."""
-        return not self.races and not self.barrier_problems
+        """True when the whole launch was recorded and no race and no barrier problem was found.
+
+        A report whose recording stopped early (``complete`` False) is never ok: the accesses it did not
+        record may race.
+        """
+        return self.complete and not self.races and not self.barrier_problems
 
     @property
     def launch(self) -> str:
@@ -316,9 +321,13 @@ class RaceReport:
                 parts.append(f"races ({kinds})")
             if self.barrier_problems:
                 parts.append(f"{self.n_barrier_problems} barrier problem(s)")
-            text = f"{self.launch}: " + " and ".join(parts) + "."
+            if parts:
+                text = f"{self.launch}: " + " and ".join(parts) + "."
+            else:
+                text = f"{self.launch}: nothing found in the part that was recorded, but the check is incomplete."
         if not self.complete:
-            text += f" (Recording stopped after {MAX_ACCESSES} accesses: use a smaller launch.)"
+            text += (f" Recording stopped after {MAX_ACCESSES} shared-memory accesses, so the rest of the launch was "
+                     "not checked: use a smaller launch (fewer blocks, a smaller input).")
         return text
 
     def __str__(self) -> str:
@@ -365,6 +374,8 @@ def advice(report: RaceReport) -> str:
                     "(in a loop: at the end of the loop body).")
     if "WAW" in kinds:
         tips.append("WAW: let one thread write each element per phase, or accumulate with cuda.atomic.add.")
+    if not report.complete:
+        tips.append("The check is incomplete: run check_races on a smaller launch (a few blocks, a partial last one).")
     return " ".join(tips)
 
 
@@ -516,6 +527,7 @@ class _RecordingArray:
     def __getitem__(self, index):
         if isinstance(index, _RecordingArray):
             index = index._data
+        self._refuse_negative(index)
         value = self._data[index]
         keys = self._keys[index]
         if isinstance(value, np.ndarray) and value.ndim > 0 and not isinstance(index, (list, np.ndarray)):
@@ -526,8 +538,22 @@ class _RecordingArray:
     def __setitem__(self, index, value):
         if isinstance(value, _RecordingArray):
             value = value._data
+        self._refuse_negative(index)
         self._data[index] = value
         self._rec.record(self._keys[index], True, self._vid, sys._getframe(1))
+
+    def _refuse_negative(self, index) -> None:
+        """IndexError for a negative index: NumPy (so the simulator) wraps ``s[-1]`` to the last element, a GPU
+        reads or writes the memory before the array."""
+        parts = index if isinstance(index, tuple) else (index,)
+        for part in parts:
+            if isinstance(part, (int, np.integer)) and not isinstance(part, bool) and part < 0:
+                view = self._rec.views[self._vid]
+                shown = ", ".join(str(int(p)) if isinstance(p, (int, np.integer)) else ":" for p in parts)
+                raise IndexError(
+                    f"negative index into the shared array {view.name}: [{shown}] (shape {self._data.shape}). On a "
+                    "GPU this touches the memory before the array (the simulator would silently wrap it to the "
+                    "end): guard the access, e.g. `if tid > 0:` before reading s[tid - 1].")
 
     def __len__(self):
         return len(self._data)
@@ -652,18 +678,27 @@ def _pairs(accesses: list) -> dict:
     """The races among the accesses to one element in one phase: {(kind, site a, site b): (access a, access b)}.
 
     ``accesses`` are (thread linear id, seq, is_write, is_atomic, site, view id, thread, ...) sorted by
-    (thread, seq), so the first pair found for a key is the one with the lowest thread numbers.
+    (thread, seq), so the first pair found for a key is the one with the lowest thread numbers. Only pairs
+    of two different threads that are not both atomic can race, and only those count against
+    :data:`MAX_PAIRS_PER_ELEMENT` (a thread that touches the element many times must not use up the budget).
     """
     found: dict = {}
+    spans: dict = {}
+    for i, a in enumerate(accesses):
+        lo, _hi = spans.get(a[0], (i, i))
+        spans[a[0]] = (lo, i + 1)
     writes = [a for a in accesses if a[2]]
     budget = MAX_PAIRS_PER_ELEMENT
+    total = len(accesses)
     for w in writes:
-        for a in accesses:
+        lo, hi = spans[w[0]]
+        for j in itertools.chain(range(0, lo), range(hi, total)):  # the other threads' accesses
+            a = accesses[j]
+            if a[3] and w[3]:
+                continue  # two atomics do not race
             budget -= 1
             if budget < 0:
                 return found
-            if a[0] == w[0] or (a[3] and w[3]):
-                continue
             if a[2]:
                 if (a[1], a[0]) < (w[1], w[0]):
                     continue  # each pair of writes once, the earlier one first

@@ -8,18 +8,28 @@
 
 A race is a bug that may not show: on a GPU the counters run on a million elements, where a
 lost update is all but certain, and the last-block sum runs hundreds of times with poisoned
-partial sums; under the simulator (one block after another) the checkers also read the
-kernel's source (an atomic, the fences in the right places) and run the last-block sum on the
-relaxed simulator of :func:`labhelpers.models.consistency.relaxed_launch`, whose stores wait
-until a fence. Failures raise :class:`~labhelpers.errors.CheckFailed` saying what to change.
+partial sums. Under the simulator (one block after another, threads rarely interleaved) the
+checkers make the bugs show by behaviour: the block counter goes through the race detector
+(:func:`labhelpers.check_races`, three blocks, the last one partial) before any count is
+compared; the global counter is watched, so a plain store to it is seen whatever the kernel
+calls it; every thread's first compare-and-swap finds the key changed under it (another
+thread's legitimate update), so a CAS without a retry loop loses the maximum; the last-block
+sum runs on the relaxed simulator of :func:`labhelpers.models.consistency.relaxed_launch`,
+whose stores wait until a fence, twice with the same ticket (a ticket that does not wrap
+fails the second launch). Both backends also read the kernel's source for the atomic and
+the fences. Failures raise :class:`~labhelpers.errors.CheckFailed` saying what to change.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import os
+import sys
 import textwrap
+import threading
 from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 from numba import cuda
@@ -29,6 +39,8 @@ from ..checkers import launch_student_kernel, require_kernel
 from ..errors import CheckFailed
 from ..kernels import consistency as k
 from ..models import consistency as model
+from ..patching import patched
+from ..racecheck import check_races
 
 #: Sizes the counting checkers try (the last, on a GPU, loses updates without atomics).
 SIZES_SIM: tuple[int, ...] = (1, 31, 33, 257, 1003)
@@ -87,36 +99,59 @@ def count_above_reference(x: np.ndarray, threshold) -> int:
     return int(np.count_nonzero(np.asarray(x) > threshold))
 
 
-@contextmanager
-def _counting_global_atomics(counter_device):
-    """Under the simulator: count the atomic additions whose target is ``counter_device`` (the global counter)."""
-    from numba.cuda.simulator import kernelapi
+class _WatchedCounter(np.ndarray):
+    """Under the simulator: the global counter's memory, counting atomic and plain stores to it.
 
-    calls = {"n": 0}
-    original = kernelapi.FakeCUDAAtomic.add
+    An atomic of the simulator (``cuda.atomic.add``...) stores from Numba's ``kernelapi`` module; any other
+    store is a plain one from the kernel, whatever name the kernel gives the array.
+    """
 
-    def add(self, array, index, val):
-        if array is counter_device or getattr(array, "__dict__", {}).get("_item") is counter_device:
-            calls["n"] += 1
-        return original(self, array, index, val)
+    def __setitem__(self, index, value):
+        counts = getattr(self, "counts", None)
+        if counts is not None:
+            frame, atomic = sys._getframe(1), False
+            for _ in range(4):
+                if frame is None:
+                    break
+                if os.path.basename(frame.f_code.co_filename) == "kernelapi.py":
+                    atomic = True
+                    break
+                frame = frame.f_back
+            counts["atomic" if atomic else "plain"] += 1
+        super().__setitem__(index, value)
 
-    kernelapi.FakeCUDAAtomic.add = add
-    try:
-        yield calls
-    finally:
-        kernelapi.FakeCUDAAtomic.add = original
 
-
-def _run_count(kernel, x: np.ndarray, threads: int, what: str, count_atomics: bool = False):
+def _watched_counter() -> tuple[Any, dict]:
+    """A device counter (int32[1], zero) and the counts of stores to it (simulator only)."""
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
+    counts = {"atomic": 0, "plain": 0}
+    watched = np.zeros(1, dtype=np.int32).view(_WatchedCounter)
+    watched.counts = counts
+    counter._ary = watched
+    return counter, counts
+
+
+def _run_count(kernel, x: np.ndarray, threads: int, what: str):
+    """Run a counter; return (count, stores by kind or None on a GPU)."""
     blocks = -(-x.size // threads)
-    args = (cuda.to_device(x), THRESHOLD, counter)
-    if count_atomics and backend.is_simulator():
-        with _counting_global_atomics(counter) as calls:
-            launch_student_kernel(kernel, blocks, threads, args, what)
-        return int(counter.copy_to_host()[0]), calls["n"]
-    launch_student_kernel(kernel, blocks, threads, args, what)
-    return int(counter.copy_to_host()[0]), None
+    if backend.is_simulator():
+        counter, counts = _watched_counter()
+    else:
+        counter, counts = cuda.to_device(np.zeros(1, dtype=np.int32)), None
+    launch_student_kernel(kernel, blocks, threads, (cuda.to_device(x), THRESHOLD, counter), what)
+    return int(counter.copy_to_host()[0]), counts
+
+
+def _race_check_block_counter(kernel, what: str, threads: int) -> None:
+    """The race detector on three blocks (the last partial), before any count is compared."""
+    n = 2 * threads + threads // 2 + 1
+    x = np.random.default_rng(7).random(n, dtype=np.float32)
+    try:
+        report = check_races(kernel, -(-n // threads), threads, x, THRESHOLD, np.zeros(1, np.int32))
+    except IndexError as exc:
+        raise CheckFailed(f"{what} indexed outside an array with n={n} ({exc}): guard the test with "
+                          "`if i < x.size`, and index the shared counter with hits[0].") from None
+    report.raise_for_problems(what)
 
 
 def _check_counting(kernel, what: str, block_level: bool) -> None:
@@ -128,24 +163,29 @@ def _check_counting(kernel, what: str, block_level: bool) -> None:
             "that load the same old value lose each other's updates. Use cuda.atomic.add(counter, 0, 1).")
     plain = _plain_updates(tree, "counter")
     if plain:
-        raise CheckFailed(
-            f"{what} writes counter with a plain store (line {plain[0] - 1} of the kernel): every update of the "
-            "global counter must be an atomic (cuda.atomic.add(counter, 0, ...)); a copy in a local variable or "
-            "a plain `counter[0] = ...` loses other threads' updates.")
-    rng = np.random.default_rng(13)
+        raise CheckFailed(_plain_store_message(what, f" (line {plain[0] - 1} of the kernel)"))
     threads = 64 if backend.is_simulator() else 256
+    if block_level:
+        _race_check_block_counter(kernel, what, threads)
+    rng = np.random.default_rng(13)
     for n in _sizes():
+        at = np.where(rng.random(n) < 0.5, THRESHOLD, np.nextafter(THRESHOLD, np.float32(1))).astype(np.float32)
         for name, x in (("random", rng.random(n, dtype=np.float32)), ("all above", np.ones(n, np.float32)),
-                        ("none above", np.zeros(n, np.float32))):
+                        ("none above", np.zeros(n, np.float32)), ("at the threshold", at)):
             try:
-                got, atomics = _run_count(kernel, x, threads, what, count_atomics=block_level)
+                got, stores = _run_count(kernel, x, threads, what)
             except IndexError:
                 raise CheckFailed(f"{what} read outside x for n={n}: guard the test with `if i < x.size:` "
                                   "(threads past the end must count nothing)") from None
+            if stores is not None and stores["plain"]:
+                raise CheckFailed(_plain_store_message(what, f" ({stores['plain']} plain store(s) for n={n})"))
             expected = count_above_reference(x, THRESHOLD)
             where = f"for n={n} ({name} data, {threads} threads per block)"
             if got != expected:
-                if got < expected:
+                if name == "at the threshold" and got == int(np.count_nonzero(x >= THRESHOLD)):
+                    hint = (f"elements equal to the threshold ({float(THRESHOLD)}) were counted: the test is "
+                            "x[i] > threshold (strictly greater), not >=")
+                elif got < expected:
                     hint = (f"{expected - got} of {expected} updates were lost: every addition to the global "
                             "counter must be atomic" + (", and the block's shared counter must be complete (a "
                                                         "barrier) before thread 0 adds it" if block_level else ""))
@@ -154,18 +194,25 @@ def _check_counting(kernel, what: str, block_level: bool) -> None:
                             + ("; start the shared counter at 0 (thread 0, then a barrier): shared memory is "
                                "not initialised" if block_level else ""))
                 raise CheckFailed(f"{what} counted {got} {where}, expected {expected}: {hint}.")
-            if block_level and atomics is not None:
+            if block_level and stores is not None:
                 blocks = -(-n // threads)
-                if atomics > blocks:
+                if stores["atomic"] > blocks:
                     raise CheckFailed(
-                        f"{what} made {atomics} atomic additions to the global counter {where}, one per thread with "
-                        f"a hit; the exercise asks for at most one per block ({blocks} blocks): count in the shared "
-                        "counter, then let thread 0 add the block's total after a barrier.")
+                        f"{what} made {stores['atomic']} atomic additions to the global counter {where}, one per "
+                        f"thread with a hit; the exercise asks for at most one per block ({blocks} blocks): count "
+                        "in the shared counter, then let thread 0 add the block's total after a barrier.")
     if block_level and tree is not None and not _calls(tree, "shared.array"):
         raise CheckFailed(f"{what} uses no shared array: count the block's hits in a "
                           "`cuda.shared.array(1, int32)` first, then add them to the global counter once per block.")
+    checked = " (and the race detector on 3 blocks, the last partial)" if block_level else ""
     print(f"Correct: {what} matches np.count_nonzero(x > {float(THRESHOLD)}) for n in {list(_sizes())} "
-          "on random, all-above and none-above data.")
+          f"on random, all-above, none-above and at-the-threshold data{checked}.")
+
+
+def _plain_store_message(what: str, where: str) -> str:
+    return (f"{what} writes the global counter with a plain store{where}: every update of the global counter "
+            "must be an atomic (cuda.atomic.add(counter, 0, ...)); a copy in a local variable or a plain "
+            "`counter[0] = ...` loses other threads' updates (an atomic next to it does not make it safe).")
 
 
 def check_count_atomic(kernel) -> None:
@@ -204,7 +251,8 @@ def check_float_max_cas(kernel) -> None:
     }
     for name, x in cases.items():
         try:
-            got = k.run_float_max(x, threads=64 if backend.is_simulator() else 256, kernel=kernel)
+            with _contended_cas(x):
+                got = k.run_float_max(x, threads=64 if backend.is_simulator() else 256, kernel=kernel)
         except IndexError:
             raise CheckFailed(f"{what} read outside x_bits ({name}, n={x.size}): guard with `if i < x_bits.size:`") \
                 from None
@@ -214,13 +262,49 @@ def check_float_max_cas(kernel) -> None:
             raise CheckFailed(f"{what} did not compile or run ({type(exc).__name__}): {str(exc)[:800]}") from None
         expected = np.float32(k.key_float(k.float_key(x).max()))  # +0.0 is above -0.0 in the key order
         if got.view(np.int32) != expected.view(np.int32):
-            hint = ("the loop must retry while the key it read is smaller than its own: `found = cuda.atomic.cas("
-                    "best_key, 0, seen, key)`; if found == seen the key is in, else seen = found and compare again")
-            if np.signbit(x).any():
+            hint = ("a compare-and-swap without a retry loop: when another thread changed the key first, the CAS "
+                    "fails and this thread's key is lost. Retry while the key read is smaller than your own: "
+                    "`found = cuda.atomic.cas(best_key, 0, seen, key)`; if found == seen the key is in, else "
+                    "seen = found and compare again")
+            no_flip = np.float32(k.key_float(np.array([x.view(np.int32).max()], np.int32))[0])  # keys = raw bits
+            if np.signbit(x).any() and got.view(np.int32) == no_flip.view(np.int32):
                 hint = ("negative floats: the key must be `b if b >= 0 else b ^ 0x7FFFFFFF` (flip the 31 low bits), "
                         "so that a more negative float gets a smaller key")
             raise CheckFailed(f"{what} returned {got!r} for {name} (n={x.size}), expected {expected!r}: {hint}.")
     print(f"Correct: {what} matches np.max on {len(cases)} inputs (signed zeros, infinities and n={big:,} included).")
+
+
+@contextmanager
+def _contended_cas(x: np.ndarray) -> Iterator[None]:
+    """Under the simulator: every thread's first ``cuda.atomic.cas`` finds the key changed under it.
+
+    Just before a thread's first compare-and-swap succeeds, the key is raised to the largest key of ``x``
+    between the expected one and the new one, as if another thread had won that race (a legitimate
+    value, at most the maximum): a loop that retries still ends with the maximum, a single CAS loses
+    its key. Threads run one after another in the simulator, so without this the race never happens.
+    On a GPU nothing is changed (a million threads really compete).
+    """
+    if not backend.is_simulator():
+        yield
+        return
+    from numba.cuda.simulator import kernelapi
+
+    keys = np.unique(k.float_key(x))
+    original = kernelapi.FakeCUDAAtomic.cas
+    seen: set = set()
+
+    def cas(self, array, index, old, val):
+        me = threading.current_thread()
+        if me not in seen:
+            seen.add(me)
+            with kernelapi.caslock:
+                j = int(np.searchsorted(keys, val)) - 1
+                if array[index] == old and j >= 0 and old < keys[j] < val:
+                    array[index] = keys[j]
+        return original(self, array, index, old, val)
+
+    with patched((kernelapi.FakeCUDAAtomic, "cas", cas)):
+        yield
 
 
 def _fence_lines(tree) -> tuple[list[int], int | None, int | None]:
@@ -264,22 +348,31 @@ def check_last_block_fences(kernel, *, threads: int = LAB_THREADS) -> None:
     expected = np.float32(np.sum(x_small, dtype=np.float64))
     if backend.is_simulator():
         for blocks in (1, 3):
-            partial = np.full(blocks, np.nan, np.float32)
-            out = np.full(1, np.nan, np.float32)
-            try:
-                report = model.relaxed_launch(kernel, blocks, threads, x_small, partial, np.zeros(1, np.uint32), out,
-                                              names=["x", "partial", "ticket", "out"])
-            except IndexError:
-                raise CheckFailed(f"{what} read outside an array with {blocks} blocks: guard the loads") from None
-            if not report.ok:
-                raise CheckFailed(f"{what} is wrong on the relaxed simulator ({blocks} blocks of {threads} threads, "
-                                  f"stores visible only after a fence): {report.stale_reads[0]}. Fence between the "
-                                  "partial sum and the ticket, and after the ticket.")
-            if out[0] != expected:
-                raise CheckFailed(f"{what} returned {out[0]} with {blocks} blocks, expected {expected}: check the "
-                                  "loop over partial[0 .. gridDim.x-1] and the tree in the last block.")
+            ticket = np.zeros(1, np.uint32)
+            for launch in (1, 2):  # the same ticket: a GPU relaunches the kernel, and the ticket must be 0 again
+                partial = np.full(blocks, np.nan, np.float32)
+                out = np.full(1, np.nan, np.float32)
+                try:
+                    report = model.relaxed_launch(kernel, blocks, threads, x_small, partial, ticket, out,
+                                                  names=["x", "partial", "ticket", "out"])
+                except IndexError:
+                    raise CheckFailed(f"{what} read outside an array with {blocks} blocks: guard the loads") from None
+                if not report.ok:
+                    raise CheckFailed(f"{what} is wrong on the relaxed simulator ({blocks} blocks of {threads} "
+                                      f"threads, stores visible only after a fence): {report.stale_reads[0]}. Fence "
+                                      "between the partial sum and the ticket, and after the ticket.")
+                if ticket[0] != 0:
+                    raise CheckFailed(
+                        f"{what} leaves the ticket at {int(ticket[0])} after a launch of {blocks} block(s): the "
+                        "ticket never wraps, so in the next launch no block is the last one and out is never "
+                        "written. Take it with cuda.atomic.inc(ticket, 0, cuda.gridDim.x - 1), which wraps to 0 "
+                        "after the last block.")
+                if out[0] != expected:
+                    raise CheckFailed(f"{what} returned {out[0]} with {blocks} blocks (launch {launch}), expected "
+                                      f"{expected}: check the loop over partial[0 .. gridDim.x-1] and the tree in "
+                                      "the last block.")
         print(f"Correct: {what} has both fences and is right on the relaxed simulator (stores delayed until a "
-              "fence), with 1 and 3 blocks. On a GPU this checker also runs it 300 times.")
+              "fence), with 1 and 3 blocks, launched twice. On a GPU this checker also runs it 300 times.")
         return
     x = np.random.default_rng(5).integers(-4, 5, size=2**21 + 3).astype(np.float32)
     exact = np.float32(np.sum(x, dtype=np.float64))
@@ -319,6 +412,12 @@ def check_litmus_answers(answers_fn) -> None:
     if missing:
         raise CheckFailed(f"{len(missing)} question(s) not answered yet, e.g. {missing[0]}: replace None by True "
                           "(some interleaving gives it) or False (none does).")
+    typed = [(q, answers[q]) for q in LITMUS_QUESTIONS if not isinstance(answers[q], (bool, np.bool_))]
+    if typed:
+        q, value = typed[0]
+        raise CheckFailed(f"{len(typed)} answer(s) are not True or False, e.g. {q}: {value!r} is a "
+                          f"{type(value).__name__}. Write the bool True or False without quotes (a string such as "
+                          "'False' is not a bool, and bool('False') is True).")
     wrong = []
     for test, outcome in LITMUS_QUESTIONS:
         truth = model.is_sc(model.get_test(test), outcome)

@@ -3,13 +3,19 @@
 The students' code is OpenCL C and OpenACC C, given as Python functions that return the source text. The
 checkers compile it for real (pyopencl on the CPU's OpenCL driver, ``gcc -fopenacc``), run it on awkward
 sizes with NaN-poisoned outputs and guard bands after every array, and compare with NumPy. A build error
-comes back with the compiler's log. Static checks catch what the CPU cannot show: a barrier only part of a
-work-group reaches, a global fence where the data is local, a reduction shared out without its clause,
-data clauses that would copy the wrong way on a device with its own memory.
+comes back with the compiler's log. What the CPU cannot show is checked by parsing, not by patterns:
+the OpenCL kernel's statements are parsed (blocks, ``if``/``else``, loops, ``return``) to find a barrier
+inside a branch, in a loop whose trip count depends on the work-item, or after a ``return``
+(:func:`barrier_problems`; PoCL runs such kernels to some result, so a run proves nothing); the OpenACC
+data clauses are parsed into array sections whose extents are evaluated for several (m, n), and a
+``present`` needs a data region (:func:`data_clause_problems`; on the CPU, where ``gcc -fopenacc`` runs the
+loop, host and device memory are one, so no input exposes a wrong extent). Also a global fence where the
+data is local, and a reduction shared out without its clause.
 """
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import re
 from typing import Callable
@@ -54,13 +60,184 @@ def _strip_comments(source: str) -> str:
     return re.sub(r"//[^\n]*", "", source)
 
 
-def barrier_problems(source: str) -> list[str]:
-    """Static checks of the barriers of an OpenCL C kernel: one message per problem (empty when none).
+_TOKEN = re.compile(r"\s*(?:(?P<id>[A-Za-z_]\w*)|(?P<num>\d[\w.]*)|(?P<str>\"(?:\\.|[^\"])*\"|'(?:\\.|[^'])*')|"
+                    r"(?P<op>->|\+\+|--|<<=|>>=|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|[{}()\[\];,?:.~!<>=+\-*/%&|^]))")
+#: Built-ins whose value differs between the work-items of one work-group.
+_PER_ITEM = {"get_local_id", "get_global_id", "get_local_linear_id", "get_global_linear_id", "get_sub_group_local_id"}
+_ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="}
 
-    * a ``barrier(...)`` inside an ``if``/``else`` block, or right after an ``if (...)`` without braces: only the
-      work-items that take the branch reach it (undefined behaviour: a hang or wrong results on a GPU);
+
+def _tokens(code: str) -> list[tuple[str, int]]:
+    """``(token, line)`` of C code without comments or preprocessor lines (a SyntaxError-free lexer)."""
+    out, line = [], 1
+    for row in code.splitlines():
+        if not row.lstrip().startswith("#"):
+            pos = 0
+            while pos < len(row):
+                m = _TOKEN.match(row, pos)
+                if m is None or m.end() == pos:
+                    if row[pos:].strip():
+                        pos += 1  # a character C does not have: skipped (the compiler reports it)
+                        continue
+                    break
+                out.append((m.group().strip(), line))
+                pos = m.end()
+        line += 1
+    return out
+
+
+class _Parser:
+    """A recursive-descent parser of C statements (expressions stay token lists): enough to see control flow."""
+
+    def __init__(self, tokens: list[tuple[str, int]]) -> None:
+        self.t, self.i = tokens, 0
+
+    def peek(self, k: int = 0) -> str:
+        return self.t[self.i + k][0] if self.i + k < len(self.t) else ""
+
+    def take(self) -> tuple[str, int]:
+        tok = self.t[self.i] if self.i < len(self.t) else ("", 0)
+        self.i += 1
+        return tok
+
+    def balanced(self, open_: str, close: str) -> list[tuple[str, int]]:
+        """The tokens between ``open_`` (next) and its matching ``close``."""
+        assert self.take()[0] == open_
+        depth, out = 1, []
+        while self.i < len(self.t):
+            tok = self.take()
+            depth += (tok[0] == open_) - (tok[0] == close)
+            if depth == 0:
+                return out
+            out.append(tok)
+        return out
+
+    def statement(self) -> tuple:
+        tok, line = self.peek(), self.t[self.i][1] if self.i < len(self.t) else 0
+        if tok == "{":
+            body = _Parser(self.balanced("{", "}")).statements()
+            return ("block", line, body)
+        if tok in ("if", "switch"):
+            self.take()
+            cond = self.balanced("(", ")")
+            then = self.statement()
+            other = None
+            if self.peek() == "else":
+                self.take()
+                other = self.statement()
+            return ("if", line, cond, then, other)
+        if tok in ("for", "while"):
+            self.take()
+            header = self.balanced("(", ")")
+            return ("loop", line, header, self.statement())
+        if tok == "do":
+            self.take()
+            body = self.statement()
+            if self.peek() == "while":
+                self.take()
+                header = self.balanced("(", ")")
+                if self.peek() == ";":
+                    self.take()
+                return ("loop", line, header, body)
+            return body
+        if tok == "return":
+            while self.i < len(self.t) and self.take()[0] != ";":
+                pass
+            return ("return", line)
+        out, depth = [], 0
+        while self.i < len(self.t):
+            tok2 = self.take()
+            if tok2[0] in "([{":
+                depth += 1
+            elif tok2[0] in ")]}":
+                depth -= 1
+            elif tok2[0] == ";" and depth <= 0:
+                break
+            out.append(tok2)
+        return ("expr", line, out)
+
+    def statements(self) -> list[tuple]:
+        out = []
+        while self.i < len(self.t):
+            out.append(self.statement())
+        return out
+
+
+def _kernel_bodies(code: str) -> list[list[tuple]]:
+    """The parsed bodies of the functions in ``code`` (every top-level ``{...}`` that follows a ``)``)."""
+    toks = _tokens(code)
+    bodies, i = [], 0
+    while i < len(toks):
+        if toks[i][0] == "{" and i > 0 and toks[i - 1][0] == ")":
+            p = _Parser(toks[i:])
+            bodies.append(_Parser(p.balanced("{", "}")).statements())
+            i += p.i
+            continue
+        i += 1
+    return bodies
+
+
+def _walk(stmts: list[tuple]):
+    for st in stmts:
+        yield st
+        if st[0] == "block":
+            yield from _walk(st[2])
+        elif st[0] == "if":
+            yield from _walk([x for x in (st[3], st[4]) if x is not None])
+        elif st[0] == "loop":
+            yield from _walk([st[3]])
+
+
+def _per_item_names(stmts: list[tuple]) -> set[str]:
+    """Variables whose value may differ between work-items (assigned from get_local_id & co), to a fixed point."""
+    parts = []
+    for st in _walk(stmts):
+        toks = st[2] if st[0] == "expr" else st[2] if st[0] == "loop" else []
+        part: list = []
+        depth = 0
+        for tok, _ in toks:
+            depth += tok in "([{" and tok != "" and len(tok) == 1
+            depth -= tok in ")]}" and tok != "" and len(tok) == 1
+            if tok in (",", ";") and depth == 0:
+                parts.append(part)
+                part = []
+            else:
+                part.append(tok)
+        parts.append(part)
+    names: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for part in parts:
+            ops = [k for k, tok in enumerate(part) if tok in _ASSIGN_OPS or tok in ("++", "--")]
+            if not ops:
+                continue
+            k = ops[0]
+            target = next((tok for tok in part[:k] if re.fullmatch(r"[A-Za-z_]\w*", tok) and tok not in
+                           ("int", "uint", "float", "const", "size_t", "unsigned", "long", "short", "char",
+                            "__private", "private", "double")), None)
+            if target is None or target in names:
+                continue
+            if set(part[k + 1:]) & (_PER_ITEM | names):
+                names.add(target)
+                changed = True
+    return names
+
+
+def barrier_problems(source: str) -> list[str]:
+    """The barriers of an OpenCL C kernel that not every work-item of a work-group reaches: one message each.
+
+    The kernel is parsed (statements, blocks, ``if``/``else``, loops, ``return``), not matched with patterns:
+
+    * a ``barrier(...)`` inside an ``if``/``else``: only the work-items that take the branch reach it;
+    * a ``barrier(...)`` in a loop whose condition depends on the work-item (on ``get_local_id`` or
+      ``get_global_id``, or a variable computed from them): work-items wait a different number of times;
+    * a ``return`` before a barrier: the work-items that returned never reach it;
     * ``CLK_GLOBAL_MEM_FENCE`` alone: it orders global memory, and a tile in ``__local`` memory needs
       ``CLK_LOCAL_MEM_FENCE``.
+
+    Each is undefined behaviour (a hang or wrong results on a GPU; PoCL on the CPU may well hide it, so
+    running the kernel cannot show it).
     """
     code = _strip_comments(source)
     problems = []
@@ -69,25 +246,43 @@ def barrier_problems(source: str) -> list[str]:
         if "CLK_LOCAL_MEM_FENCE" not in flags:
             problems.append(f"barrier({flags.strip()}) does not order local memory: the tile is __local, so the "
                             "barrier needs CLK_LOCAL_MEM_FENCE (CLK_GLOBAL_MEM_FENCE orders only global memory)")
-        before = code[:m.start()]
-        # the innermost unclosed "{" before the barrier, and what opens it
-        depth, opener = 0, None
-        for i in range(len(before) - 1, -1, -1):
-            ch = before[i]
-            if ch == "}":
-                depth += 1
-            elif ch == "{":
-                if depth == 0:
-                    opener = before[:i].rstrip()
-                    break
-                depth -= 1
-        head = opener[-80:] if opener else ""
-        statement = re.split(r"[;{}]", before)[-1]
-        if re.search(r"\b(if|else)\b", statement) or re.search(r"(\bif\s*\(.*\)|\belse)\s*$", head, flags=re.S):
-            line = code[:m.start()].count("\n") + 1
-            problems.append(f"line {line}: the barrier is inside an if/else: every work-item of the work-group must "
-                            "reach it. Guard the loads and stores, never the barrier")
-    return problems
+    bodies = _kernel_bodies(code) or [_Parser(_tokens(code)).statements()]  # a bare list of statements
+    for body in bodies:
+        per_item = _per_item_names(body) | _PER_ITEM
+        returned: list[int] = []
+
+        def visit(stmts, enclosing):
+            for st in stmts:
+                kind, line = st[0], st[1]
+                if kind == "return":
+                    returned.append(line)
+                elif kind == "block":
+                    visit(st[2], enclosing)
+                elif kind == "if":
+                    ctx = enclosing + [("if", line)]
+                    visit([st[3]], ctx)
+                    if st[4] is not None:
+                        visit([st[4]], ctx)
+                elif kind == "loop":
+                    varies = bool({tok for tok, _ in st[2]} & per_item)
+                    visit([st[3]], enclosing + [("loop", line)] if varies else enclosing)
+                elif kind == "expr" and any(tok == "barrier" for tok, _ in st[2]):
+                    if any(c == "if" for c, _ in enclosing):
+                        problems.append(f"line {line}: the barrier is inside an if/else: every work-item of the "
+                                        "work-group must reach it. Guard the loads and stores, never the barrier")
+                    elif enclosing:
+                        loop = next(ln for c, ln in enclosing if c == "loop")
+                        problems.append(f"line {line}: the barrier is in a loop (line {loop}) whose trip count "
+                                        "depends on the work-item (its condition uses get_local_id/get_global_id "
+                                        "or a value computed from them), so work-items reach it a different number "
+                                        "of times. Make the loop's bounds the same for the whole work-group")
+                    if returned:
+                        problems.append(f"line {line}: a `return` at line {returned[0]} comes before this barrier: "
+                                        "the work-items that return never reach it. Do not return early; guard the "
+                                        "loads and stores with an `if` instead")
+
+        visit(body, [])
+    return list(dict.fromkeys(problems))
 
 
 # ------------------------------------------------------------------------------------------------ exercise 1
@@ -256,14 +451,89 @@ def _pragmas(code: str) -> list[tuple[int, str]]:
     return out
 
 
-def _clause_vars(pragma: str, clause: str) -> set[str]:
-    found = set()
+def _clause_items(pragma: str, clause: str) -> dict[str, list[tuple[str, str]]]:
+    """``{name: [(start, length), ...]}`` of the items of every ``clause(...)`` in ``pragma``.
+
+    ``copyin(A[0:m*n], x)`` gives ``{"A": [("0", "m*n")], "x": []}``: an item without an array section
+    has no extents (a section ``[lo:len]`` per dimension; a bare ``[i]`` is the element i, i.e. ``(i, "1")``).
+    """
+    found: dict[str, list[tuple[str, str]]] = {}
     for m in re.finditer(rf"\b{clause}\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)", pragma):
         for part in re.split(r",(?![^\[]*\])", m.group(1)):
             name = part.split("[")[0].strip()
-            if name:
-                found.add(name)
+            if not name:
+                continue
+            sections = []
+            for sec in re.findall(r"\[([^\]]*)\]", part):
+                lo, _, length = sec.partition(":")
+                sections.append((lo.strip() or "0", length.strip()) if ":" in sec else (sec.strip(), "1"))
+            found[name] = sections
     return found
+
+
+def _clause_vars(pragma: str, clause: str) -> set[str]:
+    return set(_clause_items(pragma, clause))
+
+
+_EXTENT_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Add, ast.Sub,
+                 ast.Mult, ast.FloorDiv, ast.Div, ast.USub, ast.UAdd)
+
+
+def _extent(expr: str, m: int, n: int) -> int | None:
+    """The value of a C extent expression in ``m`` and ``n`` (None if it is not such an expression)."""
+    try:
+        tree = ast.parse(expr.replace("/", "//"), mode="eval")
+    except SyntaxError:
+        return None
+    if not all(isinstance(node, _EXTENT_NODES) for node in ast.walk(tree)):
+        return None
+    if any(isinstance(node, ast.Name) and node.id not in ("m", "n") for node in ast.walk(tree)):
+        return None
+    try:
+        return int(eval(compile(tree, "<extent>", "eval"), {"__builtins__": {}}, {"m": m, "n": n}))  # noqa: S307
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+
+
+#: The arrays of exercise 3, with the number of elements the loop touches, as a function of (m, n).
+MATVEC_EXTENTS: dict[str, tuple[str, Callable[[int, int], int]]] = {
+    "A": ("m*n", lambda m, n: m * n), "x": ("n", lambda m, n: n), "y": ("m", lambda m, n: m)}
+
+
+def data_clause_problems(pragmas: str) -> list[str]:
+    """What is wrong with the extents of the data clauses in ``pragmas`` (the matvec's directives, joined).
+
+    Every array the loop uses must come with its extent, ``A[0:m*n]``, ``x[0:n]``, ``y[0:m]`` (GCC, like
+    every OpenACC compiler, cannot know how long the array behind a pointer is, and copies nothing or one
+    element); an extent is compared by evaluating it for several (m, n). A ``present(...)`` needs a data
+    region around it (``#pragma acc data`` or ``enter data``) that put the array on the device.
+    """
+    problems = []
+    for clause in ("copyin", "copyout", "copy", "create", "present"):
+        for name, sections in _clause_items(pragmas, clause).items():
+            if name not in MATVEC_EXTENTS:
+                continue
+            want, size = MATVEC_EXTENTS[name]
+            if not sections:
+                problems.append(f"{clause}({name}) has no extent: {name} is a pointer and the compiler cannot "
+                                f"know how many elements it points to, so a device gets the wrong amount of data. "
+                                f"Write {clause}({name}[0:{want}])")
+                continue
+            lo, length = sections[0]
+            cases = [(3, 5), (17, 33), (1000, 3)]
+            starts = [_extent(lo, m, n) for m, n in cases]
+            lengths = [_extent(length, m, n) for m, n in cases]
+            if None in starts or None in lengths or any(s_ != 0 for s_ in starts) or \
+                    [ln for ln in lengths] != [size(m, n) for m, n in cases]:
+                problems.append(f"{clause}({name}[{lo}:{length}]) covers the wrong elements: the loop uses "
+                                f"{name}[0:{want}] (OpenACC's section is [start:length], not [first:last]); with "
+                                f"another extent a device copies too little or too much. Write "
+                                f"{clause}({name}[0:{want}])")
+    if _clause_items(pragmas, "present") and not re.search(r"#pragma\s+acc\s+(data|enter\s+data)\b", pragmas):
+        problems.append("present(...) says the arrays are already on the device, but no data region puts them there "
+                        "(no `#pragma acc data` or `enter data` around the loop): on a GPU the program stops with "
+                        "'data not present'. Use copyin/copyout on the loop, or open a data region first")
+    return list(dict.fromkeys(problems))
 
 
 def check_matvec(source_fn: Callable[[], str]) -> None:
@@ -307,6 +577,10 @@ def check_matvec(source_fn: Callable[[], str]) -> None:
                           + (report or "(nothing)"))
     compute = next((p for line, p in pragmas if line < outer and re.search(r"\b(parallel|kernels)\b", p)), "")
     data = " ".join(p for line, p in pragmas if line < outer)
+    extents = data_clause_problems("\n".join(p for line, p in pragmas if line < outer))
+    if extents:
+        raise CheckFailed("your data clauses are wrong: " + "; ".join(extents) + ". (gcc -fopenacc runs the loop on "
+                          "the CPU, where the data is already there, so the results cannot show this.)")
     copyin, copyout, copy = (_clause_vars(data, c) for c in ("copyin", "copyout", "copy"))
     present = _clause_vars(data, "present")
     for name in ("A", "x"):
@@ -416,4 +690,4 @@ def check_opencl_names(names_fn: Callable[[], dict]) -> None:
 
 
 __all__ = ["CUDA_NAMES", "DIFF_SIZES", "OPENCL_ANSWERS", "TRANSPOSE_SHAPES", "barrier_problems", "check_diff",
-           "check_matvec", "check_opencl_names", "check_transpose", "diff_reference", "matvec_reference"]
+           "check_matvec", "data_clause_problems", "check_opencl_names", "check_transpose", "diff_reference", "matvec_reference"]

@@ -1,13 +1,18 @@
 """Checkers for the lab "Streams and the host-device link" (labs/11_streams_lab.ipynb).
 
 1. :func:`check_pinned_buffers`: two page-locked float32 host buffers (asked of the driver on a GPU; under
-   the simulator, where every array is ordinary NumPy memory, read from the function's source).
+   the simulator, the buffers must lie in memory that ``cuda.pinned_array`` handed out while the function ran).
 2. :func:`check_chunked_pipeline`: the chunk loop, right for every size and number of chunks, written
    into an output that sits between guard bands (and starts as NaN), so a missing remainder, a copy
-   the wrong way or a write outside the output shows.
+   the wrong way or a write outside the output shows; and, from a recording of the run
+   (:mod:`labhelpers.streamrecord`), every copy and kernel on the chunk's own stream, from pinned memory.
 3. :func:`check_prediction`: the pipelined time predicted by the ideal formula, against the engine model.
-4. :func:`check_no_hidden_sync`: the pipeline without its hidden synchronisations, checked by reading the
-   function (what runs inside the loop) and by running it.
+4. :func:`check_no_hidden_sync`: the pipeline without its hidden synchronisations: the recording of its run
+   must show no wait and no allocation between the first and the last copy or kernel (helper functions
+   included), no copy without ``stream=``, no kernel on the default stream, no pageable buffer.
+
+The recordings are the same on a GPU and under the simulator (where streams do nothing), so a bug gets
+the same message on both.
 
 Failures raise :class:`~labhelpers.errors.CheckFailed` with a message that names the likely bug.
 """
@@ -21,7 +26,7 @@ import textwrap
 import numpy as np
 from numba import cuda
 
-from .. import backend, validate
+from .. import backend, streamrecord, validate
 from ..errors import CheckFailed
 from ..kernels import streams as ks
 from ..models import streams as model
@@ -45,8 +50,6 @@ LOOP_FORBIDDEN = {
     "pinned_array_like": "allocating pinned memory synchronises the device: allocate once, before the loop",
     "copy_to_host_async": "there is no copy_to_host_async: copy_to_host(ary, stream=s) is the asynchronous copy",
 }
-PINNED_CALLS = ("pinned_array", "pinned_array_like", "mapped_array", "mapped_array_like")
-PAGEABLE_CALLS = ("empty", "zeros", "ones", "empty_like", "zeros_like", "ones_like", "full", "array", "copy")
 
 
 def _cases():
@@ -101,23 +104,28 @@ def loop_problems(fn, what: str = "your function") -> list[str]:
     return sorted(set(problems))
 
 
-def _pinned_in_source(fn, what: str) -> int:
-    return sum(1 for c in _calls(_function_tree(fn, what)) if _call_name(c) in PINNED_CALLS)
-
-
-def _require_page_locked(arrays, fn, what: str, minimum: int) -> None:
-    """On a GPU ask the driver; under the simulator count pinned allocations in the source."""
-    if backend.is_simulator():
-        if _pinned_in_source(fn, what) < minimum:
-            raise CheckFailed(f"{what} does not allocate its host buffers with cuda.pinned_array: ordinary NumPy "
-                              "arrays are pageable, and copies from them are staged by the driver and do not run "
-                              "asynchronously. (Under the simulator this is read from your code; on a GPU the "
-                              "checker asks the driver.)")
-        return
+def _require_page_locked(arrays, rec: streamrecord.Recording) -> None:
+    """Each ``(name, array)`` must be page-locked (GPU: the driver; simulator: memory cuda.pinned_array gave)."""
     for name, a in arrays:
-        if not ks.is_page_locked(a):
-            raise CheckFailed(f"{name} is pageable memory (the driver does not know it as page-locked): allocate it "
-                              "with cuda.pinned_array(n, dtype=np.float32).")
+        if not rec.is_pinned(a):
+            raise CheckFailed(f"{name} is pageable memory, not page-locked: copies from it are staged by the driver "
+                              "and do not run asynchronously. Allocate it with cuda.pinned_array(n, "
+                              "dtype=np.float32) (a NumPy copy of a pinned array, np.array(h) or h.copy(), is "
+                              "pageable again).")
+
+
+def _require_overlap(rec: streamrecord.Recording, what: str, top: str, where: str, chunks: int,
+                     streams: int) -> None:
+    """The recorded run may not serialise its chunks: stream problems, and enough streams used."""
+    problems = rec.problems(what, top=top)
+    if problems:
+        raise CheckFailed(f"{where}: {what} gives the GPU nothing to overlap:\n  " + "\n  ".join(problems) + ".")
+    wanted = min(chunks, streams)
+    used = len(rec.used_streams())
+    if used < wanted:
+        raise CheckFailed(f"{where}: {what} queued its chunks on {used} stream(s); with {streams} streams and "
+                          f"{chunks} chunks, chunk c goes to pool[c % streams], so {wanted} streams take work and "
+                          "one chunk's copy overlaps another's kernel.")
 
 
 # ------------------------------------------------------------------------------------------ exercise 1
@@ -130,7 +138,8 @@ def check_pinned_buffers(make_buffers) -> None:
     """
     validate.function(make_buffers, "make_buffers")
     for n in (1, 33, 1003):
-        got = make_buffers(n)
+        with streamrecord.record() as rec:
+            got = make_buffers(n)
         if not isinstance(got, tuple) or len(got) != 2:
             raise CheckFailed(f"make_buffers({n}) must return a tuple (h_in, h_out), got {type(got).__name__}.")
         h_in, h_out = got
@@ -142,7 +151,7 @@ def check_pinned_buffers(make_buffers) -> None:
                 raise CheckFailed(f"{name} must be float32 of shape ({n},), got {a.dtype} of shape {a.shape}.")
         if np.shares_memory(h_in, h_out):
             raise CheckFailed("h_in and h_out share memory: allocate two separate buffers.")
-        _require_page_locked((("h_in", h_in), ("h_out", h_out)), make_buffers, "make_buffers", 2)
+        _require_page_locked((("h_in", h_in), ("h_out", h_out)), rec)
         x = np.arange(n, dtype=np.float32)
         h_in[:] = x
         h_out[:] = np.nan
@@ -205,15 +214,16 @@ def check_chunked_pipeline(pipeline) -> None:
     rng = np.random.default_rng(11)
     for n, chunks, streams in _cases():
         x = (rng.random(n) * 4).astype(np.float32)
-        whole_in, h_in = _guarded_pinned(x, np.nan)
-        whole_out, h_out = _guarded_pinned(np.full(n, np.nan, dtype=np.float32), GUARD_VALUE)
-        try:
-            pipeline(h_in, h_out, chunks, streams)
-        except CheckFailed:
-            raise
-        except Exception as exc:
-            raise CheckFailed(f"pipeline raised {type(exc).__name__} for n={n}, chunks={chunks}, streams={streams}: "
-                              f"{str(exc)[:400]}") from None
+        with streamrecord.record() as rec:
+            whole_in, h_in = _guarded_pinned(x, np.nan)
+            whole_out, h_out = _guarded_pinned(np.full(n, np.nan, dtype=np.float32), GUARD_VALUE)
+            try:
+                pipeline(h_in, h_out, chunks, streams)
+            except CheckFailed:
+                raise
+            except Exception as exc:
+                raise CheckFailed(f"pipeline raised {type(exc).__name__} for n={n}, chunks={chunks}, "
+                                  f"streams={streams}: {str(exc)[:400]}") from None
         cuda.synchronize()
         where = f"n={n}, chunks={chunks}, streams={streams}"
         if not np.array_equal(whole_in[GUARD:GUARD + n], x):
@@ -226,8 +236,10 @@ def check_chunked_pipeline(pipeline) -> None:
         problem = _pipeline_diagnosis(np.array(h_out), ks.fma_chain_reference(x, LAB_ITERS), n, chunks)
         if problem:
             raise CheckFailed(f"{where}: {problem}.")
+        _require_overlap(rec, "your pipeline", getattr(pipeline, "__name__", ""), where, chunks, streams)
     print(f"Correct: the pipeline is right for all {len(_cases())} (n, chunks, streams) cases tried, "
-          "remainders included, and writes nothing outside its output.")
+          "remainders included, writes nothing outside its output, and queues every copy and kernel on a "
+          "chunk's stream.")
 
 
 # ------------------------------------------------------------------------------------------ exercise 3
@@ -274,28 +286,36 @@ def check_no_hidden_sync(pipeline) -> None:
     """Exercise 4: ``pipeline(x, chunks, streams)`` returns ``fma_chain(x)`` in a pinned host buffer, without
     synchronising, allocating or copying through pageable memory inside its loop."""
     validate.function(pipeline, "pipeline")
-    problems = loop_problems(pipeline, "your pipeline")
-    if problems:
-        raise CheckFailed("hidden synchronisation left in the loop:\n  " + "\n  ".join(problems))
+    top = getattr(pipeline, "__name__", "")
     rng = np.random.default_rng(5)
     for n, chunks, streams in _cases()[:4]:
         x = (rng.random(n) * 4).astype(np.float32)
-        try:
-            out = pipeline(x, chunks, streams)
-        except Exception as exc:
-            raise CheckFailed(f"your pipeline raised {type(exc).__name__} for n={n}, chunks={chunks}: "
-                              f"{str(exc)[:400]}") from None
+        where = f"n={n}, chunks={chunks}, streams={streams}"
+        with streamrecord.record() as rec:
+            try:
+                out = pipeline(x, chunks, streams)
+            except Exception as exc:
+                raise CheckFailed(f"your pipeline raised {type(exc).__name__} for n={n}, chunks={chunks}: "
+                                  f"{str(exc)[:400]}") from None
         cuda.synchronize()
         if out is None:
             raise CheckFailed("your pipeline returned None: return the host output buffer h_out.")
         if not isinstance(out, np.ndarray) or out.shape != (n,):
             raise CheckFailed(f"your pipeline must return the host output of shape ({n},).")
-        _require_page_locked((("the returned output", out),), pipeline, "your pipeline", 2)
         problem = _pipeline_diagnosis(np.array(out), ks.fma_chain_reference(x, LAB_ITERS), n, chunks)
         if problem:
-            raise CheckFailed(f"n={n}, chunks={chunks}: {problem}.")
-    print("Correct: nothing in the loop synchronises or allocates, the output is page-locked, and the result is "
-          "right.")
+            raise CheckFailed(f"{where}: {problem}.")
+        problems = rec.problems("your pipeline", top=top)
+        if problems:
+            raise CheckFailed(f"{where}: hidden synchronisation left in your pipeline:\n  " + "\n  ".join(problems)
+                              + ".")
+        _require_page_locked((("the returned output", out),), rec)
+        _require_overlap(rec, "your pipeline", top, where, chunks, streams)
+    problems = loop_problems(pipeline, "your pipeline")  # what the runs above did not take (a branch not run)
+    if problems:
+        raise CheckFailed("hidden synchronisation left in the loop:\n  " + "\n  ".join(problems))
+    print("Correct: nothing between the first and the last copy waits or allocates, every copy and kernel runs on "
+          "a chunk's stream from page-locked memory, and the result is right.")
 
 
 __all__ = ["GUARD", "LAB_ITERS", "check_chunked_pipeline", "check_no_hidden_sync", "check_pinned_buffers",

@@ -30,6 +30,7 @@ tiled kernels use a shared-memory block scan there instead of shuffles.
 from __future__ import annotations
 
 import types as pytypes
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -54,6 +55,45 @@ BLELLOCH_SHARED = 2 * MAX_THREADS + ((2 * MAX_THREADS) >> LOG_BANKS)
 #: Element types of the scan kernels.
 DTYPES = (np.dtype(np.int32), np.dtype(np.float32))
 _NUMBA_TYPES = {np.dtype(np.int32): int32, np.dtype(np.float32): float32, np.dtype(np.uint32): uint32}
+
+
+
+class IntegerOverflowWarning(RuntimeWarning):
+    """An integer scan whose prefix sums leave the element type's range: the GPU's additions wrap around."""
+
+
+def warn_if_wraps(x, per_block: int | None = None) -> bool:
+    """Warn (:class:`IntegerOverflowWarning`) when an add-scan of the integer array ``x`` leaves its dtype's range.
+
+    The kernels add in the element type, so an int32 prefix sum above 2**31 - 1 wraps around to a negative
+    number, while ``np.cumsum`` (the usual comparison) widens int32 to int64 and is right. ``per_block``:
+    the scan restarts every ``per_block`` elements (:func:`block_scan`). Only host (NumPy) arrays are
+    looked at; a bound (``n * max |x|``) skips the exact check when no sum can overflow. Returns True if
+    it warned.
+    """
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "iu" or x.size == 0:
+        return False
+    info = np.iinfo(x.dtype)
+    run = x.size if per_block is None else min(int(per_block), x.size)
+    biggest = int(np.abs(x.astype(np.int64)).max())
+    if run * biggest <= info.max:
+        return False
+    wide = x.astype(np.int64)
+    if per_block is not None:
+        blocks = -(-x.size // per_block)
+        wide = np.concatenate([wide, np.zeros(blocks * per_block - x.size, np.int64)]).reshape(blocks, per_block)
+    sums = np.cumsum(wide, axis=-1).ravel()[:x.size]
+    bad = np.flatnonzero((sums > info.max) | (sums < info.min))
+    if bad.size == 0:
+        return False
+    i = int(bad[0])
+    warnings.warn(
+        f"this {x.dtype} scan wraps around: the prefix sum at index {i} is {int(sums[i]):,}, outside {x.dtype}'s range "
+        f"[{info.min:,}, {info.max:,}], and the kernels add in {x.dtype} (np.cumsum widens to int64, so it will "
+        "disagree). Scan smaller values, or float32 data (x.astype(np.float32), exact up to 2**24).",
+        IntegerOverflowWarning, stacklevel=3)
+    return True
+
 
 #: The slide's example (Rossbach, *CUDA* lecture slides, UT Austin CS378): input, and the exclusive
 #: scan as printed on the slide. Its sixth value is wrong: 3+1+7+0+4 = 15, not 14.
@@ -1442,6 +1482,7 @@ class Scan:
         self.inclusive = bool(inclusive)
         self.dtype = np.dtype(x.dtype)
         self.n = int(x.shape[0])
+        warn_if_wraps(x)
         self.x = as_device(x)
         if out is None:
             self.out = cuda.device_array(self.n, dtype=self.dtype)
@@ -1602,6 +1643,7 @@ def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int
     if n == 0:
         return out.copy_to_host()
     per_block = 2 * threads if chosen.startswith("blelloch") else threads
+    warn_if_wraps(x, per_block)
     blocks = -(-n // per_block)
     kernel_obj = kernels[chosen]
     if isinstance(kernel_obj, TypedKernel):
