@@ -58,6 +58,8 @@ from . import typing_probe
 # ------------------------------------------------------------------------------------------- bug classes
 #: The class names that start the harness's messages (tests look for them).
 MISSING_GUARD = "Missing bounds guard"
+NEGATIVE_INDEX = "Negative shared index"
+SWAPPED_AXES = "Swapped i/j (rows and columns)"
 BARRIER_IN_BRANCH = "Barrier inside a branch"
 MISSING_BARRIER = "Missing barrier (a race)"
 THRESHOLD = "Threshold"
@@ -217,6 +219,14 @@ class GuardedOutput:
         self.fill = _fill_for(self.dtype, fill)
         self.buffer, self.view = _banded(np.full(self.shape, self.fill, dtype=self.dtype), self.fill)
 
+    @classmethod
+    def of(cls, out: "Out") -> "GuardedOutput":
+        """The guarded buffer for an :class:`Out` declaration (its ``initial`` values copied in)."""
+        guarded = cls(out.shape, out.dtype, out.fill)
+        if out.initial is not None:
+            guarded.buffer[:guarded.view.size] = np.asarray(out.initial, guarded.dtype).ravel()
+        return guarded
+
     def whole(self) -> np.ndarray:
         """The output and its band, copied to the host (flat)."""
         return self.buffer.copy_to_host()
@@ -245,6 +255,7 @@ class Out:
     shape: Any
     dtype: Any = np.float32
     fill: Any = None
+    initial: Any = None  #: values it holds before the launch instead of ``fill`` (an array updated in place)
 
 
 @dataclass
@@ -311,8 +322,10 @@ class Exercise:
         rtol, atol: tolerances of float outputs (ints compare exactly).
         device_function: the student writes a device function, not a kernel: ``device_function`` is
             ``(kernel_factory, argtypes, return type)`` with ``kernel_factory(student)`` the kernel to launch.
-        explain: ``explain(case, got, expected, inputs)`` returns exercise-specific ``(bug class, hint)`` for
-            wrong values, or None for the harness's own diagnosis.
+        explain: ``explain(case, index, got, expected, inputs)`` returns exercise-specific ``(bug class, hint)``
+            for wrong values of output number ``index``, or None for the harness's own diagnosis.
+        close: ``close(case, index, got, expected)`` returns a boolean array (which values are right) when
+            ``rtol``/``atol`` do not fit (e.g. sums with cancellation: relative to the terms' size).
         races: run the race detector (default True: cheap, and it finds missing guards on both backends).
         seed: the seed of every case's generator.
     """
@@ -333,6 +346,7 @@ class Exercise:
     atol: float = 1e-6
     device_function: tuple | None = None
     explain: Callable[..., Any] | None = None
+    close: Callable[..., Any] | None = None
     races: bool = True
     seed: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -354,13 +368,14 @@ def grid_for(n: Any, threads: Any, per_thread: int = 1) -> Any:
 
 
 def awkward_sizes(threads: Any, per_thread: int = 1) -> list[Any]:
-    """Sizes every case list includes: 1, B - 1, B + 1 and 2B + 1 (B = elements per block); 2D: per side."""
+    """Sizes every case list includes: 1, B - 1 and B + 1 (B = elements per block: B + 1 is two blocks, the
+    last one partial); 2D: the same per side, and one row, one column."""
     if _is_2d(threads):
         bx, by = threads
         return [(1, 1), (max(1, by - 1), max(1, bx - 1)), (by + 1, 2 * bx + 1), (2 * by + 1, bx + 1), (1, bx + 3),
                 (by + 3, 1)]
     per_block = int(threads) * per_thread
-    return sorted({1, max(1, per_block - 1), per_block + 1, 2 * per_block + 1})
+    return sorted({1, max(1, per_block - 1), per_block + 1})
 
 
 def _race_size(threads: Any, per_thread: int) -> Any:
@@ -489,15 +504,16 @@ def _race_check(ex: Exercise, kernel: Any, config: Mapping[str, Any], case_no: i
     threads = config["threads"]
     case = Case(_race_size(threads, ex.per_thread), threads, _params(config), None,
                 np.random.default_rng([ex.seed, 7777, case_no]))
-    args = [np.full(a.shape, _fill_for(np.dtype(a.dtype), a.fill), dtype=a.dtype) if isinstance(a, Out) else a
-            for a in ex.args(case)]
+    args = [_host_output(a) if isinstance(a, Out) else a for a in ex.args(case)]
     grid = grid_for(case.n, threads, ex.per_thread)
     try:
         with _quiet():
             report = check_races(kernel, grid, threads, *args)
     except GPUOnlyError:  # on a GPU, a kernel the simulator cannot rebuild: the value checks remain
         return
-    except IndexError:
+    except IndexError as exc:
+        if "negative index" in str(exc):
+            raise failure(NEGATIVE_INDEX, f"{ex.name} {_where(case)}: {exc}") from None
         raise _outside(ex, _where(case)) from None
     except Exception:  # noqa: BLE001  (a kernel that does not run is reported by the value checks)
         return
@@ -509,6 +525,12 @@ def _race_check(ex: Exercise, kernel: Any, config: Mapping[str, Any], case_no: i
         cls = BARRIER_IN_BRANCH if report.barrier_problems else MISSING_BARRIER
         detail = (" (or after a return)" if report.barrier_problems else "")
         raise failure(cls, f"{_where(case)}{detail}, checked with a partial last block. {exc}") from None
+
+
+def _host_output(out: Out) -> np.ndarray:
+    if out.initial is not None:
+        return np.array(out.initial, dtype=out.dtype).reshape(np.shape(out.initial))
+    return np.full(out.shape, _fill_for(np.dtype(out.dtype), out.fill), dtype=out.dtype)
 
 
 def _cases(ex: Exercise) -> list[Case]:
@@ -545,6 +567,9 @@ def _compare(ex: Exercise, case: Case, got: np.ndarray, expected: np.ndarray, ou
         unwritten_got = np.isnan(got_view) if np.isnan(fill) else got_view == fill
         unwritten_expected = np.isnan(expected) if np.isnan(fill) else expected == fill
         close = np.isclose(got_view, expected, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
+        if ex.close is not None:
+            close = (unwritten_got & unwritten_expected) | (
+                ~unwritten_got & ~unwritten_expected & np.asarray(ex.close(case, index, got_view, expected), bool))
     else:
         unwritten_got, unwritten_expected = got_view == fill, expected == fill
         close = got_view == expected
@@ -558,7 +583,11 @@ def _compare(ex: Exercise, case: Case, got: np.ndarray, expected: np.ndarray, ou
         cls, hint = THRESHOLD, f"{ex.threshold_hint}."
     else:
         cls, hint = WRONG_VALUES, ""
-    explained = ex.explain(case, got_view, expected, inputs) if ex.explain is not None else None
+    explained = ex.explain(case, index, got_view, expected, inputs) if ex.explain is not None else None
+    if explained is None and case.edge is None and _swapped_axes(case, unwritten_got & ~unwritten_expected):
+        explained = (SWAPPED_AXES, "the elements left unwritten are those a grid with rows and columns swapped "
+                                   "misses: cuda.grid(2) returns (x, y), x along a row, so write `j, i = "
+                                   "cuda.grid(2)` with i the row (compared with shape[0]) and j the column.")
     if explained is not None:
         cls, hint = explained if case.edge is None else (cls, f"{hint} {explained[1]}")
     elif (unwritten_got & bad).any() and not (unwritten_got & ~unwritten_expected & ~bad).any() and case.edge is None:
@@ -569,6 +598,16 @@ def _compare(ex: Exercise, case: Case, got: np.ndarray, expected: np.ndarray, ou
         cls, hint = EXTRA_WRITES, ("elements that must stay unwritten were written: only the elements the "
                                    "specification names may be stored.")
     raise failure(cls, f"{ex.name} is wrong {where}: {summary}. {hint}".rstrip())
+
+
+def _swapped_axes(case: Case, unwritten: np.ndarray) -> bool:
+    """Whether exactly the elements a transposed 2D grid misses are unwritten (a swapped i/j)."""
+    if not _is_2d(case.threads) or unwritten.ndim != 2 or not unwritten.any():
+        return False
+    gx, gy = grid_for(case.n, case.threads)
+    rows, cols = np.indices(unwritten.shape)
+    missed = ~((rows < gx * case.threads[0]) & (cols < gy * case.threads[1]))
+    return bool(np.array_equal(unwritten, missed))
 
 
 def _index(flat: int, shape: tuple) -> Any:
@@ -583,7 +622,7 @@ def launch_case(ex: Exercise, kernel: Any, case: Case, args: Sequence[Any]) -> l
             f"{ex.name}: args() did not plant the threshold {case.edge!r}: build inputs with case.floats/ints or "
             "case.plant()")
     outs = [a for a in args if isinstance(a, Out)]
-    guarded = {id(o): GuardedOutput(o.shape, o.dtype, o.fill) for o in outs}
+    guarded = {id(o): GuardedOutput.of(o) for o in outs}
     launch_args = [guarded[id(a)].view if isinstance(a, Out) else guarded_input(a) if isinstance(a, np.ndarray)
                    else a for a in args]
     _run(kernel, grid_for(case.n, case.threads, ex.per_thread), case.threads, launch_args, ex, _where(case))
@@ -615,7 +654,7 @@ def check(ex: Exercise, student: Any, *, quiet: bool = False) -> None:
               f"element, several blocks{extra}); no race, nothing written outside the outputs.")
 
 
-__all__ = ["BAND", "BARRIER_IN_BRANCH", "Case", "EXTRA_WRITES", "Exercise", "FLOAT64", "GuardedOutput",
+__all__ = ["BAND", "BARRIER_IN_BRANCH", "NEGATIVE_INDEX", "SWAPPED_AXES", "Case", "EXTRA_WRITES", "Exercise", "FLOAT64", "GuardedOutput",
            "MISSING_BARRIER", "MISSING_GUARD", "NEVER_WRITTEN", "NOT_A_DEVICE_FUNCTION", "NOT_A_FUNCTION",
            "NOT_A_KERNEL", "Out", "THRESHOLD", "WRONG_VALUES", "as_result_array", "awkward_sizes", "check",
            "failure", "grid_for", "guarded_input", "integer_argument", "is_device_function", "require_device_function",
