@@ -576,7 +576,7 @@ def _compare(ex: Exercise, case: Case, got: np.ndarray, expected: np.ndarray, ou
     if close.all():
         return
     bad = ~close
-    shown = "; ".join(f"index {_index(i, expected.shape)}: got {got_view.flat[i]!r}, expected {expected.flat[i]!r}"
+    shown = "; ".join(f"index {_index(i, expected.shape)}: got {got_view.flat[i].item()!r}, expected {expected.flat[i].item()!r}"
                       for i in np.flatnonzero(bad)[:3])
     summary = f"{int(bad.sum())} of {size} values differ ({shown})"
     if case.edge is not None:

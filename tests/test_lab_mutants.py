@@ -1,0 +1,144 @@
+"""Every checker of labs 8-10 rejects known-wrong solutions, naming the bug's class, and accepts the solution.
+
+Each mutant is the lab's solution with one or two lines edited (:func:`mutants.mutant`), at least one per
+bug class its chapter teaches. A test fails if a mutant is accepted, if its message does not name the
+expected class (the message's first words, see :mod:`labhelpers.exercises.harness`), or if a solution
+is rejected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labhelpers as lh  # noqa: F401  (chooses the backend first)
+from labhelpers.errors import CheckFailed
+from labhelpers.exercises import harness as h
+from labhelpers.exercises import nbody as ex8
+from labhelpers.exercises import scan as ex10
+from labhelpers.exercises import stencil as ex9
+from mutants import load_solutions, mutant
+
+S8 = load_solutions("08_nbody_lab")  # noqa: F841
+S9 = load_solutions("09_stencils_lab")
+S10 = load_solutions("10_scan_lab")
+
+
+def _rejects(check, student, bug_class: str, *extra) -> str:
+    with pytest.raises(CheckFailed) as info:
+        check(student, *extra)
+    text = str(info.value)
+    assert text.lower().startswith(bug_class.lower()), f"expected {bug_class!r}, got: {text[:400]}"
+    return text
+
+
+# ------------------------------------------------------------------------------------------ lab 9
+
+STENCIL = S9.stencil_any_radius
+LAB9 = {
+    "stencil: barrier inside `if i < n`": (
+        ex9.check_stencil1d_any_radius, STENCIL,
+        [("cuda.syncthreads()", "if cuda.grid(1) < x.size:\n    cuda.syncthreads()")], h.BARRIER_IN_BRANCH),
+    "stencil: no barrier": (ex9.check_stencil1d_any_radius, STENCIL, [("cuda.syncthreads()", "")],
+                            h.MISSING_BARRIER),
+    "stencil: halo not zero before the array": (
+        ex9.check_stencil1d_any_radius, STENCIL,
+        [("s[w] = x[g] if g >= 0 and g < x.size else float32(0)", "s[w] = x[g] if g < x.size else float32(0)")],
+        h.MISSING_GUARD),
+    "stencil: halo loaded once (radius > block)": (
+        ex9.check_stencil1d_any_radius, STENCIL,
+        [("while w < cuda.blockDim.x + 2 * radius:", "if w < cuda.blockDim.x + 2 * radius:")],
+        "Halo not loaded"),
+    "stencil: halo from the wrong place": (
+        ex9.check_stencil1d_any_radius, STENCIL,
+        [("first = cuda.blockIdx.x * cuda.blockDim.x - radius", "first = -radius")], "Halo from the wrong place"),
+    "stencil: no guard on the store": (ex9.check_stencil1d_any_radius, STENCIL, [("if i < x.size:", "if i >= 0:")],
+                                       h.MISSING_GUARD),
+    "stencil: no guard on the load": (
+        ex9.check_stencil1d_any_radius, STENCIL,
+        [("s[w] = x[g] if g >= 0 and g < x.size else float32(0)", "s[w] = x[g] if g >= 0 else float32(0)")],
+        h.MISSING_GUARD),
+    "stencil: negative shared index s[tid - 1]": (
+        ex9.check_stencil1d_any_radius, STENCIL, [("acc += s[tid + k]", "acc += s[tid + k - 1]")],
+        (h.NEGATIVE_INDEX, h.WRONG_VALUES)),
+    "stencil: float64 accumulator": (ex9.check_stencil1d_any_radius, STENCIL, [("acc = float32(0)", "acc = 0.0")],
+                                     h.FLOAT64),
+    "jacobi: float64 literal": (
+        ex9.check_jacobi_step, S9.jacobi_step,
+        [("v[i, j] = QUARTER * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))",
+          "v[i, j] = 0.25 * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))")], h.FLOAT64),
+    "jacobi: swapped i/j": (ex9.check_jacobi_step, S9.jacobi_step, [("j, i = cuda.grid(2)", "i, j = cuda.grid(2)")],
+                            h.SWAPPED_AXES),
+    "jacobi: border not copied": (ex9.check_jacobi_step, S9.jacobi_step, [("v[i, j] = u[i, j]", "pass")],
+                                  h.NEVER_WRITTEN),
+    "jacobi: in place": (
+        ex9.check_jacobi_step, S9.jacobi_step,
+        [("v[i, j] = QUARTER * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))",
+          "u[i, j] = QUARTER * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))")], h.NEVER_WRITTEN),
+    "jacobi: guard with <=": (ex9.check_jacobi_step, S9.jacobi_step,
+                              [("if i < ny and j < nx:", "if i <= ny and j <= nx:")], h.MISSING_GUARD),
+    "jacobi: a neighbour twice": (
+        ex9.check_jacobi_step, S9.jacobi_step,
+        [("v[i, j] = QUARTER * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))",
+          "v[i, j] = QUARTER * ((u[i - 1, j] + u[i - 1, j]) + (u[i, j - 1] + u[i, j + 1]))")], h.WRONG_VALUES),
+    "sobel: gx/gy swapped": (ex9.check_sobel, S9.sobel,
+                             [("gx_out[i, j] = gx", "gx_out[i, j] = gy"), ("gy_out[i, j] = gy", "gy_out[i, j] = gx")],
+                             "gx and gy swapped"),
+    "sobel: derivative along the wrong axis": (
+        ex9.check_sobel, S9.sobel,
+        [("gx = (img[up, rt] + TWO * img[i, rt] + img[down, rt]) - (img[up, lf] + TWO * img[i, lf] + img[down, lf])",
+          "gx = (img[down, lf] + TWO * img[down, j] + img[down, rt]) - (img[up, lf] + TWO * img[up, j] + img[up, rt])")],
+        "gx and gy swapped"),
+    "sobel: not clamped": (ex9.check_sobel, S9.sobel, [("down = min(i + 1, ny - 1)", "down = i + 1")],
+                           (h.MISSING_GUARD, "Border")),
+    "sobel: no sqrt": (ex9.check_sobel, S9.sobel,
+                       [("out[i, j] = math.sqrt(gx * gx + gy * gy)", "out[i, j] = gx * gx + gy * gy")],
+                       h.WRONG_VALUES),
+    "sobel: float64 literal": (ex9.check_sobel, S9.sobel,
+                               [("down = min(i + 1, ny - 1)", "down = min(i + 1, ny - 1)"),
+                                ("out[i, j] = math.sqrt(gx * gx + gy * gy)", "out[i, j] = math.sqrt(gx * gx + gy * gy) * 1.0")],
+                               h.FLOAT64),
+    "sobel: swapped i/j": (ex9.check_sobel, S9.sobel, [("j, i = cuda.grid(2)", "i, j = cuda.grid(2)")],
+                           h.SWAPPED_AXES),
+    "ccl: label 0 wins": (ex9.check_ccl_step, S9.propagate_step,
+                          [("if i > 0 and labels_in[i - 1, j] != 0:", "if i > 0:")], h.WRONG_VALUES),
+    "ccl: flag never set": (ex9.check_ccl_step, S9.propagate_step, [("changed[0] = 1", "changed[0] = 0")],
+                            "Convergence flag"),
+    "ccl: flag always set": (ex9.check_ccl_step, S9.propagate_step,
+                             [("if best < old:", "if True:")], "Convergence flag"),
+    "ccl: no guard": (ex9.check_ccl_step, S9.propagate_step, [("if i < ny and j < nx:", "if i <= ny and j < nx:")],
+                      h.MISSING_GUARD),
+    "ccl: swapped i/j": (ex9.check_ccl_step, S9.propagate_step, [("j, i = cuda.grid(2)", "i, j = cuda.grid(2)")],
+                         h.SWAPPED_AXES),
+}
+
+
+def _check_mutant(case):
+    check, solution, edits, bug_class, *extra = case
+    student = mutant(solution, *edits)
+    classes = bug_class if isinstance(bug_class, tuple) else (bug_class,)
+    with pytest.raises(CheckFailed) as info:
+        check(student, *extra)
+    text = str(info.value)
+    assert any(text.lower().startswith(c.lower()) for c in classes), f"expected {classes}, got: {text[:500]}"
+    assert "ceiling division" not in text or h.NEVER_WRITTEN.lower() in text.lower()[:40]
+
+
+@pytest.mark.parametrize("name", list(LAB9))
+def test_lab9_mutants_are_rejected(name):
+    _check_mutant(LAB9[name])
+
+
+def test_lab9_solutions_pass(capsys):
+    ex9.check_stencil1d_any_radius(S9.stencil_any_radius)
+    ex9.check_jacobi_step(S9.jacobi_step)
+    ex9.check_sobel(S9.sobel)
+    ex9.check_ccl_step(S9.propagate_step)
+    assert capsys.readouterr().out.count("Correct:") == 4
+
+
+@pytest.mark.parametrize("check", [ex9.check_stencil1d_any_radius, ex9.check_jacobi_step, ex9.check_sobel,
+                                   ex9.check_ccl_step])
+@pytest.mark.parametrize("bad", [None, {"kernel": 1}, [1, 2], "sobel"])
+def test_lab9_bad_objects(check, bad):
+    _rejects(check, bad, h.NOT_A_KERNEL)
