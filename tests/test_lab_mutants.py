@@ -142,3 +142,118 @@ def test_lab9_solutions_pass(capsys):
 @pytest.mark.parametrize("bad", [None, {"kernel": 1}, [1, 2], "sobel"])
 def test_lab9_bad_objects(check, bad):
     _rejects(check, bad, h.NOT_A_KERNEL)
+
+
+# ------------------------------------------------------------------------------------------ lab 10
+
+BLELLOCH = S10.blelloch_block
+UP_SWEEP_ADD = "s[b] += s[a]"
+LAB10 = {
+    "blelloch: barrier inside `if tid < d`": (
+        ex10.check_blelloch_block, BLELLOCH,
+        [("cuda.syncthreads()  # RAW: the previous level is in s before this level reads it", "", 1),
+         ("if tid < d:", "if tid < d:\n    cuda.syncthreads()", 1)], h.BARRIER_IN_BRANCH),
+    "blelloch: barrier inside `if ia < x.size` (partial block)": (
+        ex10.check_blelloch_block, BLELLOCH,
+        [("cuda.syncthreads()  # RAW: the scan is complete before anyone reads it",
+          "if ia < x.size:\n    cuda.syncthreads()")], h.BARRIER_IN_BRANCH),
+    "blelloch: no barrier in the up-sweep": (
+        ex10.check_blelloch_block, BLELLOCH,
+        [("cuda.syncthreads()  # RAW: the previous level is in s before this level reads it", "", 1)],
+        h.MISSING_BARRIER),
+    "blelloch: unguarded load (partial block)": (
+        ex10.check_blelloch_block, BLELLOCH, [("s[tid + cuda.blockDim.x] = x[ib] if ib < x.size else 0",
+                                               "s[tid + cuda.blockDim.x] = x[ib]")], h.MISSING_GUARD),
+    "blelloch: unguarded store (partial block)": (
+        ex10.check_blelloch_block, BLELLOCH, [("if ib < x.size:", "if ib >= 0:")], h.MISSING_GUARD),
+    "blelloch: the slide's up-sweep bound": (ex10.check_blelloch_block, BLELLOCH, [("while d > 0:", "while d > 1:")],
+                                             ("Up-sweep one level short", h.MISSING_BARRIER)),
+    "blelloch: inclusive": (ex10.check_blelloch_block, BLELLOCH,
+                            [("out[ia] = s[tid]", "out[ia] = s[tid] + x[ia]"),
+                             ("out[ib] = s[tid + cuda.blockDim.x]", "out[ib] = s[tid + cuda.blockDim.x] + x[ib]")],
+                            "Inclusive instead of exclusive"),
+    "blelloch: total never stored": (ex10.check_blelloch_block, BLELLOCH,
+                                     [("block_sums[cuda.blockIdx.x] = total", "pass")], h.NEVER_WRITTEN),
+    "blelloch: no swap in the down-sweep": (ex10.check_blelloch_block, BLELLOCH, [("s[a] = s[b]", "")],
+                                            (h.WRONG_VALUES, "Inclusive instead of exclusive")),
+    "offsets: block 0 gets block_prefix[-1]": (ex10.check_block_offsets, S10.add_block_offsets,
+                                               [("if b > 0:", "if b >= 0:")], "Block 0 must get nothing"),
+    "offsets: block_prefix[b]": (ex10.check_block_offsets, S10.add_block_offsets,
+                                 [("out[i] += block_prefix[b - 1]", "out[i] += block_prefix[b]")], "Off by one block"),
+    "offsets: blockIdx as the block": (ex10.check_block_offsets, S10.add_block_offsets,
+                                       [("b = i // per_block", "b = cuda.blockIdx.x")], "Block from blockIdx"),
+    "offsets: no guard": (ex10.check_block_offsets, S10.add_block_offsets, [("if i < out.size:", "if i >= 0:")],
+                          h.MISSING_GUARD),
+    "offsets: nothing added": (ex10.check_block_offsets, S10.add_block_offsets,
+                               [("out[i] += block_prefix[b - 1]", "pass")], "Nothing added"),
+    "split: totalFalses one short": (ex10.check_radix_split, S10.split_scatter,
+                                     [("total_falses = e[n - 1] + f[n - 1]", "total_falses = f[n - 1]")],
+                                     (h.MISSING_GUARD, "totalFalses one short")),
+    "split: d swapped": (ex10.check_radix_split, S10.split_scatter, [("d = t if b else f[i]", "d = f[i] if b else t")],
+                         (h.MISSING_GUARD, h.WRONG_VALUES)),
+    "split: unstable (t from the end)": (ex10.check_radix_split, S10.split_scatter,
+                                         [("t = i - f[i] + total_falses", "t = n - 1 - (i - f[i])")], h.WRONG_VALUES),
+}
+
+
+def _scatter_mutant_check(edits, bug_class):
+    return (lambda scatter: ex10.check_compaction(S10.compact, scatter), S10.scatter_kept, edits, bug_class)
+
+
+LAB10.update({
+    "scatter: no predicate (out[:count] hides it)": _scatter_mutant_check(
+        [("if i < x.size and x[i] > threshold:", "if i < x.size:")], "Scatter without its predicate"),
+    "scatter: >= instead of >": _scatter_mutant_check(
+        [("if i < x.size and x[i] > threshold:", "if i < x.size and x[i] >= threshold:")], h.THRESHOLD),
+    "scatter: no bounds guard": _scatter_mutant_check(
+        [("if i < x.size and x[i] > threshold:", "if x[i] > threshold:")], h.MISSING_GUARD),
+    "scatter: inclusive address": _scatter_mutant_check(
+        [("out[addresses[i]] = x[i]", "out[addresses[i] + 1] = x[i]")], (h.MISSING_GUARD, "Inclusive scan as the address")),
+})
+
+
+def _compact_mutant(old, new):
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(S10.compact))
+    assert source.count(old) == 1, old
+    namespace = dict(S10.compact.__globals__)
+    exec(compile(source.replace(old, new), "<compact mutant>", "exec"), namespace)
+    return namespace["compact"]
+
+
+COMPACT_MUTANTS = {
+    "compact: count without the last flag": (("count = last_address + last_flag", "count = last_address"), "Count"),
+    "compact: returns a list": (("return out.copy_to_host()[:count]", "return list(out.copy_to_host()[:count])"),
+                                h.BAD_RESULT),
+    "compact: returns float64": (("return out.copy_to_host()[:count]",
+                                  "return out.copy_to_host()[:count].astype(np.float64)"), h.BAD_RESULT),
+}
+
+
+@pytest.mark.parametrize("name", list(LAB10))
+def test_lab10_mutants_are_rejected(name):
+    _check_mutant(LAB10[name])
+
+
+@pytest.mark.parametrize("name", list(COMPACT_MUTANTS))
+def test_lab10_compact_mutants_are_rejected(name):
+    (old, new), bug_class = COMPACT_MUTANTS[name]
+    _rejects(ex10.check_compaction, _compact_mutant(old, new), bug_class)
+
+
+def test_lab10_solutions_pass(capsys):
+    ex10.check_blelloch_block(S10.blelloch_block)
+    ex10.check_block_offsets(S10.add_block_offsets)
+    ex10.check_compaction(S10.compact, S10.scatter_kept)
+    ex10.check_radix_split(S10.split_scatter)
+    assert capsys.readouterr().out.count("Correct:") == 4
+
+
+@pytest.mark.parametrize("bad", [None, {"kernel": 1}, [1, 2]])
+def test_lab10_bad_objects(bad):
+    for check in (ex10.check_blelloch_block, ex10.check_block_offsets, ex10.check_radix_split):
+        _rejects(check, bad, h.NOT_A_KERNEL)
+    _rejects(ex10.check_compaction, bad, h.NOT_A_FUNCTION)
+    _rejects(ex10.check_compaction, S10.scatter_kept, h.NOT_A_FUNCTION, S10.compact)  # swapped arguments

@@ -308,7 +308,8 @@ class Exercise:
     Attributes:
         name: how messages name the student's code ("your stencil kernel").
         args: ``args(case)`` returns the kernel's arguments as host values, outputs as :class:`Out`.
-        reference: ``reference(case, *inputs)`` (the arguments that are not Out) returns the expected
+        reference: ``reference(case, *inputs)`` (the arguments that are not Out, and the initial values of an
+            Out updated in place) returns the expected
             outputs, one array per Out (a single array when there is one), each of the Out's whole shape.
         configs: the launches tried under the simulator (and first on a GPU): dicts with ``"threads"``
             (an int, or ``(x, y)`` for 2D) and the exercise's own parameters.
@@ -453,7 +454,9 @@ def _where(case: Case) -> str:
 
 
 def _split(args: Sequence[Any]) -> tuple[list[Any], list[Out]]:
-    inputs = [a for a in args if not isinstance(a, Out)]
+    """The reference's inputs (an Out with ``initial`` values is updated in place: its values are an input too)
+    and the outputs."""
+    inputs = [a.initial if isinstance(a, Out) else a for a in args if not isinstance(a, Out) or a.initial is not None]
     outs = [a for a in args if isinstance(a, Out)]
     return inputs, outs
 
@@ -522,9 +525,8 @@ def _race_check(ex: Exercise, kernel: Any, config: Mapping[str, Any], case_no: i
     try:
         report.raise_for_problems(ex.name)
     except CheckFailed as exc:
-        cls = BARRIER_IN_BRANCH if report.barrier_problems else MISSING_BARRIER
-        detail = (" (or after a return)" if report.barrier_problems else "")
-        raise failure(cls, f"{_where(case)}{detail}, checked with a partial last block. {exc}") from None
+        cls = BARRIER_IN_BRANCH + " (or after a return)" if report.barrier_problems else MISSING_BARRIER
+        raise failure(cls, f"{_where(case)}, two blocks, the last one partial: {exc}") from None
 
 
 def _host_output(out: Out) -> np.ndarray:
