@@ -181,7 +181,7 @@ LAB10 = {
     "offsets: block_prefix[b]": (ex10.check_block_offsets, S10.add_block_offsets,
                                  [("out[i] += block_prefix[b - 1]", "out[i] += block_prefix[b]")], "Off by one block"),
     "offsets: blockIdx as the block": (ex10.check_block_offsets, S10.add_block_offsets,
-                                       [("b = i // per_block", "b = cuda.blockIdx.x")], "Block from blockIdx"),
+                                       [("b = i // per_block", "b = cuda.blockIdx.x")], ("Block from blockIdx", "Nothing added")),
     "offsets: no guard": (ex10.check_block_offsets, S10.add_block_offsets, [("if i < out.size:", "if i >= 0:")],
                           h.MISSING_GUARD),
     "offsets: nothing added": (ex10.check_block_offsets, S10.add_block_offsets,

@@ -144,13 +144,13 @@ def _offsets_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[s
     block = np.arange(got.size) // per
     first = slice(0, min(got.size, per))
     if np.array_equal(got, local):
-        return ("Nothing added", "every element of block b >= 1 needs block_prefix[b - 1].")
+        return ("Nothing added", "every element of scan block b = i // per_block >= 1 (not cuda.blockIdx.x: your "
+                "kernel's blocks are not the scan's) needs block_prefix[b - 1].")
     launch_block = np.arange(got.size) // case.threads
     if (launch_block != block).any() and np.array_equal(
             got, local + np.where(launch_block > 0, prefix[np.clip(launch_block - 1, 0, prefix.size - 1)], 0)):
         return ("Block from blockIdx", "the block of element i is i // per_block (per_block elements per scan "
                 "block), not cuda.blockIdx.x: this kernel runs with a different block size than the scan did.")
-
     if np.array_equal(got[first], local[first] + prefix[-1]) and prefix[-1] != 0:
         return ("Block 0 must get nothing", "block 0 got the grand total added: block_prefix[b - 1] with b = 0 is "
                 "block_prefix[-1], the last element. Add only when b > 0.")
