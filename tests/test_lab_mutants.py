@@ -13,13 +13,14 @@ import pytest
 
 import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
+from numba import cuda
 from labhelpers.exercises import harness as h
 from labhelpers.exercises import nbody as ex8
 from labhelpers.exercises import scan as ex10
 from labhelpers.exercises import stencil as ex9
 from mutants import load_solutions, mutant
 
-S8 = load_solutions("08_nbody_lab")  # noqa: F841
+S8 = load_solutions("08_nbody_lab")
 S9 = load_solutions("09_stencils_lab")
 S10 = load_solutions("10_scan_lab")
 
@@ -115,7 +116,8 @@ LAB9 = {
 
 def _check_mutant(case):
     check, solution, edits, bug_class, *extra = case
-    student = mutant(solution, *edits)
+    device = h.is_device_function(solution)
+    student = mutant(solution, *edits, jit=(lambda f: cuda.jit(device=True, fastmath=True)(f)) if device else None)
     classes = bug_class if isinstance(bug_class, tuple) else (bug_class,)
     with pytest.raises(CheckFailed) as info:
         check(student, *extra)
@@ -257,3 +259,86 @@ def test_lab10_bad_objects(bad):
         _rejects(check, bad, h.NOT_A_KERNEL)
     _rejects(ex10.check_compaction, bad, h.NOT_A_FUNCTION)
     _rejects(ex10.check_compaction, S10.scatter_kept, h.NOT_A_FUNCTION, S10.compact)  # swapped arguments
+
+
+# ------------------------------------------------------------------------------------------ lab 8
+
+TILED = S8.nbody_tiled
+
+
+def _plain_interaction(xi, yi, zi, xj, yj, zj, mj, eps2):
+    return S8.interaction.py_func(xi, yi, zi, xj, yj, zj, mj, eps2)
+
+
+LAB8 = {
+    "interaction: float64 literal": (ex8.check_interaction, S8.interaction,
+                                     [("inv_r = float32(1) / math.sqrt(r2)", "inv_r = 1 / math.sqrt(r2)")], h.FLOAT64),
+    "interaction: no softening": (ex8.check_interaction, S8.interaction,
+                                  [("r2 = eps2 + dx * dx + dy * dy + dz * dz", "r2 = dx * dx + dy * dy + dz * dz")],
+                                  "Softening"),
+    "interaction: r^-2": (ex8.check_interaction, S8.interaction,
+                          [("s = mj * inv_r * inv_r * inv_r", "s = mj * inv_r * inv_r")], h.WRONG_VALUES),
+    "naive: no guard": (ex8.check_naive, S8.nbody_naive, [("if i < n:", "if i >= 0:")], h.MISSING_GUARD),
+    "naive: one body short": (ex8.check_naive, S8.nbody_naive, [("for j in range(n):", "for j in range(n - 1):")],
+                              h.WRONG_VALUES),
+    "naive: float64 accumulators": (ex8.check_naive, S8.nbody_naive,
+                                    [("ax, ay, az = float32(0), float32(0), float32(0)", "ax, ay, az = 0.0, 0.0, 0.0")],
+                                    h.FLOAT64),
+    "naive: az not written": (ex8.check_naive, S8.nbody_naive, [("acc[i, 2] = az", "")], h.NEVER_WRITTEN),
+    "tiled: barriers inside `if i < n`": (
+        ex8.check_tiled, TILED,
+        [("cuda.syncthreads()  # RAW: the whole tile is in shared memory before anyone reads it",
+          "if i < n:\n    cuda.syncthreads()")], h.BARRIER_IN_BRANCH, S8.TILE),
+    "tiled: no barrier before reading the tile": (
+        ex8.check_tiled, TILED, [("cuda.syncthreads()  # RAW: the whole tile is in shared memory before anyone reads it",
+                                  "")], h.MISSING_BARRIER, S8.TILE),
+    "tiled: no barrier before the next tile (WAR)": (
+        ex8.check_tiled, TILED, [("cuda.syncthreads()  # WAR: everyone has read the tile before the next trip "
+                                  "overwrites it", "")], h.MISSING_BARRIER, S8.TILE),
+    "tiled: unguarded load of the last tile": (
+        ex8.check_tiled, TILED, [("if j < n:", "if j >= 0:")], h.MISSING_GUARD, S8.TILE),
+    "tiled: float64 literal": (ex8.check_tiled, TILED, [("ax += fx", "ax += fx * 1.0")], h.FLOAT64, S8.TILE),
+    "tiled: half the tile": (ex8.check_tiled, TILED, [("for k in range(TILE):", "for k in range(TILE // 2):")],
+                             h.WRONG_VALUES, S8.TILE),
+}
+
+
+@pytest.mark.parametrize("name", list(LAB8))
+def test_lab8_mutants_are_rejected(name):
+    _check_mutant(LAB8[name])
+
+
+def test_lab8_device_function_kinds():
+    text = _rejects(ex8.check_interaction, _plain_interaction, h.NOT_A_DEVICE_FUNCTION)
+    assert "float64" not in text
+    _rejects(ex8.check_interaction, S8.nbody_naive, h.NOT_A_DEVICE_FUNCTION)
+    _rejects(ex8.check_naive, S8.interaction, h.NOT_A_KERNEL)
+    _rejects(ex8.check_interaction, {"f": S8.interaction}, h.NOT_A_DEVICE_FUNCTION)
+    _rejects(ex8.check_tiled, S8.TILE, h.NOT_A_KERNEL, TILED)  # swapped arguments
+    _rejects(ex8.check_tiled, TILED, h.BAD_RESULT, 100)
+    _rejects(ex8.check_leapfrog, None, h.NOT_A_FUNCTION)
+
+
+LEAPFROG = {
+    "leapfrog: drift before the first kick": [("nb.kick[blocks, threads](vel_d, acc_d, half)", "", 1),
+                                              ("forces(pos_d, eps2, acc_d)",
+                                               "forces(pos_d, eps2, acc_d)\nnb.kick[blocks, threads](vel_d, acc_d, half)")],
+    "leapfrog: whole kicks": [("half, full = np.float32(dt / 2), np.float32(dt)",
+                               "half, full = np.float32(dt), np.float32(dt)")],
+    "leapfrog: stale forces": [("forces(pos_d, eps2, acc_d)", "")],
+}
+
+
+@pytest.mark.parametrize("name", list(LEAPFROG))
+def test_lab8_leapfrog_mutants_are_rejected(name):
+    student = mutant(S8.leapfrog_step, *LEAPFROG[name], jit=lambda f: f)
+    with pytest.raises(CheckFailed):
+        ex8.check_leapfrog(student)
+
+
+def test_lab8_solutions_pass(capsys):
+    ex8.check_interaction(S8.interaction)
+    ex8.check_naive(S8.nbody_naive)
+    ex8.check_tiled(S8.nbody_tiled, S8.TILE)
+    ex8.check_leapfrog(S8.leapfrog_step)
+    assert capsys.readouterr().out.count("Correct:") == 4

@@ -325,7 +325,7 @@ class Exercise:
             ``(kernel_factory, argtypes, return type)`` with ``kernel_factory(student)`` the kernel to launch.
         explain: ``explain(case, index, got, expected, inputs)`` returns exercise-specific ``(bug class, hint)``
             for wrong values of output number ``index``, or None for the harness's own diagnosis.
-        close: ``close(case, index, got, expected)`` returns a boolean array (which values are right) when
+        close: ``close(case, index, got, expected, inputs)`` returns a boolean array (which values are right) when
             ``rtol``/``atol`` do not fit (e.g. sums with cancellation: relative to the terms' size).
         races: run the race detector (default True: cheap, and it finds missing guards on both backends).
         seed: the seed of every case's generator.
@@ -571,7 +571,7 @@ def _compare(ex: Exercise, case: Case, got: np.ndarray, expected: np.ndarray, ou
         close = np.isclose(got_view, expected, rtol=ex.rtol, atol=ex.atol, equal_nan=True)
         if ex.close is not None:
             close = (unwritten_got & unwritten_expected) | (
-                ~unwritten_got & ~unwritten_expected & np.asarray(ex.close(case, index, got_view, expected), bool))
+                ~unwritten_got & ~unwritten_expected & np.asarray(ex.close(case, index, got_view, expected, inputs), bool))
     else:
         unwritten_got, unwritten_expected = got_view == fill, expected == fill
         close = got_view == expected
@@ -653,7 +653,8 @@ def check(ex: Exercise, student: Any, *, quiet: bool = False) -> None:
     if not quiet:
         extra = f", with inputs equal to {list(ex.thresholds)}" if ex.thresholds else ""
         print(f"Correct: {ex.name} matches NumPy on all {len(cases)} cases tried (partial last blocks, one "
-              f"element, several blocks{extra}); no race, nothing written outside the outputs.")
+              f"element, several blocks{extra}); {'no race, ' if ex.races else ''}nothing written outside the "
+              "outputs.")
 
 
 __all__ = ["BAND", "BARRIER_IN_BRANCH", "NEGATIVE_INDEX", "SWAPPED_AXES", "Case", "EXTRA_WRITES", "Exercise", "FLOAT64", "GuardedOutput",
