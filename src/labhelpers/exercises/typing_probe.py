@@ -153,7 +153,7 @@ _ARITH = ("binop", "inplace_binop", "unary", "call")
 
 
 def _line(loc: ir.Loc) -> str:
-    text = linecache.getline(loc.filename, loc.line).strip()
+    text = linecache.getline(loc.filename, loc.line).split("  #")[0].strip()
     return text or f"line {loc.line}"
 
 
