@@ -209,7 +209,7 @@ def test_threshold():
 
 def test_barrier_inside_a_branch_needs_a_partial_block():
     text = _fails(SHIFT, shift_barrier_in_branch, h.BARRIER_IN_BRANCH)
-    assert "partial last block" in text
+    assert "the last one partial" in text
 
 
 def test_missing_barrier():
