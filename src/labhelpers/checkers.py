@@ -6,6 +6,9 @@ output poisoned with NaN so unwritten elements show, and compares with NumPy.
 On failure it raises :class:`~labhelpers.errors.CheckFailed` (an AssertionError, so
 pytest and nbval see it) whose message says which size failed, where, and what the
 usual cause of that pattern is. On success it prints one line.
+
+Kernel exercises are declared for :mod:`labhelpers.exercises.harness` instead (partial blocks, race
+check, float64 from Numba's types, guard bands, thresholds); ``check_function`` is for host functions.
 """
 
 from __future__ import annotations
@@ -21,6 +24,14 @@ from .sizes import awkward_sizes
 _MAX_SHOWN = 5
 #: Longest compiler message a checker passes on (Numba's typing errors run to pages).
 NUMBA_TRACE_LIMIT = 1500
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, (list, tuple, dict)):
+        return f"a {type(value).__name__}"
+    return f"a {type(value).__name__} ({str(value)[:40]})"
 
 
 def require_kernel(kernel: Any, name: str) -> None:
@@ -106,6 +117,9 @@ def check_function(
     Raises:
         CheckFailed: at the first size where the result differs or the code raises.
     """
+    if not callable(student):
+        raise CheckFailed(f"{what}: expected a function to check, got {_describe(student)}. Pass the function itself "
+                          "(not the result of calling it, nor a dict or None).")
     sizes = tuple(sizes) if sizes is not None else awkward_sizes()
     rng = np.random.default_rng(seed)
     for n in sizes:
@@ -122,6 +136,11 @@ def check_function(
             ) from None
         if got is None:
             raise CheckFailed(f"{what} returned None for n={n}: return the output array.")
+        if not isinstance(got, np.ndarray) and not hasattr(got, "copy_to_host"):
+            raise CheckFailed(f"{what} returned {_describe(got)} for n={n}: return a NumPy array (np.asarray(...) or "
+                              "out.copy_to_host()), not a list or a number.")
+        if hasattr(got, "copy_to_host"):
+            got = got.copy_to_host()
         problem = diagnose(np.asarray(got), expected, rtol=rtol, atol=atol)
         if problem:
             raise CheckFailed(f"{what} is wrong for n={n}: {problem}.")

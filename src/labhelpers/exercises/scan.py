@@ -1,34 +1,37 @@
 """Checkers for the lab "Scan and the patterns built on it" (labs/10_scan_lab.ipynb).
 
-Each checker takes the student's kernel (or host function), runs it on the sizes that break scans
-(1, 31, 33, 1000 and 2**20 + 7 on a GPU; the largest scaled down under the simulator, which runs a
-few thousand threads per second), on int32 data so that every result is exact, and compares with
-NumPy. Outputs start filled with a sentinel, so elements never written show; on a GPU the input is
-followed in memory by sentinels, so reads past the end show too, and the kernels' outputs are followed
-by a guard band of sentinels that is checked after the launch, so a write past the end fails with the
-same "outside an array" message that the simulator's IndexError gives (a GPU does not fault there).
-Failures raise :class:`~labhelpers.errors.CheckFailed` with the likely bug named.
+Every kernel exercise is declared for the exercise harness (:mod:`labhelpers.exercises.harness`): partial
+last blocks, the race detector on two blocks (the last one partial), whole outputs with guard bands, and
+values equal to the compaction's threshold planted in the inputs. Data are int32 (every result exact),
+except the compaction's float32 with NaN. What is specific to scans lives here: the references, the
+sizes (the slide's 8, 1000, and 2**20 + 7 on a GPU) and the hints that recognise the usual bugs.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from numba import cuda
 
 from .. import backend
-from ..checkers import launch_student_kernel, require_kernel
+from ..checkers import NUMBA_TRACE_LIMIT
 from ..errors import CheckFailed
 from ..kernels import scan as sk
+from . import harness as h
 
-#: Sizes on a GPU and under the simulator.
+#: Sizes on a GPU and under the simulator (the harness adds 1, B - 1 and B + 1 for every block).
 SIZES_GPU = (1, 31, 33, 1000, 2**20 + 7)
 SIZES_SIM = (1, 31, 33, 1000)
 #: Threads per block tried by the block-level checkers.
 THREADS_GPU = (32, 128, 512)
 THREADS_SIM = (4, 16)
 #: What an unwritten int32 output element holds.
-SENTINEL = np.int32(-(2**31) + 7)
-_GUARD = 64
+SENTINEL = np.int32(h.INT_SENTINEL)
+#: The compaction's threshold, also planted in its inputs.
+THRESHOLD = np.float32(0.25)
+#: What an unwritten key of the split holds.
+NO_KEY = np.uint32(0xDEADBEEF)
 
 
 def sizes() -> tuple[int, ...]:
@@ -36,51 +39,10 @@ def sizes() -> tuple[int, ...]:
     return SIZES_SIM if backend.is_simulator() else SIZES_GPU
 
 
-def _threads() -> tuple[int, ...]:
-    return THREADS_SIM if backend.is_simulator() else THREADS_GPU
-
-
-def cases() -> tuple[tuple[int, int], ...]:
-    """The ``(n, threads per block)`` pairs the block checkers try: every size with every block size on a GPU;
-    under the simulator the small sizes with both block sizes and the largest with the larger block only."""
-    simulator = tuple((n, t) for t in THREADS_SIM for n in SIZES_SIM[:-1]) + ((SIZES_SIM[-1], THREADS_SIM[-1]),)
-    if backend.is_simulator():
-        return simulator
-    # On a GPU the simulator's cases come first, so a bug is reported with the same case and the same message on
-    # both backends (nbval compares the lab's failed checks); the GPU's larger cases follow.
-    return simulator + tuple(c for c in ((n, t) for t in THREADS_GPU for n in SIZES_GPU) if c not in simulator)
-
-
-def _guarded(values: np.ndarray, fill) -> cuda.devicearray.DeviceNDArray:
-    """A device view of ``values`` whose memory continues with ``_GUARD`` copies of ``fill``."""
-    buf = np.full(values.size + _GUARD, fill, dtype=values.dtype)
-    buf[:values.size] = values
-    return cuda.to_device(buf)[:values.size]
-
-
-class _GuardedOutput:
-    """An output of ``n`` elements filled with ``fill``, followed in device memory by ``guard`` more.
-
-    ``.view`` is what the kernel gets; :meth:`wrote_outside` says whether the guard band changed (a GPU
-    does not fault on a write just past an array, the simulator raises IndexError: this makes both fail).
-    """
-
-    def __init__(self, n: int, fill, guard: int = _GUARD):
-        self.n = n
-        self.fill = fill
-        self.whole = cuda.to_device(np.full(n + guard, fill, dtype=np.asarray(fill).dtype))
-        self.view = self.whole[:n]
-
-    def wrote_outside(self) -> bool:
-        return bool(np.any(self.whole.copy_to_host()[self.n:] != self.fill))
-
-    def copy_to_host(self) -> np.ndarray:
-        return self.view.copy_to_host()
-
-
-def _out_of_bounds(what: str, n: int, extra: str = "") -> CheckFailed:
-    return CheckFailed(f"{what} read or wrote outside an array for n={n}. Threads past the last element must not "
-                       f"touch memory: guard every load and store with `if i < x.size` (never the barriers){extra}.")
+def _sizes_for(config) -> list[int]:
+    """The simulator's largest size with its largest block only (a few thousand threads per second)."""
+    small = [8, 31, 33]
+    return small + [SIZES_SIM[-1]] if config["threads"] == THREADS_SIM[-1] else small
 
 
 def _first_bad(got, expected) -> str:
@@ -94,101 +56,69 @@ def _first_bad(got, expected) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _run_block(kernel, x: np.ndarray, threads: int, what: str):
-    n = x.size
-    per = 2 * threads
-    blocks = max(1, -(-n // per))
-    out = _GuardedOutput(n, SENTINEL)
-    sums = _GuardedOutput(blocks, SENTINEL)
-    try:
-        launch_student_kernel(kernel, blocks, threads, (_guarded(x, np.int32(2**20)), out.view, sums.view), what)
-    except IndexError:
-        raise _out_of_bounds(what, n) from None
-    if out.wrote_outside() or sums.wrote_outside():  # on a GPU; the simulator raised IndexError above
-        raise _out_of_bounds(what, n)
-    return out.copy_to_host(), sums.copy_to_host()
+def _blelloch_args(case: h.Case) -> tuple:
+    blocks = h.grid_for(case.n, case.threads, 2)
+    return (case.ints(), h.Out(case.n, np.int32), h.Out(blocks, np.int32))
 
 
-def check_blelloch_block(kernel) -> None:
-    """Exercise 1: ``kernel(x, out, block_sums)``: each block scans its ``2 * blockDim.x`` elements (exclusive)
-    with Blelloch's up-sweep and down-sweep, and stores their total in ``block_sums[blockIdx.x]``.
-
-    Tried first on the slide's example (8 values, 4 threads), then on every size with several
-    power-of-two block sizes, on int32 data (exact).
-    """
-    require_kernel(kernel, "blelloch_block")
-    what = "your Blelloch kernel"
-    x = np.array(sk.SLIDE_INPUT, np.int32)
-    _race_check(kernel, x, what)
-    out, sums = _run_block(kernel, x, 4, what)
-    expected = sk.scan_reference(x, inclusive=False)
-    if not np.array_equal(out, expected):
-        hint = _blelloch_hint(out, x, expected, 4)
-        raise CheckFailed(f"{what} is wrong on the slide's example {list(sk.SLIDE_INPUT)}: got {out.tolist()}, "
-                          f"expected {expected.tolist()} (the slide prints 14 as the sixth value, but "
-                          f"3 + 1 + 7 + 0 + 4 = 15). {hint}")
-    _check_total(sums, x, 8, 4, what, n=8)
-    rng = np.random.default_rng(11)
-    for n, threads in cases():
-        x = sk.integer_valued(n, rng, np.int32)
-        out, sums = _run_block(kernel, x, threads, what)
-        expected = sk.block_scan_reference(x, 2 * threads, inclusive=False)
-        if not np.array_equal(out, expected):
-            raise CheckFailed(f"{what} is wrong for n={n} with {threads} threads per block: "
-                              f"{_first_bad(out, expected)}. {_blelloch_hint(out, x, expected, threads)}")
-        _check_total(sums, x, 2 * threads, threads, what, n)
-    print(f"Correct: {what} scans every block exactly, and its totals are right, for n in {list(sizes())} "
-          f"with {list(_threads())} threads per block.")
-
-
-def _race_check(kernel, x, what) -> None:
-    """Run the kernel once through the race detector (one block of 4 threads, the slide's 8 values)."""
-    from ..errors import GPUOnlyError
-    from ..racecheck import check_races
-
-    try:
-        report = check_races(kernel, 1, 4, x, np.full(x.size, SENTINEL, np.int32), np.zeros(1, np.int32))
-    except GPUOnlyError:  # on a GPU, a kernel the simulator process cannot rebuild: the value checks remain
-        return
-    except IndexError:
-        raise _out_of_bounds(what, x.size) from None
-    except Exception:  # noqa: BLE001  (a kernel that does not run is reported by the value checks)
-        return
-    report.raise_for_problems(what)
-
-
-def _blelloch_hint(out, x, expected, threads) -> str:
-    if np.any(out == SENTINEL):
-        return ("Some outputs were never written: each thread writes two results, out[ia] and out[ib] (guarded by "
-                "`< x.size`).")
-    if np.array_equal(out, sk.block_scan_reference(x, 2 * threads, inclusive=True)):
-        return "That is the inclusive scan: Blelloch's down-sweep gives the exclusive one; do not add x back."
-    return ("Check the two sweeps: the up-sweep's offset doubles from 1 while d (the number of adding threads) "
-            "halves from n/2 down to 1 inclusive; then thread 0 replaces the root s[n-1] by 0; the down-sweep runs "
-            "d = 1, 2, ..., n/2 with offset halving, each adding pair swapping (t = s[a]; s[a] = s[b]; s[b] += t); "
-            "cuda.syncthreads() before every level, outside the `if tid < d`.")
-
-
-def _check_total(sums, x, per, threads, what, n) -> None:
+def _totals(x: np.ndarray, per: int) -> np.ndarray:
     blocks = max(1, -(-x.size // per))
     padded = np.zeros(blocks * per, np.int64)
     padded[:x.size] = x
-    expected = padded.reshape(blocks, per).sum(axis=1).astype(np.int32)
-    if np.array_equal(sums, expected):
-        return
-    half = padded.reshape(blocks, 2, per // 2).sum(axis=2)[:, 1].astype(np.int32)
-    if np.any(sums == SENTINEL):
-        hint = "block_sums[cuda.blockIdx.x] was never written: thread 0 stores the root s[n - 1] before clearing it."
-    elif np.array_equal(sums, half):
-        hint = ("Each total is the sum of the block's second half only: the up-sweep stops one level early (the "
-                "slide's `d < log2 n - 1`). The scan itself still comes out right, because the down-sweep discards the "
-                "root, but the total is lost, and it is what joins the blocks (and counts a compaction).")
-    elif np.array_equal(sums, np.zeros_like(sums)):
-        hint = "Every total is 0: read the root into the total before thread 0 clears it (with a barrier in between)."
-    else:
-        hint = "After the up-sweep the root s[n - 1] holds the total: store it before clearing the root."
-    raise CheckFailed(f"{what}: the block totals are wrong for n={n} with {threads} threads per block: got "
-                      f"{sums[:6].tolist()}..., expected {expected[:6].tolist()}... {hint}")
+    return padded.reshape(blocks, per).sum(axis=1).astype(np.int32)
+
+
+def _blelloch_reference(case, x):
+    per = 2 * case.threads
+    return sk.block_scan_reference(x, per, inclusive=False), _totals(x, per)
+
+
+def _blelloch_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    x = inputs[0]
+    per = 2 * case.threads
+    if index == 1:
+        blocks = got.size
+        padded = np.zeros(blocks * per, np.int64)
+        padded[:x.size] = x
+        half = padded.reshape(blocks, 2, per // 2).sum(axis=2)[:, 1].astype(np.int32)
+        if np.any(got == SENTINEL):
+            return (h.NEVER_WRITTEN, "block_sums[cuda.blockIdx.x] was never written: thread 0 stores the root "
+                    "s[n - 1] before clearing it.")
+        if np.array_equal(got, half):
+            return ("Up-sweep one level short", "each total is the sum of the block's second half only: the "
+                    "up-sweep stops one level early (the slide's `d < log2 n - 1`). The scan itself still comes out "
+                    "right, because the down-sweep discards the root, but the total is lost, and it is what joins "
+                    "the blocks (and counts a compaction).")
+        if not got.any():
+            return (h.WRONG_VALUES, "every total is 0: read the root into the total before thread 0 clears it "
+                    "(with a barrier in between).")
+        return (h.WRONG_VALUES, "after the up-sweep the root s[n - 1] holds the total: store it before clearing it.")
+    if np.any(got == SENTINEL):
+        return None
+    if np.array_equal(got, sk.block_scan_reference(x, per, inclusive=True)):
+        return ("Inclusive instead of exclusive", "Blelloch's down-sweep gives the exclusive scan; do not add x "
+                "back.")
+    return (h.WRONG_VALUES, "check the two sweeps: the up-sweep's offset doubles from 1 while d (the number of adding "
+            "threads) halves from n/2 down to 1 inclusive; then thread 0 replaces the root s[n-1] by 0; the "
+            "down-sweep runs d = 1, 2, ..., n/2 with offset halving, each adding pair swapping (t = s[a]; "
+            "s[a] = s[b]; s[b] += t); cuda.syncthreads() before every level, outside the `if tid < d`.")
+
+
+def blelloch_exercise() -> h.Exercise:
+    """Exercise 1 as declared for the harness (each block covers 2 * blockDim.x elements)."""
+    return h.Exercise(
+        name="your Blelloch kernel", args=_blelloch_args, reference=_blelloch_reference,
+        configs=[{"threads": t} for t in THREADS_SIM], configs_gpu=[{"threads": t} for t in THREADS_GPU],
+        per_thread=2, sizes=_sizes_for, sizes_gpu=SIZES_GPU, explain=_blelloch_explain, seed=11)
+
+
+def check_blelloch_block(kernel: Any) -> None:
+    """Exercise 1: ``kernel(x, out, block_sums)``: each block scans its ``2 * blockDim.x`` elements (exclusive)
+    with Blelloch's up-sweep and down-sweep, and stores their total in ``block_sums[blockIdx.x]``.
+
+    The slide's 8 values with 4 threads, partial blocks and several block sizes, on int32 data (exact).
+    """
+    h.check(blelloch_exercise(), kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,68 +126,59 @@ def _check_total(sums, x, per, threads, what, n) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _propagate_scan(kernel, x: np.ndarray, threads: int, add_threads: int, what: str) -> np.ndarray:
-    """Blelloch block scans (package), inclusive scan of the block totals (package), then the student's kernel."""
-    n = x.size
-    per = 2 * threads
-    blocks = max(1, -(-n // per))
-    # the guard band covers every thread of the last block of the student's launch
-    out = _GuardedOutput(n, SENTINEL, guard=max(_GUARD, add_threads))
-    sums = cuda.device_array(blocks, dtype=np.int32)
-    empty = cuda.device_array(0, dtype=np.int32)
-    sk.blelloch_scan.for_dtype(np.int32)[blocks, threads](cuda.to_device(x), out.view, sums, empty, 0)
-    prefix = _guarded(sk.Scan(sums, "lookback", inclusive=True)(), np.int32(2**20))
-    extra = ", and block 0 has no earlier blocks: skip it (b > 0) rather than read block_prefix[-1]"
-    try:
-        launch_student_kernel(kernel, max(1, -(-n // add_threads)), add_threads, (out.view, prefix, per), what)
-    except IndexError:
-        raise _out_of_bounds(what, n, extra) from None
-    if out.wrote_outside():  # on a GPU; the simulator raised IndexError above
-        raise _out_of_bounds(what, n, extra)
-    return out.copy_to_host(), sums.copy_to_host()
+def _offsets_args(case: h.Case) -> tuple:
+    x = case.ints()
+    per = 2 * case["scan_threads"]
+    local = sk.block_scan_reference(x, per, inclusive=False).astype(np.int32)
+    prefix = np.cumsum(_totals(x, per).astype(np.int64)).astype(np.int32)
+    return (h.Out(case.n, np.int32, initial=local), prefix, per)
 
 
-def check_block_offsets(kernel) -> None:
+def _offsets_reference(case, local, prefix, per):
+    block = np.arange(local.size) // per
+    return local + np.where(block > 0, prefix[np.maximum(block - 1, 0)], 0)
+
+
+def _offsets_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str]:
+    local, prefix, per = inputs
+    block = np.arange(got.size) // per
+    first = slice(0, min(got.size, per))
+    if np.array_equal(got, local):
+        return ("Nothing added", "every element of scan block b = i // per_block >= 1 (not cuda.blockIdx.x: your "
+                "kernel's blocks are not the scan's) needs block_prefix[b - 1].")
+    launch_block = np.arange(got.size) // case.threads
+    if (launch_block != block).any() and np.array_equal(
+            got, local + np.where(launch_block > 0, prefix[np.clip(launch_block - 1, 0, prefix.size - 1)], 0)):
+        return ("Block from blockIdx", "the block of element i is i // per_block (per_block elements per scan "
+                "block), not cuda.blockIdx.x: this kernel runs with a different block size than the scan did.")
+    if np.array_equal(got[first], local[first] + prefix[-1]) and prefix[-1] != 0:
+        return ("Block 0 must get nothing", "block 0 got the grand total added: block_prefix[b - 1] with b = 0 is "
+                "block_prefix[-1], the last element. Add only when b > 0.")
+    if np.array_equal(got, local + np.where(block > 0, prefix[block], 0)) or np.array_equal(got, local + prefix[block]):
+        return ("Off by one block", "each block got block_prefix[b], which includes its own total: use "
+                "block_prefix[b - 1] (the scan of the totals is inclusive), and nothing for block 0.")
+    return (h.WRONG_VALUES, "the block of element i is i // per_block (per_block elements per scan block), not "
+            "cuda.blockIdx.x: this kernel runs with a different block size than the scan did.")
+
+
+def offsets_exercise() -> h.Exercise:
+    """Exercise 2 as declared: ``out`` (each scan block's exclusive scan) is updated in place."""
+    sim = [{"threads": 3 * t, "scan_threads": t} for t in THREADS_SIM]
+    gpu = [{"threads": 3 * t if 3 * t <= 1024 else 96, "scan_threads": t} for t in THREADS_GPU]
+    return h.Exercise(
+        name="your block-offsets kernel", args=_offsets_args, reference=_offsets_reference, configs=sim,
+        configs_gpu=gpu, sizes=_sizes_for, sizes_gpu=SIZES_GPU, explain=_offsets_explain, seed=12)
+
+
+def check_block_offsets(kernel: Any) -> None:
     """Exercise 2: ``kernel(out, block_prefix, per_block)`` adds to every element of block ``b >= 1`` the sum of
     all earlier blocks, ``block_prefix[b - 1]`` (``block_prefix`` = the inclusive scan of the block totals).
 
-    The checker makes ``out`` (each block's exclusive scan, Blelloch) and ``block_prefix``; your kernel is
-    launched with a different block size than the scan (``per_block`` says how many elements each scan
-    block covered). The result must equal NumPy's exclusive scan.
+    ``out`` holds each scan block's exclusive scan; your kernel runs with a different block size than the
+    scan (``per_block`` says how many elements each scan block covered). The result must equal NumPy's
+    exclusive scan.
     """
-    require_kernel(kernel, "add_block_offsets")
-    what = "your block-offsets kernel"
-    rng = np.random.default_rng(12)
-    for n, threads in cases():
-        x = sk.integer_valued(n, rng, np.int32)
-        add_threads = 3 * threads if 3 * threads <= 1024 else 96
-        got, sums = _propagate_scan(kernel, x, threads, add_threads, what)
-        expected = sk.scan_reference(x, inclusive=False)
-        if np.array_equal(got, expected):
-            continue
-        per = 2 * threads
-        block = np.arange(n) // per
-        incl = np.cumsum(sums.astype(np.int64)).astype(np.int32)
-        local = sk.block_scan_reference(x, per, inclusive=False)
-        first = slice(0, min(n, per))
-        if np.any(got == SENTINEL):
-            hint = "Some elements hold garbage: add to out[i], do not overwrite it, and only for i < out.size."
-        elif np.array_equal(got, local):
-            hint = "Nothing was added: every element of block b >= 1 needs block_prefix[b - 1]."
-        elif np.array_equal(got[first], local[first] + incl[-1]) and incl[-1] != 0:
-            hint = ("Block 0 got the grand total added: block_prefix[b - 1] with b = 0 is block_prefix[-1], the "
-                    "last element. Add only when b > 0.")
-        elif (np.array_equal(got, local + np.where(block > 0, incl[block], 0))
-              or np.array_equal(got, local + incl[block])):
-            hint = ("Each block got block_prefix[b], which includes its own total: use block_prefix[b - 1] (the "
-                    "scan of the totals is inclusive), and nothing for block 0.")
-        else:
-            hint = ("The block of element i is i // per_block (per_block elements per scan block), not "
-                    "cuda.blockIdx.x: this kernel runs with a different block size than the scan did.")
-        raise CheckFailed(f"{what} is wrong for n={n} ({threads}-thread scan blocks of {per} elements, your "
-                          f"kernel with {add_threads} threads per block): {_first_bad(got, expected)}. {hint}")
-    print(f"Correct: with your kernel, the three-step scan equals NumPy's exclusive scan for n in {list(sizes())} "
-          f"and scan blocks of {[2 * t for t in _threads()]} elements.")
+    h.check(offsets_exercise(), kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,68 +186,125 @@ def check_block_offsets(kernel) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def check_compaction(compact) -> None:
-    """Exercise 3: ``compact(x, threshold)`` returns the elements of ``x`` greater than ``threshold``, in order
-    (a NumPy array of exactly that length), computed with flags, an exclusive scan and a scatter.
+def _with_nan(case: h.Case) -> np.ndarray:
+    x = case.floats()
+    nan = case.rng.random(x.size) < 0.05
+    nan[-1:] = False  # the last element keeps the planted threshold
+    x[nan] = np.nan
+    return x
 
-    Tried with some, all and none of the elements kept, and with NaN (never kept: ``NaN > t`` is False).
-    The cases that keep every element come last: there an inclusive scan used as the address writes one
-    past the end of ``compact``'s own output, which the simulator reports (IndexError) but a GPU does not
-    (the first element is then left uninitialised); the cases before them name that bug on both backends.
-    """
-    if not callable(compact):
-        raise CheckFailed("compact must be a function compact(x, threshold) returning the kept elements.")
-    what = "your compaction"
-    rng = np.random.default_rng(13)
-    all_cases = []
+
+def _scatter_args(case: h.Case) -> tuple:
+    x = _with_nan(case)
+    addresses = sk.scan_reference((x > THRESHOLD).astype(np.int32), inclusive=False).astype(np.int32)
+    return (x, THRESHOLD, addresses, h.Out(case.n, np.float32))
+
+
+def _scatter_reference(case, x, threshold, addresses):
+    out = np.full(x.size, np.nan, np.float32)
+    kept = x > threshold
+    out[addresses[kept]] = x[kept]
+    return out
+
+
+def _scatter_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    k = int(np.count_nonzero(~np.isnan(expected)))
+    if k and np.array_equal(got[1:k + 1], expected[:k]):
+        return ("Inclusive scan as the address", "everything is one place to the right: the address of a kept "
+                "element is the number of kept elements before it, the exclusive scan of the flags.")
+    if (np.isnan(expected) & ~np.isnan(got)).any():
+        return ("Scatter without its predicate", "elements past the kept ones were written (the checker compares the "
+                "whole output, not only out[:count]): scatter only the kept elements, `if i < x.size and x[i] > "
+                "threshold: out[addresses[i]] = x[i]`.")
+    return None
+
+
+def scatter_exercise() -> h.Exercise:
+    """Exercise 3's kernel as declared (the threshold planted in the inputs: ``>`` against ``>=`` shows)."""
+    return h.Exercise(
+        name="your scatter kernel", args=_scatter_args, reference=_scatter_reference,
+        configs=[{"threads": 32}], configs_gpu=[{"threads": 128}], sizes=lambda config: SIZES_SIM,
+        sizes_gpu=SIZES_GPU, thresholds=(THRESHOLD,), dtype=np.float32, rtol=0, atol=0, explain=_scatter_explain,
+        threshold_hint="elements equal to the threshold are kept: `x[i] > threshold` keeps only greater ones (use > "
+                       "not >=, as keep_flags does)", seed=13)
+
+
+def _compaction_cases(rng: np.random.Generator) -> list[tuple[int, float, str, np.ndarray]]:
+    cases = []
     for n in sizes():
         base = rng.standard_normal(n).astype(np.float32)
         base[rng.random(n) < 0.05] = np.nan
-        tries = ((0.25, "some kept"), (-100.0, "all kept"), (100.0, "none kept"))
+        base[::4] = THRESHOLD  # equal to the threshold: never kept
+        tries = ((THRESHOLD, "some kept, some equal to the threshold"), (-100.0, "all kept"), (100.0, "none kept"))
         if backend.is_simulator() and n == SIZES_SIM[-1]:
             tries = tries[:1]
-        all_cases += [(n, t, case, base) for t, case in tries]
-    every_kept = [np.count_nonzero(b > t) == n > 0 for n, t, _, b in all_cases]
-    ordered = [c for c, last in zip(all_cases, every_kept) if not last] + \
-              [c for c, last in zip(all_cases, every_kept) if last]
-    for n, t, case, base in ordered:
+        cases += [(n, t, what, base) for t, what in tries]
+    every_kept = [np.count_nonzero(b > t) == n > 0 for n, t, _, b in cases]
+    # Keeping every element comes last: an inclusive scan used as the address then writes past the end of
+    # compact's own output (IndexError in the simulator only); the cases before name that bug on both backends.
+    return [c for c, last in zip(cases, every_kept) if not last] + [c for c, last in zip(cases, every_kept) if last]
+
+
+def _compaction_hint(got: np.ndarray, expected: np.ndarray, x: np.ndarray, t) -> tuple[str, str]:
+    k = expected.size
+    if got.size == 0 and k > 0:
+        return ("Count", f"nothing came back, though {k} element(s) should: the count is the last address plus "
+                "the last flag (the exclusive scan's last value does not count the last element).")
+    if got.size == k - 1 and x[-1] > t:
+        return ("Count", "one element short, and the last element is kept: the exclusive scan's last value counts "
+                "the flags before the last one only. count = addresses[n - 1] + flags[n - 1].")
+    if k > 1 and got.size >= k and np.array_equal(got[1:k], expected[:k - 1]):
+        return ("Inclusive scan as the address", "everything is one place to the right: the address of a kept "
+                "element is the number of kept elements before it, the exclusive scan.")
+    if got.size != k:
+        return ("Count", f"{got.size} elements returned, {k} expected: return out[:count].")
+    if np.array_equal(np.sort(got), np.sort(expected)):
+        return (h.WRONG_VALUES, "the right elements in the wrong order: the address must be the exclusive scan of "
+                "the flags.")
+    return (h.WRONG_VALUES, "scatter only the kept elements: `if i < x.size and x[i] > threshold: "
+            "out[addresses[i]] = x[i]`.")
+
+
+def check_compaction(compact: Any, scatter: Any = None) -> None:
+    """Exercise 3: ``scatter(x, threshold, addresses, out)`` (a kernel) and ``compact(x, threshold)``, which returns
+    the elements of ``x`` greater than ``threshold``, in order, as a NumPy array of exactly that length.
+
+    The scatter kernel goes through the harness (its whole output compared: a write outside out[:count]
+    shows; inputs equal to the threshold planted). Then ``compact`` with some, all and none kept, NaN
+    (never kept) and elements equal to the threshold (never kept).
+    """
+    h.require_function(compact, "compact", "compact(x, threshold)")
+    if scatter is not None:
+        h.check(scatter_exercise(), scatter, quiet=True)
+    what = "your compaction"
+    for n, t, case, base in _compaction_cases(np.random.default_rng(13)):
         x = base.copy()
         expected = sk.compact_reference(x, t)
         try:
             got = compact(x, np.float32(t))
         except IndexError:
-            raise _out_of_bounds(what, n, "; the address of a kept element is the exclusive scan of the flags (the "
-                                          "inclusive scan puts the last kept element one past the end)") from None
+            raise h.failure(h.MISSING_GUARD, f"{what} read or wrote outside an array for n={n} ({case}); the address "
+                                             "of a kept element is the exclusive scan of the flags (the inclusive "
+                                             "scan puts the last kept element one past the end).") from None
         except NotImplementedError:
-            raise CheckFailed(f"{what} is not written yet.") from None
-        if got is None:
-            raise CheckFailed(f"{what} returned None for n={n}: return the kept elements, out[:count].")
-        got = np.asarray(got if isinstance(got, np.ndarray) else got.copy_to_host())
+            raise h.failure(h.NOT_WRITTEN_YET, f"{what} is not written yet.") from None
+        except CheckFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise h.failure(h.DOES_NOT_RUN, f"{what} raised {type(exc).__name__} for n={n}: "
+                                            f"{str(exc)[:NUMBA_TRACE_LIMIT]}") from None
+        got = h.as_result_array(got, what, np.float32)
         if got.shape == expected.shape and np.array_equal(got, expected):
             continue
-        k = expected.size
-        if got.size == 0 and k > 0:
-            hint = (f"Nothing came back, though {k} element(s) should: the count is the last address plus the "
-                    "last flag (the exclusive scan's last value does not count the last element), and the scatter "
-                    "must write every kept element to out[addresses[i]].")
-        elif got.size == k - 1 and x[-1] > t:
-            hint = ("One element short, and the last element is kept: the exclusive scan's last value counts the "
-                    "flags before the last one only. The count is the last address plus the last flag: "
-                    "count = addresses[n - 1] + flags[n - 1].")
-        elif k > 1 and got.size >= k and np.array_equal(got[1:k], expected[:k - 1]):
-            hint = ("Everything is one place to the right: that is the inclusive scan used as the address. The "
-                    "address of a kept element is the number of kept elements before it: the exclusive scan.")
-        elif got.size != k:
-            hint = f"{got.size} elements returned, {k} expected: return out[:count]."
-        elif np.array_equal(np.sort(got), np.sort(expected)):
-            hint = "The right elements in the wrong order: the address must be the exclusive scan of the flags."
-        else:
-            hint = ("Scatter only the kept elements: `if i < x.size and x[i] > threshold: out[addresses[i]] = "
-                    "x[i]`.")
-        raise CheckFailed(f"{what} is wrong for n={n} ({case}): got {got[:6].tolist()}..., expected "
-                          f"{expected[:6].tolist()}... {hint}")
+        cls, hint = _compaction_hint(got, expected, x, t)
+        if got.size == expected.size + np.count_nonzero(x == t) and np.array_equal(np.sort(got[~np.isnan(got)]),
+                                                                                   np.sort(x[x >= t])):
+            cls, hint = h.THRESHOLD, "elements equal to the threshold came back: keep only x > threshold (use > not >=)."
+        raise h.failure(cls, f"{what} is wrong for n={n} ({case}): got {got[:6].tolist()}..., expected "
+                             f"{expected[:6].tolist()}... {hint}")
     print(f"Correct: {what} keeps the right elements, in order, with the right count, for n in {list(sizes())} "
-          "(some, all and none kept, NaN included).")
+          "(some, all and none kept, NaN and values equal to the threshold included)"
+          + (", and the scatter writes nothing outside out[:count]." if scatter is not None else "."))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,74 +312,70 @@ def check_compaction(compact) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _run_split(kernel, keys: np.ndarray, bit: int, what: str, threads: int = 64) -> np.ndarray:
+def _split_args(case: h.Case) -> tuple:
+    keys = case.rng.integers(0, 2**32, size=case.n, dtype=np.uint64).astype(np.uint32)
+    if case.n >= 8:
+        keys[:8] = sk.SPLIT_KEYS  # the slide's example first
+    e = ((keys >> np.uint32(case["bit"])) & np.uint32(1) == 0).astype(np.int32)
+    f = sk.scan_reference(e, inclusive=False).astype(np.int32)
+    return (keys, case["bit"], e, f, h.Out(case.n, np.uint32, fill=NO_KEY))
+
+
+def _split_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str]:
+    keys, bit, e, _f = inputs
+    if np.all(got == NO_KEY):
+        return (h.NEVER_WRITTEN, "nothing was written: scatter every key, out[d] = keys[i] with d = t if b else "
+                "f[i].")
+    if e[-1] == 1 and got[-1] == NO_KEY:
+        return ("totalFalses one short", "the last slot was never written and the last key's bit is 0: "
+                "totalFalses is e[n-1] + f[n-1] (the exclusive scan misses the last flag), not f[n-1].")
+    if np.array_equal(np.sort(got), np.sort(keys)):
+        return (h.WRONG_VALUES, "the right keys in the wrong places: keys with the bit 0 go to d = f[i], keys with "
+                "the bit 1 to t = i - f[i] + totalFalses, both in their original order (a stable split).")
+    return (h.WRONG_VALUES, "scatter every key once: out[d] = keys[i] with d = t if b else f[i].")
+
+
+def split_exercise() -> h.Exercise:
+    """Exercise 4 as declared for the harness (the slide's keys first in every case of 8 or more)."""
+    return h.Exercise(
+        name="your split kernel", args=_split_args, reference=lambda case, keys, bit, e, f: sk.split_reference(keys, bit),
+        configs=[{"threads": 4, "bit": 0}, {"threads": 32, "bit": 7}, {"threads": 16, "bit": 31}],
+        configs_gpu=[{"threads": 256, "bit": 5}], sizes=lambda config: (8, 31, 100), sizes_gpu=SIZES_GPU,
+        explain=_split_explain, seed=14)
+
+
+def _run_split(kernel: Any, keys: np.ndarray, bit: int, threads: int = 64) -> np.ndarray:
     n = keys.size
-    d_keys = _guarded(keys, np.uint32(0xFFFFFFFF))
-    e = cuda.device_array(n, dtype=np.int32)
-    blocks = max(1, -(-n // threads))
-    sk.split_flags[blocks, threads](d_keys, bit, e)
-    f = sk.Scan(e, "lookback", inclusive=False)
-    f.launch()
-    out = _GuardedOutput(n, np.uint32(0xDEADBEEF))
-    extra = " (d must lie in 0 .. n - 1: check totalFalses)"
-    try:
-        launch_student_kernel(kernel, blocks, threads, (d_keys, bit, e, f.out, out.view), what)
-    except IndexError:
-        raise _out_of_bounds(what, n, extra) from None
-    if out.wrote_outside():  # on a GPU; the simulator raised IndexError above
-        raise _out_of_bounds(what, n, extra)
+    e = ((keys >> np.uint32(bit)) & np.uint32(1) == 0).astype(np.int32)
+    f = sk.scan_reference(e, inclusive=False).astype(np.int32)
+    out = cuda.device_array(n, dtype=np.uint32)
+    kernel[h.grid_for(n, threads), threads](cuda.to_device(keys), bit, cuda.to_device(e), cuda.to_device(f), out)
     return out.copy_to_host()
 
 
-def _split_hint(got, keys, bit) -> str:
-    table = sk.split_table(keys, bit)
-    n = keys.size
-    if n and np.all(got == np.uint32(0xDEADBEEF)):
-        return "Nothing was written: scatter every key, out[d] = keys[i] with d = t if b else f[i]."
-    if n and table["e"][-1] == 1 and np.any(got == np.uint32(0xDEADBEEF)) and got[-1] == np.uint32(0xDEADBEEF):
-        return ("The last slot was never written and the last key's bit is 0: totalFalses is one short. It is "
-                "e[n-1] + f[n-1] (the exclusive scan misses the last flag), not f[n-1].")
-    if np.array_equal(np.sort(got), np.sort(keys)):
-        return ("The right keys in the wrong places: keys with the bit 0 go to d = f[i], keys with the bit 1 to "
-                "t = i - f[i] + totalFalses, both in their original order (a stable split).")
-    return "Scatter every key once: out[d] = keys[i] with d = t if b else f[i]."
-
-
-def check_radix_split(kernel) -> None:
+def check_radix_split(kernel: Any) -> None:
     """Exercise 4: ``kernel(keys, bit, e, f, out)`` scatters every key to ``d = b ? t : f`` (the slide's table).
 
-    ``e`` are the flags "bit is 0" and ``f`` their exclusive scan (made by the checker). First the slide's
-    3-bit example, then random keys (a stable split must keep the order of equal bits), then a whole LSD
-    radix sort made of your split, one bit after the other, against ``np.sort``.
+    ``e`` are the flags "bit is 0" and ``f`` their exclusive scan (made by the checker). The harness tries
+    the slide's keys, random keys (a stable split keeps the order of equal bits) and partial blocks; then a
+    whole LSD radix sort made of your split, one bit after the other, must equal ``np.sort``.
     """
-    require_kernel(kernel, "split_scatter")
     what = "your split kernel"
-    keys = np.array(sk.SPLIT_KEYS, np.uint32)
-    got = _run_split(kernel, keys, 0, what, threads=4)
-    if not np.array_equal(got, np.array(sk.SPLIT_TABLE["out"], np.uint32)):
-        expected = [format(k, "03b") for k in sk.SPLIT_TABLE["out"]]
-        shown = [format(int(k), "03b") if k < 8 else hex(int(k)) for k in got]
-        raise CheckFailed(f"{what} is wrong on the slide's example: got {shown}, expected {expected} "
-                          f"(d = {list(sk.SPLIT_TABLE['d'])}). {_split_hint(got, keys, 0)}")
+    h.check(split_exercise(), kernel, quiet=True)
     rng = np.random.default_rng(14)
-    for n in sizes():
-        keys = rng.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32)
-        bits = (0, 31) if backend.is_simulator() and n == SIZES_SIM[-1] else (0, 7, 31)
-        for bit in bits:
-            got = _run_split(kernel, keys, bit, what)
-            expected = sk.split_reference(keys, bit)
-            if not np.array_equal(got, expected):
-                raise CheckFailed(f"{what} is wrong for n={n}, bit {bit}: {_first_bad(got, expected)}. "
-                                  f"{_split_hint(got, keys, bit)}")
     n = 120 if backend.is_simulator() else 2**16 + 3
     key_bits = 8 if backend.is_simulator() else 32
     keys = rng.integers(0, 2**key_bits, size=n, dtype=np.uint64).astype(np.uint32)
     keys[::7] = keys[3]  # duplicates
     current = keys
     for bit in range(key_bits):
-        current = _run_split(kernel, current, bit, what)
+        current = _run_split(kernel, current, bit)
     if not np.array_equal(current, np.sort(keys)):
-        raise CheckFailed(f"{key_bits} passes of {what} (bit 0 first) do not sort {n} keys: "
-                          f"{_first_bad(current, np.sort(keys))}. Every pass must be stable.")
-    print(f"Correct: {what} reproduces the slide's table, splits stably for n in {list(sizes())}, and {key_bits} "
-          f"passes of it sort {n} keys like np.sort.")
+        raise h.failure("Unstable split", f"{key_bits} passes of {what} (bit 0 first) do not sort {n} keys: "
+                                          f"{_first_bad(current, np.sort(keys))}. Every pass must be stable.")
+    print(f"Correct: {what} reproduces the slide's table, splits stably for every size tried (partial blocks "
+          f"included), and {key_bits} passes of it sort {n} keys like np.sort.")
+
+
+__all__ = ["blelloch_exercise", "check_blelloch_block", "check_block_offsets", "check_compaction",
+           "check_radix_split", "offsets_exercise", "scatter_exercise", "sizes", "split_exercise"]

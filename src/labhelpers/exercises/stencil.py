@@ -1,176 +1,140 @@
 """Checkers for the lab "Stencils, halos and connected components" (labs/09_stencils_lab.ipynb).
 
-Each checker takes the student's kernel, runs it on sizes that break stencil kernels (one element,
-fewer elements than the radius, sizes that are no multiple of the block, a radius larger than the
-block, images of one row or one column, odd shapes) and compares with NumPy or SciPy. Inputs are
-followed in memory by NaN and outputs start as NaN (or as an impossible label), so reading past the
-end or forgetting to write shows. Failures raise :class:`~labhelpers.errors.CheckFailed` with a
-message that names the likely bug.
+Every kernel exercise is declared for the exercise harness (:mod:`labhelpers.exercises.harness`), which
+tries partial last blocks, runs the race detector with a partial block, types the kernel for float64,
+and compares the whole outputs (guard bands included) with NumPy or SciPy. What is specific to a
+stencil lives here: the sizes (fewer elements than the radius, a radius larger than the block, one row,
+one column), the references, and the hints that read WHERE the outputs are wrong.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from numba import cuda
 
 from .. import backend
-from ..checkers import diagnose, launch_student_kernel, require_kernel
-from ..errors import CheckFailed
+from ..checkers import launch_student_kernel
 from ..kernels import stencil as st
+from . import harness as h
 
 #: (threads per block, radius) pairs of exercise 1: radii below, at and above the block size.
 STENCIL_CASES_SIM: tuple[tuple[int, int], ...] = ((32, 1), (32, 3), (16, 7), (8, 12))
-STENCIL_CASES_GPU: tuple[tuple[int, int], ...] = ((32, 1), (128, 3), (256, 7), (32, 16), (8, 12), (1024, 16))
-#: Jacobi grids (rows, columns): a single point, one row, one column, tiny, and odd shapes.
-JACOBI_SHAPES_SIM: tuple[tuple[int, int], ...] = ((1, 1), (1, 7), (6, 1), (2, 2), (3, 3), (17, 33), (33, 17))
-JACOBI_SHAPES_GPU: tuple[tuple[int, int], ...] = JACOBI_SHAPES_SIM + ((130, 257), (1001, 1003))
-SOBEL_SHAPES_SIM: tuple[tuple[int, int], ...] = ((1, 1), (1, 6), (5, 1), (13, 21), (21, 13))
-SOBEL_SHAPES_GPU: tuple[tuple[int, int], ...] = SOBEL_SHAPES_SIM + ((600, 512), (1001, 999))
+STENCIL_CASES_GPU: tuple[tuple[int, int], ...] = ((128, 3), (256, 7), (32, 16), (1024, 16))
+#: Jacobi and Sobel grids (rows, columns) beyond the harness's own: one row, one column, tiny, odd shapes.
+SHAPES_SIM: tuple[tuple[int, int], ...] = ((1, 7), (6, 1), (2, 2), (3, 3), (17, 33), (33, 17))
+SHAPES_GPU: tuple[tuple[int, int], ...] = ((130, 257), (1001, 1003))
+#: 2D blocks (x threads, y threads).
+BLOCK_SIM: tuple[int, int] = (8, 4)
+BLOCK_GPU: tuple[int, int] = (32, 8)
 #: Label given to every output pixel before exercise 4's kernel runs: a pixel left unwritten shows.
 UNWRITTEN = -7
 
 
 def _block_2d() -> tuple[int, int]:
-    return (8, 4) if backend.is_simulator() else (32, 8)
+    return BLOCK_SIM if backend.is_simulator() else BLOCK_GPU
 
 
 def _grid_2d(shape, block) -> tuple[int, int]:
-    return (-(-shape[1] // block[0]), -(-shape[0] // block[1]))
+    return h.grid_for(shape, block)
 
 
-def _nan_padded(values: np.ndarray, pad: int = 64):
-    """A device copy of ``values`` whose memory continues with ``pad`` NaNs (reads past the end show)."""
-    flat = np.full(values.size + pad, np.nan, dtype=np.float32)
-    flat[:values.size] = values.ravel()
-    return cuda.to_device(flat)[:values.size].reshape(values.shape) if values.ndim > 1 else \
-        cuda.to_device(flat)[:values.size]
-
-
-def _race_check(kernel, grid, block, args, what: str) -> bool:
-    """Run the race detector on one small launch; raise CheckFailed on a race. False if it is not available."""
-    try:
-        from ..racecheck import check_races
-    except ImportError:  # the detector is not part of this installation
-        return False
-    report = check_races(kernel, grid, block, *args)
-    report.raise_for_problems(what=what)
-    return True
+def _border(shape) -> np.ndarray:
+    border = np.zeros(shape, dtype=bool)
+    border[0, :] = border[-1, :] = border[:, 0] = border[:, -1] = True
+    return border
 
 
 # ------------------------------------------------------------------------------------------ exercise 1
 
 
-def _stencil_hint(idx: np.ndarray, threads: int, radius: int) -> str:
+def _stencil_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str]:
     """Advice from WHERE the outputs are wrong (their values may be leftovers of shared memory)."""
+    threads, radius = case.threads, case["radius"]
+    idx = np.flatnonzero(got != expected)
     edge = (idx % threads < radius) | (idx % threads >= threads - radius)
     if edge.all() and (idx >= threads).all():
-        return ("Only outputs near the edges of the blocks after the first are wrong: the halo comes from the wrong "
-                "place. Tile word w holds x[blockIdx.x * blockDim.x - radius + w] (a global index), not "
-                "x[tid - radius + ...].")
-    if radius > threads:
-        return (f"With radius {radius} > {threads} threads the tile has more halo words than the block has "
-                "threads: load it in a loop, w = tid, tid + blockDim.x, ... while w < blockDim.x + 2 * radius.")
-    return ("Load every tile word w = tid, tid + blockDim.x, ... while w < blockDim.x + 2 * radius with "
-            "x[blockIdx.x * blockDim.x - radius + w] (0 when that index is outside the array), then "
+        return ("Halo from the wrong place", "only outputs near the edges of the blocks after the first are wrong: "
+                "tile word w holds x[blockIdx.x * blockDim.x - radius + w] (a global index), not x[tid - radius + ...].")
+    if (idx % threads >= threads - 2 * radius).all() or radius > threads:
+        return ("Halo not loaded", f"the tile has blockDim.x + 2 * radius words ({threads} + "
+                f"{2 * radius}), more than the block has threads: load it in a loop, w = tid, tid + blockDim.x, ... while "
+                "w < blockDim.x + 2 * radius.")
+    return (h.WRONG_VALUES, "load every tile word w = tid, tid + blockDim.x, ... while w < blockDim.x + 2 * radius "
+            "with x[blockIdx.x * blockDim.x - radius + w] (0 when that index is outside the array), then "
             "cuda.syncthreads() before any thread reads the tile.")
 
 
-def check_stencil1d_any_radius(kernel) -> None:
+def _stencil_args(case: h.Case) -> tuple:
+    return (st.integer_valued(case.n, case.rng), h.Out(case.n, np.float32), case["radius"])
+
+
+def _stencil_sizes(config) -> list[int]:
+    r = config["radius"]
+    return sorted({1, r, 2 * r + 1, 100} - {0})
+
+
+def stencil_exercise() -> h.Exercise:
+    """Exercise 1 as declared for the harness."""
+    return h.Exercise(
+        name="your stencil kernel", args=_stencil_args,
+        reference=lambda case, x, radius: st.stencil1d_reference(x, radius),
+        configs=[{"threads": t, "radius": r} for t, r in STENCIL_CASES_SIM],
+        configs_gpu=[{"threads": t, "radius": r} for t, r in STENCIL_CASES_GPU],
+        sizes=_stencil_sizes, sizes_gpu=(257, 100_003), dtype=np.float32, rtol=0, atol=0,
+        explain=_stencil_explain, show_got=False, seed=9)
+
+
+def check_stencil1d_any_radius(kernel: Any) -> None:
     """Exercise 1: ``kernel(x, out, radius)``, the 1D stencil from a shared tile whose halo is loaded for any radius.
 
-    ``out[i] = x[i-R] + ... + x[i+R]`` with 0 outside the array, for the ``(threads, radius)``
-    pairs of :data:`STENCIL_CASES_SIM` (a GPU tries more) and sizes 1, R, 2R+1, 33 and 100, then the
-    race detector on one launch (a missing barrier shows there even when the results happen to be right).
+    ``out[i] = x[i-R] + ... + x[i+R]`` with 0 outside the array, exact (integer-valued float32), for the
+    ``(threads, radius)`` pairs of :data:`STENCIL_CASES_SIM` (a GPU tries more), radii larger than the
+    block included; the race detector runs on two blocks, the last one partial, for every pair.
     """
-    require_kernel(kernel, "your stencil kernel")
-    cases = STENCIL_CASES_SIM if backend.is_simulator() else STENCIL_CASES_GPU
-    rng = np.random.default_rng(9)
-    for threads, radius in cases:
-        sizes = sorted({1, radius, 2 * radius + 1, 33, 100} - {0})
-        if backend.is_gpu():
-            sizes += [257, 100_003]
-        for n in sizes:
-            x = st.integer_valued(n, rng)
-            x_d = _nan_padded(x, pad=4 * st.MAX_RADIUS)
-            out = cuda.to_device(np.full(n, np.nan, dtype=np.float32))
-            blocks = -(-n // threads)
-            try:
-                launch_student_kernel(kernel, blocks, threads, (x_d, out, radius), "your stencil kernel")
-            except IndexError:
-                raise CheckFailed(
-                    f"your stencil kernel read or wrote outside an array for n={n}, radius={radius}, {threads} "
-                    "threads per block: guard the loads (0 <= g < x.size) and the store (i < x.size), and keep "
-                    "the tile index w below blockDim.x + 2 * radius.") from None
-            got = out.copy_to_host()
-            expected = st.stencil1d_reference(x, radius).astype(np.float32)
-            wrong = np.flatnonzero(got != expected)  # (NaN != anything)
-            if wrong.size:
-                # The message names positions and expected values only: an unloaded tile holds whatever
-                # shared memory held before, which differs from run to run.
-                first = int(wrong[0])
-                raise CheckFailed(
-                    f"your stencil kernel is wrong for n={n}, radius={radius}, {threads} threads per block: "
-                    f"{wrong.size} of {n} outputs differ from NumPy (the first is out[{first}], which should be "
-                    f"{float(expected[first]):g}). {_stencil_hint(wrong, threads, radius)}")
-    x = st.integer_valued(64, rng)
-    raced = _race_check(kernel, 2, 32, (x, np.zeros(64, np.float32), 3), "your stencil kernel")
-    print("Correct: your stencil matches NumPy exactly for every size, radius and block tried (radii larger than "
-          "the block included)" + (", and the race detector found no race." if raced else "."))
+    h.check(stencil_exercise(), kernel)
 
 
 # ------------------------------------------------------------------------------------------ exercise 2
 
 
-def check_jacobi_step(kernel, steps: int = 3) -> None:
+def _jacobi_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    u = inputs[0]
+    bad = got != expected
+    border = _border(got.shape)
+    nan = np.isnan(got)
+    if nan[bad].all() and (bad <= border).all():
+        return (h.NEVER_WRITTEN, "the border points were never written (they hold the checker's NaN): on the border "
+                "(i == 0, j == 0, i == ny - 1 or j == nx - 1) copy the point, v[i, j] = u[i, j].")
+    if (bad <= border).all():
+        return ("Border", "only border points are wrong: they keep their temperature, v[i, j] = u[i, j].")
+    if nan[bad].any():
+        return None  # the harness names unwritten elements (and a swapped i/j)
+    if u.shape[0] > 2 and u.shape[1] > 2 and np.allclose(got[1:-1, 1:-1], st.jacobi_reference(u.T, 1).T[1:-1, 1:-1]):
+        return (h.SWAPPED_AXES, "the average mixes rows and columns: i is the row (u.shape[0]), j the column.")
+    return (h.WRONG_VALUES, "interior point (i, j) becomes 0.25 * (u[i-1, j] + u[i+1, j] + u[i, j-1] + u[i, j+1]); "
+            "read only u and write only v (updating u in place mixes old and new values).")
+
+
+def jacobi_exercise() -> h.Exercise:
+    """Exercise 2 as declared for the harness: one step; the reference rounds exactly like the kernel."""
+    return h.Exercise(
+        name="your Jacobi kernel",
+        args=lambda case: ((case.rng.random(case.n) * 100).astype(np.float32), h.Out(case.n, np.float32)),
+        reference=lambda case, u: st.jacobi_reference(u, 1),
+        configs=[{"threads": BLOCK_SIM}], configs_gpu=[{"threads": BLOCK_GPU}],
+        sizes=lambda config: SHAPES_SIM, sizes_gpu=SHAPES_GPU, dtype=np.float32, rtol=1e-6, atol=1e-5,
+        explain=_jacobi_explain, seed=5)
+
+
+def check_jacobi_step(kernel: Any) -> None:
     """Exercise 2: ``kernel(u, v)``, one 5-point Jacobi step from ``u`` into ``v``, border points copied.
 
-    Runs ``steps`` steps, swapping the buffers between launches (ping-pong), on grids of one
-    point, one row, one column and odd shapes, and compares with the float32 NumPy reference
-    (``jacobi_reference``; tolerance for another order of the additions).
+    Tried on one point, one row, one column, odd shapes and grids of more than one block with partial
+    blocks in both directions; float32 throughout (a float64 literal is refused, with its line).
     """
-    require_kernel(kernel, "your Jacobi kernel")
-    shapes = JACOBI_SHAPES_SIM if backend.is_simulator() else JACOBI_SHAPES_GPU
-    block = _block_2d()
-    rng = np.random.default_rng(5)
-    for shape in shapes:
-        u0 = (rng.random(shape) * 100).astype(np.float32)
-        a = _nan_padded(u0)
-        b = _nan_padded(np.full(shape, np.nan, dtype=np.float32))
-        try:
-            for _ in range(steps):
-                launch_student_kernel(kernel, _grid_2d(shape, block), block, (a, b), "your Jacobi kernel")
-                a, b = b, a
-        except IndexError:
-            raise CheckFailed(
-                f"your Jacobi kernel read or wrote outside the grid for shape {shape}: test i < u.shape[0] and "
-                "j < u.shape[1] before anything else, and read neighbours only for interior points "
-                "(0 < i < ny - 1 and 0 < j < nx - 1).") from None
-        got = a.copy_to_host()
-        expected = st.jacobi_reference(u0, steps)
-        problem = diagnose(got, expected, rtol=1e-5, atol=1e-4)
-        if problem is None:
-            continue
-        bad = ~np.isclose(got, expected, rtol=1e-5, atol=1e-4)
-        border = np.zeros(shape, dtype=bool)
-        border[0, :] = border[-1, :] = border[:, 0] = border[:, -1] = True
-        if np.isnan(got[bad]).all() and (bad <= border).all():
-            hint = ("The border points were never written (they hold the checker's NaN): on the border "
-                    "(i == 0, j == 0, i == ny - 1 or j == nx - 1) copy the point, v[i, j] = u[i, j].")
-        elif np.isnan(got[bad]).any():
-            hint = ("NaN came out: the kernel left points unwritten or read outside the grid (the checker puts "
-                    "NaN after it). Every thread with i < ny and j < nx writes v[i, j].")
-        elif (bad <= border).all():
-            hint = "Only border points are wrong: they keep their temperature, v[i, j] = u[i, j]."
-        elif np.allclose(got, st.jacobi_reference(u0, 1), rtol=1e-5, atol=1e-4, equal_nan=False):
-            hint = ("The result is what ONE step gives: the kernel wrote into u instead of v (in place), so the "
-                    "buffers never changed roles. Read only u, write only v.")
-        else:
-            hint = ("Interior point (i, j) becomes 0.25 * (u[i-1, j] + u[i+1, j] + u[i, j-1] + u[i, j+1]); read "
-                    "only u and write only v (updating u in place mixes old and new values).")
-        raise CheckFailed(f"your Jacobi kernel is wrong after {steps} ping-pong steps on a {shape[0]}x{shape[1]} grid: "
-                          f"{problem}. {hint}")
-    print(f"Correct: {steps} ping-pong steps of your Jacobi kernel match NumPy on every grid tried (one point, one "
-          "row, one column, odd shapes).")
+    h.check(jacobi_exercise(), kernel)
 
 
 # ------------------------------------------------------------------------------------------ exercise 3
@@ -178,116 +142,118 @@ def check_jacobi_step(kernel, steps: int = 3) -> None:
 
 def sobel_scipy(img) -> np.ndarray:
     """The Sobel magnitude SciPy computes: ``hypot(sobel(img, axis=0), sobel(img, axis=1))``, edges repeated."""
+    gx, gy = sobel_gradients(img)
+    return np.hypot(gx, gy)
+
+
+def sobel_gradients(img) -> tuple[np.ndarray, np.ndarray]:
+    """SciPy's Sobel derivatives ``(gx, gy)``: gx along x (the column j, right minus left), gy along y (the row i,
+    down minus up), edges repeated, in float64."""
     from scipy import ndimage
 
     img = np.asarray(img, dtype=np.float64)
-    return np.hypot(ndimage.sobel(img, axis=0, mode="nearest"), ndimage.sobel(img, axis=1, mode="nearest"))
+    return ndimage.sobel(img, axis=1, mode="nearest"), ndimage.sobel(img, axis=0, mode="nearest")
 
 
-def check_sobel(kernel) -> None:
-    """Exercise 3: ``kernel(img, out)``, the Sobel edge magnitude with clamped borders, against ``scipy.ndimage``."""
-    require_kernel(kernel, "your Sobel kernel")
-    shapes = SOBEL_SHAPES_SIM if backend.is_simulator() else SOBEL_SHAPES_GPU
-    block = _block_2d()
-    rng = np.random.default_rng(3)
-    for shape in shapes:
-        img = rng.random(shape).astype(np.float32)
-        out = _nan_padded(np.full(shape, np.nan, dtype=np.float32))
-        try:
-            launch_student_kernel(kernel, _grid_2d(shape, block), block, (_nan_padded(img), out), "your Sobel kernel")
-        except IndexError:
-            raise CheckFailed(
-                f"your Sobel kernel read or wrote outside the image for shape {shape}: clamp every neighbour "
-                "index, e.g. min(max(i - 1, 0), ny - 1), and test i < ny and j < nx (not <=) first.") from None
-        got = out.copy_to_host()
-        expected = sobel_scipy(img).astype(np.float32)
-        problem = diagnose(got, expected, rtol=1e-4, atol=1e-5)
-        if problem is None:
-            continue
-        bad = ~np.isclose(got, expected, rtol=1e-4, atol=1e-5)
-        border = np.zeros(shape, dtype=bool)
-        border[0, :] = border[-1, :] = border[:, 0] = border[:, -1] = True
-        if np.isnan(got[bad]).any():
-            hint = ("NaN came out: pixels left unwritten, or a neighbour read past the end of the image: "
-                    "every thread with i < ny and j < nx writes out[i, j], and neighbours are clamped.")
-        elif (bad <= border).all():
-            hint = ("Only border pixels are wrong: outside the image use the nearest edge pixel "
-                    "(clamp the index), as scipy.ndimage's mode='nearest' does.")
-        elif np.allclose(got.T, sobel_scipy(img.T).astype(np.float32), rtol=1e-4, atol=1e-5) if shape[0] == shape[1] \
-                else False:
-            hint = "The image is transposed: x (cuda.grid's first value) runs along a row, i.e. the column j."
-        else:
-            hint = ("gx = (c + 2f + k) - (a + 2d + g) differentiates along a row (x) and smooths along y; gy the "
-                    "other way round; the magnitude is sqrt(gx * gx + gy * gy). Write the 2 as float32(2).")
-        raise CheckFailed(f"your Sobel kernel is wrong on a {shape[0]}x{shape[1]} image: {problem}. {hint}")
-    print("Correct: your Sobel magnitude matches scipy.ndimage on every image tried (one pixel, one row, one "
-          "column, odd shapes).")
+def _sobel_reference(case, img):
+    gx, gy = sobel_gradients(img)
+    return gx, gy, np.hypot(gx, gy)
+
+
+def _sobel_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    img = inputs[0]
+    gx, gy = sobel_gradients(img)
+    close = dict(rtol=1e-4, atol=1e-5)
+    if index < 2 and np.allclose(got, (gy, gx)[index], **close):
+        return ("gx and gy swapped", "gx is the derivative along x, the column j (right column minus left "
+                "column, rows weighted 1, 2, 1); gy along y, the row i (bottom row minus top row). Store each in "
+                "its own output.")
+    if index < 2 and np.allclose(got, -(gx, gy)[index], **close):
+        return ("Sign of the derivative", "right minus left (gx) and bottom minus top (gy), not the reverse.")
+    if np.isnan(got).any():
+        return None
+    bad = ~np.isclose(got, expected, **close)
+    if (bad <= _border(got.shape)).all():
+        return ("Border", "only border pixels are wrong: outside the image use the nearest edge pixel (clamp the "
+                "index), as scipy.ndimage's mode='nearest' does.")
+    return (h.WRONG_VALUES, "gx = (c + 2f + k) - (a + 2d + g) differentiates along a row (x) and smooths along y; "
+            "gy the other way round; the magnitude is sqrt(gx * gx + gy * gy). Write the 2 as a float32 constant.")
+
+
+def sobel_exercise() -> h.Exercise:
+    """Exercise 3 as declared for the harness."""
+    return h.Exercise(
+        name="your Sobel kernel",
+        args=lambda case: (case.rng.random(case.n).astype(np.float32), h.Out(case.n, np.float32),
+                           h.Out(case.n, np.float32), h.Out(case.n, np.float32)),
+        reference=_sobel_reference, configs=[{"threads": BLOCK_SIM}], configs_gpu=[{"threads": BLOCK_GPU}],
+        sizes=lambda config: SHAPES_SIM, sizes_gpu=SHAPES_GPU, dtype=np.float32, rtol=1e-4, atol=1e-5,
+        explain=_sobel_explain, seed=3)
+
+
+def check_sobel(kernel: Any) -> None:
+    """Exercise 3: ``kernel(img, gx, gy, out)``: the Sobel derivatives and magnitude with clamped borders.
+
+    ``gx`` (along x, the column j), ``gy`` (along y, the row i) and ``out = sqrt(gx^2 + gy^2)`` are compared
+    with ``scipy.ndimage.sobel``; storing the derivatives is what shows a gx/gy swap (the magnitude cannot).
+    """
+    h.check(sobel_exercise(), kernel)
 
 
 # ------------------------------------------------------------------------------------------ exercise 4
 
 
-def _ccl_masks() -> list[tuple[str, np.ndarray]]:
-    masks = [("1x1 foreground", np.ones((1, 1), np.uint8)), ("one row", st.random_mask(1, 9, 0.7, seed=1)),
-             ("one column", st.random_mask(9, 1, 0.7, seed=2))]
-    masks += [(f"random 7x11, density {d}", st.random_mask(7, 11, d, seed=int(10 * d))) for d in (0.3, 0.6, 0.9)]
-    if backend.is_gpu():
-        masks += [(f"random 100x133, density {d}", st.random_mask(100, 133, d, seed=int(10 * d)))
-                  for d in (0.3, 0.6, 0.9)]
-    return masks
+def _ccl_args(case: h.Case) -> tuple:
+    rows, cols = case.n
+    mask = (case.rng.random((rows, cols)) < case["density"]).astype(np.uint8)
+    labels = st.label_reference(mask) if case["fixed"] else st.initial_labels(mask)
+    return (labels.astype(np.int32), h.Out(case.n, np.int32, fill=UNWRITTEN), h.Out(1, np.int32, fill=0))
 
 
-def _one_step(kernel, labels: np.ndarray, block) -> tuple[np.ndarray, int]:
-    a = cuda.to_device(labels)
-    b = cuda.to_device(np.full(labels.shape, UNWRITTEN, dtype=np.int32))
-    flag = cuda.to_device(np.zeros(1, dtype=np.int32))
-    launch_student_kernel(kernel, _grid_2d(labels.shape, block), block, (a, b, flag), "your propagation step")
-    return b.copy_to_host(), int(flag.copy_to_host()[0])
+def _ccl_reference(case, labels):
+    new, changed = st.propagate_reference(labels)
+    return new, np.array([int(changed)], np.int32)
 
 
-def check_ccl_step(kernel) -> None:
+def _ccl_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    labels = inputs[0]
+    if index == 1:
+        if case["fixed"]:
+            return ("Convergence flag", "at the fixed point (every component already holds its smallest label) your "
+                    "step still set changed[0]: set it only when a label gets smaller, so the loop can stop.")
+        return ("Convergence flag", f"changed[0] is {int(got[0])} but labels {'did' if expected[0] else 'did not'} "
+                "change: set changed[0] = 1 exactly when a pixel's new label is smaller than its old one.")
+    if (got == UNWRITTEN).any():
+        return None  # the harness names unwritten pixels (and a swapped i/j)
+    if (got[labels != 0] == 0).any():
+        return (h.WRONG_VALUES, "foreground pixels got label 0: the background's 0 is not a label. Only neighbours "
+                "with a nonzero label compete for the minimum.")
+    if (got[labels == 0] != 0).any():
+        return (h.WRONG_VALUES, "background pixels got a label: a background pixel (label 0) keeps 0.")
+    return (h.WRONG_VALUES, "each foreground pixel takes the minimum of its own label and the nonzero labels of its "
+            "4 neighbours (up, down, left, right) in labels_in; read only labels_in.")
+
+
+def ccl_exercise() -> h.Exercise:
+    """Exercise 4's single step as declared for the harness (from the initial labels, and at the fixed point)."""
+    block, gpu_block = BLOCK_SIM, BLOCK_GPU
+    configs = [{"threads": block, "density": d, "fixed": False} for d in (0.3, 0.6, 0.9)]
+    configs.append({"threads": block, "density": 0.6, "fixed": True})
+    return h.Exercise(
+        name="your propagation step", args=_ccl_args, reference=_ccl_reference, configs=configs,
+        configs_gpu=[{"threads": gpu_block, "density": 0.6, "fixed": False}],
+        sizes=lambda config: ((1, 9), (9, 1), (7, 11)), sizes_gpu=((100, 133),), explain=_ccl_explain, seed=10)
+
+
+def check_ccl_step(kernel: Any) -> None:
     """Exercise 4: ``kernel(labels_in, labels_out, changed)``, one label-propagation step with a convergence flag.
 
-    Checks one step from the initial labels on several masks (labels and flag), one step at the
-    fixed point (nothing changes, the flag stays 0), then labels a spiral by repeating the step until
-    the flag stays 0 and compares the components with ``scipy.ndimage.label``.
+    The harness checks one step (labels and flag) on random masks of several densities and at the fixed
+    point (nothing changes, the flag stays 0); then the step, repeated until the flag stays 0, must label
+    a spiral like ``scipy.ndimage.label``.
     """
-    require_kernel(kernel, "your propagation step")
+    h.check(ccl_exercise(), kernel, quiet=True)
     block = _block_2d()
-    for name, mask in _ccl_masks():
-        start = st.initial_labels(mask)
-        expected, changed = st.propagate_reference(start)
-        try:
-            got, flag = _one_step(kernel, start, block)
-        except IndexError:
-            raise CheckFailed(f"your propagation step read or wrote outside the image ({name}): test i < ny and "
-                              "j < nx first, and read a neighbour only if it exists (i > 0, i < ny - 1, ...).") from None
-        if (got == UNWRITTEN).any():
-            raise CheckFailed(f"your propagation step left pixels unwritten ({name}): every pixel, background "
-                              "included, writes labels_out[i, j] (background keeps 0).")
-        if not np.array_equal(got, expected):
-            bad = got != expected
-            if (got[mask != 0] == 0).any():
-                hint = ("foreground pixels got label 0: the background's 0 is not a label. Only neighbours with "
-                        "a nonzero label compete for the minimum.")
-            elif (got[mask == 0] != 0).any():
-                hint = "background pixels got a label: a background pixel (label 0) keeps 0."
-            else:
-                hint = ("each foreground pixel takes the minimum of its own label and the nonzero labels of its "
-                        "4 neighbours (up, down, left, right) in labels_in; read only labels_in.")
-            raise CheckFailed(f"your propagation step is wrong on {name}: {int(bad.sum())} of {bad.size} labels "
-                              f"differ from NumPy's step; {hint}")
-        if flag != int(changed):
-            raise CheckFailed(
-                f"your propagation step left changed[0] = {flag} on {name}, but labels "
-                f"{'did' if changed else 'did not'} change: set changed[0] = 1 exactly when a pixel's new label "
-                "is smaller than its old one.")
-        fixed = st.label_reference(mask)
-        got, flag = _one_step(kernel, fixed, block)
-        if not np.array_equal(got, fixed) or flag != 0:
-            raise CheckFailed(f"at the fixed point ({name}: every component already holds its smallest label) your "
-                              f"step {'changed labels' if not np.array_equal(got, fixed) else 'still set changed[0]'}: "
-                              "set the flag only when a label gets smaller, so the loop can stop.")
     side = 9 if backend.is_simulator() else 65
     mask = st.spiral_mask(side)
     labels = cuda.to_device(st.initial_labels(mask))
@@ -303,12 +269,14 @@ def check_ccl_step(kernel) -> None:
         if flag.copy_to_host()[0] == 0:
             break
         if steps > mask.size + 1:
-            raise CheckFailed("your propagation step never stops setting the flag on a spiral.")
+            raise h.failure("Convergence flag", "your propagation step never stops setting the flag on a spiral.")
     if not st.same_partition(labels.copy_to_host(), st.label_reference(mask)):
-        raise CheckFailed("repeated until the flag stayed 0, your step does not give scipy.ndimage.label's "
-                          "components on a spiral.")
-    print("Correct: your propagation step matches NumPy on every mask tried, its flag says exactly when labels "
-          "change, and repeated until the flag stays 0 it labels a spiral like scipy.ndimage.label.")
+        raise h.failure(h.WRONG_VALUES, "repeated until the flag stayed 0, your step does not give "
+                                        "scipy.ndimage.label's components on a spiral.")
+    print("Correct: your propagation step matches NumPy on every mask tried (partial blocks, one row, one column), "
+          "its flag says exactly when labels change, and repeated until the flag stays 0 it labels a spiral like "
+          "scipy.ndimage.label.")
 
 
-__all__ = ["check_ccl_step", "check_jacobi_step", "check_sobel", "check_stencil1d_any_radius", "sobel_scipy"]
+__all__ = ["ccl_exercise", "check_ccl_step", "check_jacobi_step", "check_sobel", "check_stencil1d_any_radius",
+           "jacobi_exercise", "sobel_exercise", "sobel_gradients", "sobel_scipy", "stencil_exercise"]
