@@ -169,7 +169,7 @@ LAB10 = {
     "blelloch: unguarded store (partial block)": (
         ex10.check_blelloch_block, BLELLOCH, [("if ib < x.size:", "if ib >= 0:")], h.MISSING_GUARD),
     "blelloch: the slide's up-sweep bound": (ex10.check_blelloch_block, BLELLOCH, [("while d > 0:", "while d > 1:")],
-                                             ("Up-sweep one level short", h.MISSING_BARRIER)),
+                                             ("Up-sweep one level short", h.MISSING_BARRIER, h.NEGATIVE_INDEX)),
     "blelloch: inclusive": (ex10.check_blelloch_block, BLELLOCH,
                             [("out[ia] = s[tid]", "out[ia] = s[tid] + x[ia]"),
                              ("out[ib] = s[tid + cuda.blockDim.x]", "out[ib] = s[tid + cuda.blockDim.x] + x[ib]")],
