@@ -69,7 +69,7 @@ def check_processors_needed(processors_needed: Callable) -> None:
     The cases include a target exactly AT the bound 1/s (out of reach: a ``>`` where ``>=`` belongs shows).
     """
     cases = [(0.1, 5.0), (0.05, 10.0), (0.0, 100.0), (0.25, 2.0), (0.02, 49.0), (0.1, 10.0), (0.25, 4.0),
-             (0.1, 20.0), (0.5, 3.0), (0.3, 1.0)]
+             (0.1, 20.0), (0.5, 3.0), (0.3, 1.0), (0.1, 3.0)]
     for s, target in cases:
         want = float(processors_for_speedup(s, target))
         text = f"processors_needed({s}, {target:g})"
