@@ -41,18 +41,18 @@ SHAPES_SIM: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (17, 33, 5), (5, 3, 1
 SHAPES_GPU: tuple[tuple[int, int, int], ...] = ((257, 1003, 129),)
 #: Tolerance of the comparison with NumPy (float32 sums of at most a thousand products of normal numbers).
 RTOL, ATOL = 1e-4, 1e-4
-#: k of the shapes the harness picks itself (its 2D awkward sizes): two or more phases, partial tiles.
 _K_OF = {(m, n): k for m, k, n in SHAPES_SIM + SHAPES_GPU}
 
 
-def _k(rows: int, cols: int) -> int:
-    """The length of the dot products for a C of ``rows x cols``: from :data:`SHAPES_SIM`, else rows + cols."""
-    return _K_OF.get((rows, cols), rows + cols)
+def _k(rows: int, cols: int, block: tuple[int, int]) -> int:
+    """The length of the dot products for a C of ``rows x cols``: from :data:`SHAPES_SIM`, else one more than
+    the block is wide (two phases of a tiled kernel, the second partial)."""
+    return _K_OF.get((rows, cols), block[0] + 1)
 
 
 def _product_args(case: h.Case) -> tuple:
     m, n = case.n
-    k = _k(m, n)
+    k = _k(m, n, case.threads)
     return (case.floats((m, k)), case.floats((k, n)), h.Out((m, n), np.float32))
 
 
