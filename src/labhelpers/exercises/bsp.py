@@ -49,7 +49,11 @@ def check_amdahl(amdahl: Callable) -> None:
     for k in (3, 50):
         s, n = _amdahl_inputs(k, rng)
         text = f"amdahl(s, n) on NumPy arrays of {k} values"
-        got = answers.array_of(answers.call(amdahl, "amdahl", s, n), text, (k,))
+        try:
+            got = answers.array_of(answers.call(amdahl, "amdahl", s, n), text, (k,))
+        except CheckFailed as exc:
+            raise CheckFailed(f"{exc} amdahl must work on NumPy arrays as well as on numbers: use arithmetic, "
+                              "not `if`, on s and n.") from None
         want = amdahl_speedup(s, n)
         if not np.allclose(got, want, rtol=1e-9, atol=0):
             i = int(np.flatnonzero(~np.isclose(got, want, rtol=1e-9, atol=0))[0])
