@@ -275,7 +275,7 @@ _one_past_the_end = mutant(SOL.grid_stride_update, "for i in range(start, x.size
 @pytest.mark.parametrize("kernel, match", [
     (_one_thread_per_element, "never updated"),
     (_block_stride, "more than once.*cuda.gridsize"),
-    (_one_past_the_end, "bounds check"),
+    (_one_past_the_end, "^Missing bounds guard"),
 ])
 def test_grid_stride_checker_names_typical_mistakes(kernel, match):
     with pytest.raises(lh.CheckFailed, match=match):

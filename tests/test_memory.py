@@ -387,11 +387,11 @@ unguarded_tile = mutant(sol.transpose_tiled, ("if row + k < a.shape[0] and col <
 
 def test_transpose_checker():
     ex.check_tiled_transpose(sol.transpose_tiled)
-    with pytest.raises(lh.CheckFailed, match="Nothing was written"):
+    with pytest.raises(lh.CheckFailed, match="^Elements never written"):
         ex.check_tiled_transpose(SKEL["transpose_tiled"])
-    with pytest.raises(lh.CheckFailed, match="wrong for an array of shape"):
+    with pytest.raises(lh.CheckFailed, match="is wrong for"):
         ex.check_tiled_transpose(untransposed_tile)
-    with pytest.raises(lh.CheckFailed, match="outside an array"):
+    with pytest.raises(lh.CheckFailed, match="^Missing bounds guard.*outside an array"):
         ex.check_tiled_transpose(unguarded_tile)
 
 

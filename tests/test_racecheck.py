@@ -496,20 +496,6 @@ def test_the_matmul_checkers_report_a_missing_barrier_as_its_race(tmp_path):
     assert ex.race_report(clean, 8).ok
 
 
-def test_the_matmul_checkers_fall_back_to_the_source_when_the_detector_cannot_run(tmp_path, monkeypatch):
-    from labhelpers.exercises import matmul as ex
-
-    def cannot(kernel, tile):
-        raise lh.GPUOnlyError("cannot be rebuilt")
-
-    monkeypatch.setattr(ex, "race_report", cannot)
-    no_war = _tiled(tmp_path, "no_war_static", NO_WAR_BARRIER)
-    with pytest.raises(lh.CheckFailed, match="write-after-read, WAR"):
-        ex.check_tiled_square(no_war, 8)
-    with pytest.raises(lh.CheckFailed, match="a race is still possible: some thread"):
-        ex.check_barriers(no_war, 8)
-
-
 NO_SOURCE = ("from numba import cuda, float32\n\n"
              "@cuda.jit\n"
              "def k(out):\n"

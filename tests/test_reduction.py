@@ -285,12 +285,12 @@ SKEL = lab_skeletons("06_reduction_lab", "import numpy as np\nfrom numba import 
 
 def test_sequential_checker():
     ex.check_sequential_reduction(SOL.reduce_sequential)
-    with pytest.raises(lh.CheckFailed, match="tree never added"):
+    with pytest.raises(lh.CheckFailed, match="^Reduction tree"):
         ex.check_sequential_reduction(SKEL["reduce_sequential"])
     # a typical wrong kernel: the interleaved tree's stride order with sequential indices
     stride_grows = mutant(SOL.reduce_sequential, ("stride = cuda.blockDim.x // 2", "stride = 1"),
                           ("while stride > 0:", "while stride < cuda.blockDim.x:"), ("stride //= 2", "stride *= 2"))
-    with pytest.raises(lh.CheckFailed, match="block 0"):
+    with pytest.raises(lh.CheckFailed, match="^Reduction tree.*index 0"):
         ex.check_sequential_reduction(stride_grows)
 
 
@@ -300,7 +300,7 @@ def test_first_add_checker():
         ex.check_first_add_any_n(SKEL["reduce_first_add"])
     unguarded = mutant(SOL.reduce_first_add, ("if i < x.size:", "if True:"),
                        ("if i + cuda.blockDim.x < x.size:", "if True:"))
-    with pytest.raises(lh.CheckFailed, match="reads past the end of its input"):
+    with pytest.raises(lh.CheckFailed, match="^Missing bounds guard"):
         ex.check_first_add_any_n(unguarded)
 
     first_half_only = mutant(SOL.reduce_first_add, "v += x[i + cuda.blockDim.x]",
@@ -330,11 +330,11 @@ def test_warp_shuffle_checker_rejects_a_wrong_fold_on_gpu():
 
 def test_histogram_checker():
     ex.check_histogram(SOL.histogram_shared)
-    with pytest.raises(lh.CheckFailed, match="Nothing reached"):
+    with pytest.raises(lh.CheckFailed, match="(?i)nothing reached"):
         ex.check_histogram(SKEL["histogram_shared"])
     no_grid_stride = mutant(SOL.histogram_shared, ("while i < values.size:", "if i < values.size:"),
                             ("i += cuda.gridsize(1)", ""))
-    with pytest.raises(lh.CheckFailed, match="Only .* elements were counted"):
+    with pytest.raises(lh.CheckFailed, match="(?i)only .* elements were counted"):
         ex.check_histogram(no_grid_stride)
 
     never_zeroed = mutant(SOL.histogram_shared, "s_counts[b] = 0", "pass  # the bins are never zeroed")
@@ -419,25 +419,6 @@ def test_lecture_variant5_model():
         tree.lecture_variant5(np.ones(48))
     with pytest.raises(ValueError):
         tree.lecture_variant5(ones, last_warp="-=")
-
-
-def test_checker_cases_start_with_the_simulators(monkeypatch):
-    """A GPU tries the simulator's cases first, in order: a failing kernel fails with the same message."""
-    sim_cases, sim_sizes = ex.reduction_cases(), ex._sizes()
-    monkeypatch.setattr(ex.backend, "is_simulator", lambda: False)
-    gpu_cases, gpu_sizes = ex.reduction_cases(), ex._sizes()
-    assert gpu_cases[:len(sim_cases)] == sim_cases and len(set(gpu_cases)) == len(gpu_cases)
-    assert set(gpu_cases) == {(n, t) for t in ex.THREADS_GPU for n in ex.SIZES_GPU}
-    assert gpu_sizes[:len(sim_sizes)] == sim_sizes and set(gpu_sizes) == set(ex.SIZES_GPU)
-
-
-def test_read_past_the_end_is_found_by_the_padding():
-    """What a GPU sees of an unguarded load: the padding after x; zeros there make the NaN disappear."""
-    x = red.integer_valued(33)
-    ok = ex.run_levels(SOL.reduce_sequential, x, 32)[0]
-    assert not np.isnan(ok).any()
-    zero_padded = ex.run_levels(SOL.reduce_sequential, x, 32, fill=0.0)[0]
-    assert np.array_equal(ok, zero_padded)
 
 
 def test_gbps_grid_and_best_per_variant():

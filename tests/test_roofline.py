@@ -821,7 +821,7 @@ def test_matvec_checker_rejects_skeleton_and_typical_mistakes():
         ex.check_matvec_counts(lambda m, n, s: (2 * m * n, m * n * s))
     with pytest.raises(lh.CheckFailed, match="itemsize"):
         ex.check_matvec_counts(lambda m, n, s: (2 * m * n, (m * n + m + n) * 4))
-    with pytest.raises(lh.CheckFailed, match="pair"):
+    with pytest.raises(lh.CheckFailed, match="^Wrong type.*None.*2 numbers, \\(flops, nbytes\\)"):
         ex.check_matvec_counts(lambda m, n, s: None)
 
 
@@ -878,9 +878,9 @@ def _read_sum_unguarded(x, out):
 
 
 def test_read_sum_checker_rejects_skeleton_and_typical_mistakes():
-    with pytest.raises(lh.CheckFailed, match="Every sum is 0"):
+    with pytest.raises(lh.CheckFailed, match="(?i)every sum is 0"):
         ex.check_read_sum(_read_sum_skeleton)
-    with pytest.raises(lh.CheckFailed, match="single element"):
+    with pytest.raises(lh.CheckFailed, match="(?i)grid-stride loop.*single element"):
         ex.check_read_sum(_read_sum_one_element)
     with pytest.raises(lh.CheckFailed):
         ex.check_read_sum(_read_sum_unguarded)
@@ -895,7 +895,7 @@ def test_time_read_sum_runs_without_gpu_timing():
 
 def test_time_read_sum_times_nothing_until_the_check_passes(monkeypatch):
     monkeypatch.setattr(ex, "benchmark", lambda *a, **k: pytest.fail("an unchecked kernel must not be timed"))
-    with pytest.raises(lh.CheckFailed, match="not timed until it is correct.*Every sum is 0"):
+    with pytest.raises(lh.CheckFailed, match="(?i)not timed until it is correct.*every sum is 0"):
         ex.time_read_sum(_read_sum_skeleton)
 
 

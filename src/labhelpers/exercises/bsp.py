@@ -1,8 +1,12 @@
 """Checkers for the lab "BSP and Amdahl".
 
-Each checker takes the student's function (or kernel) first, tries it on known values
-and awkward inputs, and raises :class:`~labhelpers.errors.CheckFailed` with a message
-that says what to change. On success it prints one line.
+Exercises 1-3 take a plain function: it is called on known values and on inputs that expose the usual
+mistakes (s = 0, s = 1, a target beyond 1/s, superlinear speedups), and its answer's TYPE is checked
+first (:mod:`labhelpers.exercises.answers`: the text "0.5" or a list [0.5] is refused with a message
+about the type). Exercise 4's grid-stride kernel is declared for the exercise harness
+(:mod:`labhelpers.exercises.harness`) with a grid SMALLER than the array (each thread loops), partial
+last blocks, a guard band and the float32 rule. Failures raise :class:`~labhelpers.errors.CheckFailed`
+whose message starts with the bug's class and says what to change; on success one line is printed.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..checkers import check_function
 from ..errors import CheckFailed
 from ..models.amdahl import amdahl_speedup, fit_serial_fraction, karp_flatt, processors_for_speedup
+from . import answers
+from . import harness as h
 
 # --------------------------------------------------------------------------- exercise 1: Amdahl
 
@@ -25,31 +30,6 @@ def _amdahl_inputs(k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.nda
     return s, n
 
 
-def _fmt_args(args: tuple) -> str:
-    shown = [f"<array of {a.size}>" if isinstance(a, np.ndarray) else repr(a) for a in args]
-    return "(" + ", ".join(shown) + ")"
-
-
-def _call(fn: Callable, what: str, *args, hint: str = ""):
-    """Call the student's ``fn``; turn an exception into a CheckFailed that names the call."""
-    try:
-        return fn(*args)
-    except CheckFailed:
-        raise
-    except ZeroDivisionError as exc:
-        raise CheckFailed(f"{what}{_fmt_args(args)} divided by zero ({exc}): handle s = 0 (no serial part, no "
-                          "bound) separately, or compute with NumPy floats.") from None
-    except Exception as exc:  # report any error in the student's code with the call that caused it
-        raise CheckFailed(f"{what}{_fmt_args(args)} raised {type(exc).__name__}: {exc}.{hint}") from None
-
-
-def _as_float(value, what: str, args: str) -> float:
-    try:
-        return float(np.asarray(value).reshape(()))
-    except (TypeError, ValueError):
-        raise CheckFailed(f"{what}{args} returned {value!r}: return a number.") from None
-
-
 def check_amdahl(amdahl: Callable) -> None:
     """Check ``amdahl(s, n)`` = Amdahl's speedup, on known values and then on NumPy arrays."""
     known = [((0.1, 10), 1 / 0.19, "The serial part s keeps its full time; only the parallel part 1 - s is divided "
@@ -58,15 +38,29 @@ def check_amdahl(amdahl: Callable) -> None:
              ((0.1, 1), 1.0, "On one processor (n = 1) the speedup is 1."),
              ((0.1, 1e12), 1 / (0.1 + 0.9e-12), "With s = 0.1 the speedup approaches 1/s = 10 as n grows.")]
     for (s, n), want, hint in known:
-        got = _as_float(_call(amdahl, "amdahl", s, n), "amdahl", f"({s}, {n:g})")
+        got = answers.number(answers.call(amdahl, "amdahl", s, n), f"amdahl({s}, {n:g})")
         if not np.isclose(got, want, rtol=1e-9):
-            extra = ""
+            cls = answers.WRONG_ANSWER
             if np.isclose(got, s + (1 - s) * n):
-                extra = " That is Gustafson's scaled speedup s + (1 - s) n; Amdahl's divides: 1 / (s + (1 - s) / n)."
-            raise CheckFailed(f"amdahl({s}, {n:g}) returned {got:.6g}, expected {want:.6g}. {hint}{extra}".strip())
-    arrays = " amdahl must work on NumPy arrays as well as on numbers: use arithmetic, not `if`, on s and n."
-    check_function(lambda s, n: _call(amdahl, "amdahl", s, n, hint=arrays), amdahl_speedup, _amdahl_inputs,
-                   sizes=(3, 50), rtol=1e-9, atol=0, what="amdahl(s, n) on NumPy arrays", quiet=True)
+                cls, hint = "Gustafson instead of Amdahl", ("That is Gustafson's scaled speedup s + (1 - s) n; "
+                                                             "Amdahl's divides: 1 / (s + (1 - s) / n).")
+            raise h.failure(cls, f"amdahl({s}, {n:g}) returned {got:.6g}, expected {want:.6g}. {hint}")
+    rng = np.random.default_rng(0)
+    for k in (3, 50):
+        s, n = _amdahl_inputs(k, rng)
+        text = f"amdahl(s, n) on NumPy arrays of {k} values"
+        try:
+            got = answers.array_of(answers.call(amdahl, "amdahl", s, n), text, (k,))
+        except CheckFailed as exc:
+            raise CheckFailed(f"{exc} amdahl must work on NumPy arrays as well as on numbers: use arithmetic, "
+                              "not `if`, on s and n.") from None
+        want = amdahl_speedup(s, n)
+        if not np.allclose(got, want, rtol=1e-9, atol=0):
+            i = int(np.flatnonzero(~np.isclose(got, want, rtol=1e-9, atol=0))[0])
+            raise h.failure(answers.WRONG_ANSWER, f"{text}: element {i} (s = {s[i]:.4g}, n = {n[i]:g}) is "
+                                                  f"{got[i]:.6g}, expected {want[i]:.6g}. amdahl must work on "
+                                                  "NumPy arrays as well as on numbers: use arithmetic, not `if`, "
+                                                  "on s and n.")
     print("Correct: amdahl(s, n) matches Amdahl's law on known values and on arrays.")
 
 
@@ -74,27 +68,29 @@ def check_amdahl(amdahl: Callable) -> None:
 
 
 def check_processors_needed(processors_needed: Callable) -> None:
-    """Check ``processors_needed(s, target)``: processors for speedup ``target``, ``inf`` when out of reach."""
-    cases = [(0.1, 5.0), (0.05, 10.0), (0.0, 100.0), (0.25, 2.0), (0.02, 49.0), (0.1, 10.0), (0.1, 20.0),
-             (0.5, 3.0), (0.3, 1.0)]
+    """Check ``processors_needed(s, target)``: processors for speedup ``target``, ``inf`` when out of reach.
+
+    The cases include a target exactly AT the bound 1/s (out of reach: a ``>`` where ``>=`` belongs shows).
+    """
+    cases = [(0.1, 5.0), (0.05, 10.0), (0.0, 100.0), (0.25, 2.0), (0.02, 49.0), (0.1, 10.0), (0.25, 4.0),
+             (0.1, 20.0), (0.5, 3.0), (0.3, 1.0), (0.1, 3.0)]
     for s, target in cases:
         want = float(processors_for_speedup(s, target))
-        got = _as_float(_call(processors_needed, "processors_needed", s, target), "processors_needed",
-                        f"({s}, {target:g})")
+        text = f"processors_needed({s}, {target:g})"
+        got = answers.number(answers.call(processors_needed, "processors_needed", s, target), text)
         if np.isinf(want):
             if not np.isinf(got) or got < 0:
                 why = (" A negative count means the formula was applied past the bound." if got < 0 else "")
-                raise CheckFailed(
-                    f"processors_needed({s}, {target:g}) returned {got:.6g}, but no number of processors reaches "
-                    f"{target:g}x when s = {s}: the bound is 1/s = {1 / s:.6g}x. Return float('inf') when "
-                    f"target >= 1/s.{why}")
+                raise h.failure("Out of reach", f"{text} returned {got:.6g}, but no number of processors reaches "
+                                f"{target:g}x when s = {s}: the bound is 1/s = {1 / s:.6g}x, and reaching it "
+                                "exactly needs infinitely many. Return float('inf') when target >= 1/s." + why)
             continue
         if not np.isclose(got, want, rtol=1e-9):
-            hint = ""
+            cls, hint = answers.WRONG_ANSWER, ""
             if float(got).is_integer() and 0 < abs(got - want) < 1:
-                hint = " Return the exact real number; do not round it."
-            raise CheckFailed(f"processors_needed({s}, {target:g}) returned {got:.6g}, expected {want:.6g} "
-                              f"(check: amdahl({s}, {want:.6g}) = {float(amdahl_speedup(s, want)):.6g}).{hint}")
+                cls, hint = "Rounded", " Return the exact real number; do not round it."
+            raise h.failure(cls, f"{text} returned {got:.6g}, expected {want:.6g} (check: amdahl({s}, {want:.6g}) "
+                                 f"= {float(amdahl_speedup(s, want)):.6g}).{hint}")
     print(f"Correct: processors_needed gives the right count on {len(cases)} cases, out-of-reach targets included.")
 
 
@@ -111,40 +107,45 @@ def check_fit_serial_fraction(fit: Callable) -> None:
     n = np.array([1, 2, 4, 8, 16, 32, 64, 128, 132], dtype=float)
     for s in (0.02, 0.1, 0.3):
         speedup = amdahl_speedup(s, n)
-        got = _as_float(_call(fit, "fit", n, speedup), "fit", f" on exact Amdahl data with s = {s}")
+        got = answers.number(answers.call(fit, "fit", n, speedup), f"fit on exact Amdahl data with s = {s}")
         if not np.isclose(got, s, rtol=1e-6, atol=1e-9):
-            raise CheckFailed(f"On speedups that follow Amdahl's law exactly with s = {s}, your fit returned "
-                              f"{got:.6g}. Write 1/S - 1/n = s (1 - 1/n) and solve for s by least squares.")
+            raise h.failure(answers.WRONG_ANSWER, f"On speedups that follow Amdahl's law exactly with s = {s}, your "
+                            f"fit returned {got:.6g}. Write 1/S - 1/n = s (1 - 1/n) and solve for s by least squares.")
     for s in (0.01, 0.05, 0.2):
         speedup = _synthetic_speedups(s, n, 0.03, rng)
         want = fit_serial_fraction(n, speedup)
-        got = _as_float(_call(fit, "fit", n, speedup), "fit", f" on noisy data around s = {s}")
+        got = answers.number(answers.call(fit, "fit", n, speedup), f"fit on noisy data around s = {s}")
         if not np.isclose(got, want, rtol=1e-6, atol=1e-9):
-            hint = ""
+            cls, hint = answers.WRONG_ANSWER, ""
             many = n > 1
             if np.isclose(got, np.mean(karp_flatt(speedup[many], n[many])), rtol=1e-6):
-                hint = (" You averaged the Karp-Flatt values; that is a fine estimate, but this exercise asks the "
-                        "least-squares one: s = sum(a * b) / sum(a * a) with a = 1 - 1/n, b = 1/S - 1/n.")
-            raise CheckFailed(f"On noisy speedups around s = {s} your fit returned {got:.6g}; the least-squares "
-                              f"serial fraction is {want:.6g}.{hint}")
+                cls, hint = "Karp-Flatt average", (
+                    " You averaged the Karp-Flatt values; that is a fine estimate, but this exercise asks the "
+                    "least-squares one: s = sum(a * b) / sum(a * a) with a = 1 - 1/n, b = 1/S - 1/n.")
+            raise h.failure(cls, f"On noisy speedups around s = {s} your fit returned {got:.6g}; the least-squares "
+                                 f"serial fraction is {want:.6g}.{hint}")
     superlinear = np.array([1.0, 2.1, 4.3, 8.8])
-    got = _as_float(_call(fit, "fit", np.array([1.0, 2.0, 4.0, 8.0]), superlinear), "fit",
-                    " on superlinear speedups")
+    got = answers.number(answers.call(fit, "fit", np.array([1.0, 2.0, 4.0, 8.0]), superlinear),
+                         "fit on superlinear speedups")
     if got != 0.0:
-        raise CheckFailed(f"On superlinear speedups (faster than n) your fit returned {got:.6g}: a serial fraction "
-                          "cannot be negative, so clip the result to [0, 1] (min(1.0, max(0.0, s))).")
+        raise h.failure("Not clipped", f"On superlinear speedups (faster than n) your fit returned {got:.6g}: a "
+                        "serial fraction cannot be negative, so clip the result to [0, 1] (min(1.0, max(0.0, s))).")
     print("Correct: your fit recovers s from exact data, matches least squares on noisy data, and clips to [0, 1].")
 
 
 # --------------------------------------------------------------------------- exercise 4: grid-stride kernel
 
-#: Grids the kernel checker launches: fewer threads than elements, more, and sizes that divide nothing.
-LAB_GRIDS: tuple[tuple[int, int], ...] = ((1, 32), (3, 64), (5, 96))
 LAB_A = np.float32(0.5)
 LAB_B = np.float32(0.25)
 LAB_REPS = 3
-#: What the checker puts after the array: not the fixed point of v -> a * v + b (0.5), so an update there shows.
-PADDING_VALUE = np.float32(-7.0)
+#: Elements per thread on average: the harness launches ceil(n / (threads * PER_THREAD)) blocks, a grid smaller
+#: than the array, so only a loop covers it (and a stride of one block shows once there are two blocks).
+PER_THREAD = 3
+#: Threads per block tried (a GPU also tries the second list).
+THREADS_SIM: tuple[int, ...] = (32,)
+THREADS_GPU: tuple[int, ...] = (256,)
+#: Message class of an element updated twice or never.
+VISITS = "Grid-stride loop"
 
 
 def fixed_work_spec(x: np.ndarray, a: float = LAB_A, b: float = LAB_B, reps: int = LAB_REPS) -> np.ndarray:
@@ -153,6 +154,11 @@ def fixed_work_spec(x: np.ndarray, a: float = LAB_A, b: float = LAB_B, reps: int
     for _ in range(reps):
         v = np.float32(a) * v + np.float32(b)
     return v
+
+
+def _initial(case: h.Case) -> np.ndarray:
+    """The array the kernel updates in place (the same for the arguments and the reference)."""
+    return np.random.default_rng([4, case.size]).random(case.size, dtype=np.float32)
 
 
 def _visits(x: np.ndarray, got: np.ndarray) -> np.ndarray:
@@ -165,8 +171,8 @@ def _visits(x: np.ndarray, got: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _visit_hint(x: np.ndarray, got: np.ndarray) -> str:
-    counts = _visits(x, got)
+def _grid_stride_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    counts = _visits(_initial(case), got)
     never, twice = np.flatnonzero(counts == 0), np.flatnonzero(counts >= 2)
     parts = []
     if never.size:
@@ -176,50 +182,30 @@ def _visit_hint(x: np.ndarray, got: np.ndarray) -> str:
         parts.append(f"{twice.size} element(s) were updated more than once (first: index {twice[0]}, "
                      f"{counts[twice[0]]} times): the stride must be the number of threads in the whole grid, "
                      "cuda.gridsize(1), not the block's")
-    return (" " + "; ".join(parts) + ".") if parts else ""
+    if not parts:
+        return None
+    return (VISITS, "; ".join(parts) + f" (the grid has fewer threads than the {case.size} elements).")
+
+
+def grid_stride_exercise() -> h.Exercise:
+    """Exercise 4 as declared for the harness: ``kernel(x, a, b, reps)`` in place, on a grid smaller than x."""
+    return h.Exercise(
+        name="your grid-stride kernel",
+        args=lambda c: (h.Out(c.n, np.float32, initial=_initial(c)), LAB_A, LAB_B, LAB_REPS),
+        reference=lambda case, a, b, reps: fixed_work_spec(_initial(case), a, b, reps),
+        configs=[{"threads": t} for t in THREADS_SIM], configs_gpu=[{"threads": t} for t in THREADS_GPU],
+        per_thread=PER_THREAD, sizes=lambda config: (5 * PER_THREAD * config["threads"] + 7,),
+        sizes_gpu=(100_003,), dtype=np.float32, rtol=1e-5, atol=1e-6, explain=_grid_stride_explain, seed=4)
 
 
 def check_grid_stride(kernel, *, quiet: bool = False) -> None:
-    """Check an in-place grid-stride kernel ``kernel(x, a, b, reps)`` on several grids and awkward sizes.
+    """Check an in-place grid-stride kernel ``kernel(x, a, b, reps)`` on grids smaller than the array.
 
-    Every element must get exactly ``reps`` updates ``v -> a * v + b`` whatever the grid:
-    smaller than the array (threads loop) or larger (extra threads do nothing). With ``quiet``
-    nothing is printed on success.
+    Every element must get exactly ``reps`` updates ``v -> a * v + b``: the harness launches about one
+    thread per :data:`PER_THREAD` elements (partial last blocks, one element, several blocks), so the
+    threads must loop with the stride of the whole grid. With ``quiet`` nothing is printed on success.
     """
-    from numba import cuda
-
-    for blocks, threads in LAB_GRIDS:
-        last: dict = {}
-
-        def run(x: np.ndarray) -> np.ndarray:
-            # x is the view of a buffer padded with one whole grid of PADDING_VALUE: on a GPU, which does not
-            # check bounds, a write past the end lands in the padding (the simulator raises IndexError instead).
-            n = x.size
-            last.pop("got", None)
-            last["x"] = x.copy()
-            buf = np.full(n + blocks * threads, PADDING_VALUE, dtype=x.dtype)
-            buf[:n] = x
-            buf_d = cuda.to_device(buf)
-            kernel[blocks, threads](buf_d[:n], LAB_A, LAB_B, LAB_REPS)
-            full = buf_d.copy_to_host()
-            stray = int(np.count_nonzero(full[n:] != PADDING_VALUE))
-            if stray:
-                raise CheckFailed(
-                    f"your kernel on a grid of {blocks} x {threads} threads wrote past the end of x for n={n}: "
-                    f"{stray} element(s) after the array changed (here the checker's padding; in a real program "
-                    "someone else's data). Every index must pass a bounds check: loop while i < x.size.")
-            last["got"] = full[:n]
-            return last["got"]
-
-        try:
-            check_function(run, fixed_work_spec, lambda n, rng: (rng.random(n, dtype=np.float32),),
-                           what=f"your kernel on a grid of {blocks} x {threads} threads", quiet=True)
-        except CheckFailed as exc:
-            hint = _visit_hint(last["x"], last["got"]) if "got" in last else ""
-            raise CheckFailed(f"{exc}{hint}") from None
-    if not quiet:
-        print(f"Correct: every element updated exactly once on {len(LAB_GRIDS)} grids (smaller and larger than the "
-              "array) and all awkward sizes.")
+    h.check(grid_stride_exercise(), kernel, quiet=quiet)
 
 
 def time_grid_stride(kernel, n: int | None = None, reps: int = 8) -> list:

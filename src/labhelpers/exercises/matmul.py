@@ -1,30 +1,23 @@
 """Checkers for lab 5, "Matrix multiplication". Each takes the student's kernel (or function) first.
 
-The kernel checkers launch the kernel themselves, x along the columns of ``C`` and y along its
-rows, on awkward shapes (1 x 1, 17 x 33 times 33 x 5, sizes no tile divides). Every matrix the
-kernel sees is a view of a larger buffer: ``C``'s padding holds NaN and ``A``'s and ``B``'s hold
-:data:`INPUT_PADDING`, a finite value no product of the inputs comes near. A thread that reads
-outside ``A`` or ``B`` on a GPU (an ``IndexError`` under the simulator) gets a wrong result, and
-one that writes outside ``C`` leaves a finite value in ``C``'s padding (a NaN read from ``A``'s
-padding would hide such a write), so both are caught on either backend.
-
-A missing barrier is a race, and whether a race shows in a test run depends on timing: on a GPU
-the warps of a block often stay close enough together for a racy kernel to pass, and the
-simulator's order of threads exposes some races and hides others. So the checkers of the
-shared-memory kernels first run the kernel once through the race detector (:func:`race_report`,
-built on :func:`labhelpers.check_races`), on a small product with two phases of the k loop and
-partial tiles at the edges: every pair of threads of a block that touch one tile element with no
-barrier between them is reported as the race it is (RAW, WAR or WAW, with the element, the two
-threads and the two lines), and so is a barrier only part of a block reaches (inside an ``if``,
-after a ``return``). On a GPU the detector runs the kernel in a simulator subprocess; only if the
-kernel cannot be rebuilt there do the checkers fall back to reading the source
-(:func:`barrier_problems`, which chapter 5 also uses to show what a static check can see).
+Every kernel exercise is declared for the exercise harness (:mod:`labhelpers.exercises.harness`): it
+launches ``kernel(A, B, C)`` with x along the columns of ``C`` and y along its rows on shapes with partial
+blocks in both directions (one element, one row, one column, sizes no tile divides), guards every
+matrix with a band (a read past ``A`` or ``B`` gets NaN, a write past ``C`` is seen on both backends),
+refuses float64 arithmetic, and runs the race detector on a product of two phases of the k loop with a
+partial tile at each edge: a missing barrier is reported as the race it is, a barrier inside a branch
+(or after a ``return``) as such. What is specific to matrix products lives here: the k of each shape,
+the row/column swap diagnosis (:func:`swap_hint`), and exercise 4's message, which shows the race
+WITHOUT its kind (naming the hazard is exercise 5).
 
 * :func:`check_naive`: ``kernel(A, B, C)``, one thread per element of ``C``, any shapes.
 * :func:`check_tiled_square`: ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of the tile.
 * :func:`check_tiled_rect`: ``kernel(A, B, C)`` for ``m x k`` times ``k x n``.
 * :func:`check_barriers`: the racy kernel, repaired.
 * :func:`check_hazard`: ``answer()`` names the hazard the missing barrier caused.
+
+:func:`barrier_problems` reads a kernel's barriers from its source (chapter 5 shows what a static check
+can see); :func:`run_kernel` launches a product once on guarded buffers (chapter 5's off-by-one demo).
 """
 
 from __future__ import annotations
@@ -34,76 +27,43 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import backend
-from ..checkers import diagnose, launch_student_kernel, require_kernel
 from ..errors import CheckFailed, GPUOnlyError
 from ..launch import blocks_for
 from ..source import source_of
+from . import answers
+from . import harness as h
 
 #: Block the naive checker launches, (x along columns, y along rows): deliberately not square.
 NAIVE_BLOCK = (16, 8)
-#: Shapes (m, k, n) tried on every kernel: a single element, thin, wide, and sizes no tile divides.
-SHAPES_SIM: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (17, 33, 5), (5, 3, 19), (20, 9, 31), (16, 24, 8))
-SHAPES_GPU: tuple[tuple[int, int, int], ...] = SHAPES_SIM + ((257, 1003, 129),)
+#: Shapes (m, k, n) tried besides the harness's own (one element, one row, one column, partial blocks, k = m + n):
+#: a long and a short dot product, sizes no tile divides.
+SHAPES_SIM: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (17, 33, 5), (5, 3, 19))
+SHAPES_GPU: tuple[tuple[int, int, int], ...] = ((257, 1003, 129),)
 #: Tolerance of the comparison with NumPy (float32 sums of at most a thousand products of normal numbers).
 RTOL, ATOL = 1e-4, 1e-4
+_K_OF = {(m, n): k for m, k, n in SHAPES_SIM + SHAPES_GPU}
 
 
-
-#: What the padding around A and B holds: finite (so stray writes of C show up) and far from any input.
-INPUT_PADDING = 1000.0
-
-
-def _padded(values: np.ndarray, pad: int, fill: float = np.nan):
-    """A device buffer holding ``values`` with ``pad`` rows and columns of ``fill`` after it, and the view of ``values``."""
-    from numba import cuda
-
-    rows, cols = values.shape
-    buf = np.full((rows + pad, cols + pad), fill, dtype=np.float32)
-    buf[:rows, :cols] = values
-    buf_d = cuda.to_device(buf)
-    return buf_d, buf_d[:rows, :cols]
+def _k(rows: int, cols: int, block: tuple[int, int]) -> int:
+    """The length of the dot products for a C of ``rows x cols``: from :data:`SHAPES_SIM`, else one more than
+    the block is wide (two phases of a tiled kernel, the second partial)."""
+    return _K_OF.get((rows, cols), block[0] + 1)
 
 
-def _shape_text(m: int, k: int, n: int) -> str:
-    return f"A {m} x {k} times B {k} x {n}"
+def _product_args(case: h.Case) -> tuple:
+    m, n = case.n
+    k = _k(m, n, case.threads)
+    return (case.floats((m, k)), case.floats((k, n)), h.Out((m, n), np.float32))
 
 
-def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int],
-               name: str = "your kernel") -> np.ndarray:
-    """Launch ``kernel(A, B, C)`` over ``C``'s shape (x along columns) on padded views; return ``C``.
-
-    Raises:
-        CheckFailed: the kernel does not compile or run, reads outside ``A`` or ``B`` (simulator), or
-            writes outside ``C``.
-    """
-    (m, k), n = a.shape, b.shape[1]
-    pad = max(block)
-    _, a_v = _padded(a, pad, INPUT_PADDING)
-    _, b_v = _padded(b, pad, INPUT_PADDING)
-    c_buf, c_v = _padded(np.full((m, n), np.nan, dtype=np.float32), pad)
-    grid = (blocks_for(n, block[0]), blocks_for(m, block[1]))
-    try:
-        launch_student_kernel(kernel, grid, block, [a_v, b_v, c_v], name)
-    except IndexError as exc:
-        raise CheckFailed(
-            f"{name} read or wrote outside a matrix for {_shape_text(m, k, n)} ({exc}). A thread outside C must "
-            "not write (compare with `>=`: row == C.shape[0] is already outside), and a tile element past the edge "
-            "of A or B must be stored as 0 instead of read: guard each load with its bounds (row < m, col < n, and "
-            "the index along the dot product < k).") from None
-    full = c_buf.copy_to_host()
-    stray = int(np.count_nonzero(~np.isnan(full))) - int(np.count_nonzero(~np.isnan(full[:m, :n])))
-    if stray:
-        raise CheckFailed(
-            f"{name} wrote outside C for {_shape_text(m, k, n)}: {stray} thread(s) past the last row or column "
-            "wrote (into the checker's padding; in a real program, into someone else's data). Guard the write "
-            "with `if row < C.shape[0] and col < C.shape[1]:`.")
-    return full[:m, :n]
+def _square_args(case: h.Case) -> tuple:
+    """``n x n`` matrices with ``n = min(rows, cols)`` of the harness's shape (the launch still covers rows x cols)."""
+    s = min(case.n)
+    return (case.floats((s, s)), case.floats((s, s)), h.Out((s, s), np.float32))
 
 
-def _inputs(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32))
+def _product(case, a, b):
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
 
 
 def swap_hint(got: np.ndarray, expected: np.ndarray, block: tuple[int, int]) -> str | None:
@@ -136,24 +96,6 @@ def swap_hint(got: np.ndarray, expected: np.ndarray, block: tuple[int, int]) -> 
                     f"{reach_rows} values along the {n} columns) was used as the row, and y as the column. The first "
                     "value of cuda.grid(2) is x, along the columns: write `col, row = cuda.grid(2)`.")
     return None
-
-
-def _check_shapes(kernel: Any, name: str, shapes: Sequence[tuple[int, int, int]], block: tuple[int, int],
-                  hint: str) -> None:
-    for i, (m, k, n) in enumerate(shapes):
-        a, b = _inputs(m, k, n, seed=i)
-        got = run_kernel(kernel, a, b, block, name)
-        expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-        problem = diagnose(got, expected, rtol=RTOL, atol=ATOL)
-        if problem:
-            swapped = swap_hint(got, expected, block)
-            if swapped:  # the checker's grid does cover C: drop diagnose's guess about it
-                problem = problem.split(": does the grid cover")[0]
-            raise CheckFailed(f"{name} is wrong for {_shape_text(m, k, n)}: {problem}. {swapped or hint}")
-
-
-def _shapes() -> tuple[tuple[int, int, int], ...]:
-    return SHAPES_SIM if backend.is_simulator() else SHAPES_GPU
 
 
 # ----------------------------------------------------------------------------------------- barrier analysis
@@ -246,138 +188,143 @@ def _barrier_findings(kernel: Any) -> list[tuple[str, str]]:
     return problems
 
 
-def _check_barriers_of(kernel: Any, name: str) -> None:
-    problems = barrier_problems(kernel)
-    if problems:
-        raise CheckFailed(f"{name}: " + " Also: ".join(problems))
+def _explain(hint: str):
+    def explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+        swapped = swap_hint(got, expected, case.threads)
+        if swapped:
+            return (h.SWAPPED_AXES, swapped)
+        if np.isnan(got).any():
+            return None  # the harness names unwritten elements
+        return (h.WRONG_VALUES, hint)
+    return explain
 
 
-def race_size(tile: int) -> int:
-    """``n`` of the ``n x n`` product the race check runs: two phases of the k loop, partial tiles at the edges."""
-    return tile + 1
+NAIVE_HINT = ("Each thread computes C[row, col] = sum over p of A[row, p] * B[p, col], p from 0 to A.shape[1] - 1, "
+              "with `col, row = cuda.grid(2)` (x runs along the columns).")
+SQUARE_HINT = ("Every thread loads one element of each tile per phase, storing 0 where the tile hangs over the "
+               "edge of the matrix (`row < n and k0 + tx < n` for A, `k0 + ty < n and col < n` for B), and every "
+               "thread, also those outside C, takes part in the loads and the barriers.")
+RECT_HINT = ("Three sizes now: m = A.shape[0] bounds the rows (of A and C), n = B.shape[1] the columns (of B and "
+             "C), and k = A.shape[1] the position along the dot product, in both tiles.")
 
 
-def race_report(kernel: Any, tile: int):
-    """Run ``kernel(A, B, C)`` once through :func:`labhelpers.check_races` (``tile x tile`` blocks, n = tile + 1).
+def naive_exercise(block: tuple[int, int] = NAIVE_BLOCK) -> h.Exercise:
+    """Exercise 1 as declared for the harness."""
+    return h.Exercise(
+        name="matmul_naive_kernel", args=_product_args, reference=_product, configs=[{"threads": tuple(block)}],
+        configs_gpu=[] if tuple(block) == (32, 8) else [{"threads": (32, 8)}],
+        sizes=lambda config: [(m, n) for m, _k_, n in SHAPES_SIM], sizes_gpu=[(m, n) for m, _k_, n in SHAPES_GPU],
+        dtype=np.float32, rtol=RTOL, atol=ATOL, explain=_explain(NAIVE_HINT), seed=5)
 
-    Returns the :class:`~labhelpers.racecheck.RaceReport`, or None when the kernel fails to run (an
-    access out of bounds, a compile error: the correctness checks then say what to change).
+
+def square_sizes(tile: int) -> tuple[int, ...]:
+    """The ``n`` tried by :func:`check_tiled_square` besides the harness's (1, tile - 1, tile + 1): 2 tiles + 3."""
+    return (2 * tile + 3,)
+
+
+def tiled_square_exercise(tile: int) -> h.Exercise:
+    """Exercise 2 as declared for the harness: ``tile x tile`` blocks, square matrices."""
+    return h.Exercise(
+        name="matmul_tiled_kernel", args=_square_args, reference=_product, configs=[{"threads": (tile, tile)}],
+        sizes=lambda config: [(n, n) for n in square_sizes(tile)], sizes_gpu=[(8 * tile + 5, 8 * tile + 5)],
+        dtype=np.float32, rtol=RTOL, atol=ATOL, explain=_explain(SQUARE_HINT), seed=6)
+
+
+def tiled_rect_exercise(tile: int, name: str = "matmul_rect_kernel", hint: str = RECT_HINT) -> h.Exercise:
+    """Exercises 3 and 4 as declared for the harness: ``tile x tile`` blocks, ``m x k`` times ``k x n``."""
+    return h.Exercise(
+        name=name, args=_product_args, reference=_product, configs=[{"threads": (tile, tile)}],
+        sizes=lambda config: [(m, n) for m, _k_, n in SHAPES_SIM], sizes_gpu=[(m, n) for m, _k_, n in SHAPES_GPU],
+        dtype=np.float32, rtol=RTOL, atol=ATOL, explain=_explain(hint), seed=7)
+
+
+def run_kernel(kernel: Any, a: np.ndarray, b: np.ndarray, block: tuple[int, int],
+               name: str = "your kernel") -> np.ndarray:
+    """Launch ``kernel(A, B, C)`` once over ``C``'s shape (x along columns) on the harness's guarded buffers.
+
+    Returns ``C`` (NaN where nothing was written).
 
     Raises:
-        GPUOnlyError: on a GPU, when the kernel cannot be rebuilt in the simulator.
+        CheckFailed: the kernel does not compile or run, reads outside ``A`` or ``B`` (simulator), or
+            writes outside ``C`` (both backends).
     """
-    from ..racecheck import check_races
-
-    n = race_size(tile)
-    a, b = _inputs(n, n, n, seed=7)
-    c = np.full((n, n), np.nan, dtype=np.float32)
-    grid = (blocks_for(n, tile), blocks_for(n, tile))
-    try:
-        return check_races(kernel, grid, (tile, tile), a, b, c)
-    except GPUOnlyError:
-        if backend.is_simulator():
-            return None
-        raise
-    except Exception:  # noqa: BLE001  (any failure to run is reported by the correctness checks)
-        return None
+    a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+    shape = (a.shape[0], b.shape[1])
+    ex = h.Exercise(name=name, args=lambda case: (a, b, h.Out(shape, np.float32)), reference=_product,
+                    configs=[{"threads": tuple(block)}])
+    case = h.Case(shape, tuple(block), {}, None, np.random.default_rng(0))
+    whole = h.launch_case(ex, kernel, case, ex.args(case))[0]
+    if not np.isnan(whole[a.shape[0] * b.shape[1]:]).all():
+        raise h.failure(h.MISSING_GUARD, f"{name} wrote past the end of C for A {a.shape[0]} x {a.shape[1]} times "
+                                         f"B {b.shape[0]} x {b.shape[1]}. {h.MISSING_BOUNDS_TEXT[1]}")
+    return whole[:a.shape[0] * b.shape[1]].reshape(shape)
 
 
-def _shared_tiles_problem(report, name: str) -> str | None:
-    if not report.arrays:
-        return f"{name}: the kernel declares no cuda.shared.array: the tiles belong in shared memory"
-    if not any(a.writes for a in report.arrays):
-        tiles = " or ".join(a.name for a in report.arrays)
-        return (f"{name}: no loop stores into the shared tiles (no thread wrote to {tiles}): each phase of the k "
-                "loop loads one tile of A and B")
-    return None
-
-
-def _check_races_of(kernel: Any, name: str, tile: int) -> None:
-    """The race check of the shared-memory checkers: every race and barrier problem named with its lines."""
-    try:
-        report = race_report(kernel, tile)
-    except GPUOnlyError:  # on a GPU, a kernel the simulator process cannot rebuild: read the source instead
-        _check_barriers_of(kernel, name)
-        return
-    if report is None:
-        return
-    problem = _shared_tiles_problem(report, name)
-    if problem:
-        raise CheckFailed(problem)
-    report.raise_for_problems(name)
-
-
-# --------------------------------------------------------------------------------------------- the checkers
-
-
-def check_naive(kernel: Any, *, block: tuple[int, int] = NAIVE_BLOCK,
-                shapes: Sequence[tuple[int, int, int]] | None = None) -> None:
+def check_naive(kernel: Any, *, block: tuple[int, int] = NAIVE_BLOCK) -> None:
     """Check ``kernel(A, B, C)``: ``C = A @ B`` with one thread per element of ``C``, for any shapes.
 
     The checker launches blocks of ``block = (16, 8)`` threads, x along the columns of ``C`` and y along
     its rows: the kernel starts with ``col, row = cuda.grid(2)``.
 
     Raises:
-        CheckFailed: with the shapes that failed and what to change.
+        CheckFailed: with the bug's class, the shapes that failed and what to change.
     """
-    require_kernel(kernel, "matmul_naive_kernel")
-    shapes = tuple(shapes) if shapes is not None else _shapes()
-    _check_shapes(kernel, "matmul_naive_kernel", shapes, block,
-                  "Each thread computes C[row, col] = sum over p of A[row, p] * B[p, col], p from 0 to A.shape[1] - 1, "
-                  "with `col, row = cuda.grid(2)` (x runs along the columns).")
-    print(f"Correct: matmul_naive_kernel matches NumPy on all {len(shapes)} shapes tried "
-          f"({', '.join(f'{m}x{k} @ {k}x{n}' for m, k, n in shapes)}).")
-
-
-def square_sizes(tile: int) -> tuple[int, ...]:
-    """The ``n`` tried by :func:`check_tiled_square`: 1, one below and above a tile, 2 tiles + 3, and 2 tiles."""
-    sizes = (1, tile - 1, tile + 1, 2 * tile + 3, 2 * tile)
-    sizes = tuple(dict.fromkeys(s for s in sizes if s >= 1))
-    return sizes if backend.is_simulator() else sizes + (8 * tile + 5,)
+    h.check(naive_exercise(block), kernel)
 
 
 def check_tiled_square(kernel: Any, tile: int) -> None:
     """Check the shared-memory kernel ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of ``tile``.
 
-    Launched with ``tile x tile`` threads per block. The kernel also runs once through the race
-    detector (:func:`race_report`), because a race may not show in a run.
+    Launched with ``tile x tile`` threads per block; the race detector runs on n = tile + 1 (two phases,
+    partial tiles), because a race need not show in a run.
 
     Raises:
-        CheckFailed: with the race, or the size that failed, and what to change.
+        CheckFailed: with the bug's class (the race, with its lines), the size that failed and what to change.
     """
-    name = "matmul_tiled_kernel"
-    require_kernel(kernel, name)
-    _check_races_of(kernel, name, tile)
-    sizes = square_sizes(tile)
-    _check_shapes(kernel, name, [(n, n, n) for n in sizes], (tile, tile),
-                  "Every thread loads one element of each tile per phase, storing 0 where the tile hangs over the "
-                  "edge of the matrix (`row < n and k0 + tx < n` for A, `k0 + ty < n and col < n` for B), and every "
-                  "thread, also those outside C, takes part in the loads and the barriers.")
-    print(f"Correct: {name} matches NumPy for n = {', '.join(map(str, sizes))} with {tile} x {tile} tiles, "
-          "and its barriers are where they belong.")
+    h.check(tiled_square_exercise(tile), kernel)
 
 
-def check_tiled_rect(kernel: Any, tile: int, *, shapes: Sequence[tuple[int, int, int]] | None = None) -> None:
+def check_tiled_rect(kernel: Any, tile: int) -> None:
     """Check the shared-memory kernel ``kernel(A, B, C)`` for ``m x k`` times ``k x n`` matrices.
 
     Launched with ``tile x tile`` threads per block and ``(ceil(n / tile), ceil(m / tile))`` blocks.
 
     Raises:
-        CheckFailed: with the shapes that failed and what to change.
+        CheckFailed: with the bug's class, the shapes that failed and what to change.
     """
-    name = "matmul_rect_kernel"
-    require_kernel(kernel, name)
-    _check_races_of(kernel, name, tile)
-    shapes = tuple(shapes) if shapes is not None else _shapes()
-    _check_shapes(kernel, name, shapes, (tile, tile),
-                  "Three sizes now: m = A.shape[0] bounds the rows (of A and C), n = B.shape[1] the columns (of B and "
-                  "C), and k = A.shape[1] the position along the dot product, in both tiles.")
-    print(f"Correct: {name} matches NumPy on all {len(shapes)} shapes tried "
-          f"({', '.join(f'{m}x{k} @ {k}x{n}' for m, k, n in shapes)}), and its barriers are where they belong.")
+    h.check(tiled_rect_exercise(tile), kernel)
+
+
+def race_size(tile: int) -> int:
+    """``n`` of the ``n x n`` product :func:`race_report` runs: two phases of the k loop, partial tiles."""
+    return tile + 1
+
+
+def race_report(kernel: Any, tile: int):
+    """Run ``kernel(A, B, C)`` once through :func:`labhelpers.check_races` (``tile x tile`` blocks, n = tile + 1).
+
+    Returns the :class:`~labhelpers.racecheck.RaceReport`, or None when the kernel fails to run (the
+    harness's checks then say what to change).
+
+    Raises:
+        GPUOnlyError: on a GPU, when the kernel cannot be rebuilt in the simulator.
+    """
+    from ..racecheck import check_races  # racecheck imports checkers: imported here to keep the import order
+
+    n = race_size(tile)
+    rng = np.random.default_rng(7)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    c = np.full((n, n), np.nan, dtype=np.float32)
+    try:
+        return check_races(kernel, (blocks_for(n, tile), blocks_for(n, tile)), (tile, tile), a, b, c)
+    except GPUOnlyError:
+        raise
+    except Exception:  # noqa: BLE001  (any failure to run is reported by the harness)
+        return None
 
 
 def check_barriers(kernel: Any, tile: int) -> None:
-    """Check the repaired racy kernel: one run through the race detector, then its results on rectangular shapes.
+    """Check the repaired racy kernel: the harness's checks, rectangular shapes, a race check with partial tiles.
 
     Finding the missing barrier is the exercise, and naming its hazard the next one, so while a race
     remains the message shows the race the detector found (the element, the two threads and the two
@@ -388,38 +335,19 @@ def check_barriers(kernel: Any, tile: int) -> None:
         CheckFailed: a race is still possible, or the shape that failed.
     """
     name = "matmul_tiled_fixed"
-    require_kernel(kernel, name)
     try:
+        h.check(tiled_rect_exercise(tile, name, "The barriers look right; check the lines you changed."), kernel,
+                quiet=True)
+    except CheckFailed as exc:
+        if not str(exc).startswith(h.MISSING_BARRIER):
+            raise
         report = race_report(kernel, tile)
-    except GPUOnlyError:  # on a GPU, a kernel the simulator process cannot rebuild: read the source instead
-        report = None
-        findings = _barrier_findings(kernel)
-    else:
-        findings = []
-    if report is not None:
-        problem = _shared_tiles_problem(report, name)
-        if problem:
-            raise CheckFailed(problem)
-        if report.barrier_problems:
-            raise CheckFailed(f"{name}: " + str(report.barrier_problems[0]) + " Every thread of the block must reach "
-                              "every cuda.syncthreads(): guard the loads and the write, never the barrier.")
-        if report.races:
-            found = report.races[0].describe(show_kind=False)
-            raise CheckFailed(
-                f"{name}: a race is still possible. The race detector found {found}\nFollow the two threads, a fast "
-                "one and a slow one, through two phases of the k loop: where must the fast one wait?")
-    named = [message for kind, message in findings if kind not in ("RAW", "WAR")]
-    if named:
-        raise CheckFailed(f"{name}: " + " Also: ".join(named))
-    if findings:
-        raise CheckFailed(
-            f"{name}: a race is still possible: some thread can touch a shared tile while another thread of the block "
-            "still relies on it. Follow two threads of one block, a fast one and a slow one, through two phases of "
-            "the k loop: where must the fast one wait?")
-    shapes = _shapes()
-    _check_shapes(kernel, name, shapes, (tile, tile), "The barriers look right; check the lines you changed.")
-    print(f"Correct: {name} has no race and no barrier problem left, and matches NumPy on all {len(shapes)} shapes "
-          "tried.")
+        found = report.races[0].describe(show_kind=False) if report is not None and report.races else "a race"
+        raise h.failure(h.MISSING_BARRIER, f"{name}: a race is still possible. The race detector found {found}\n"
+                        "Follow the two threads, a fast one and a slow one, through two phases of the k loop: "
+                        "where must the fast one wait?") from None
+    print(f"Correct: {name} has no race and no barrier problem left, and matches NumPy on every shape tried "
+          "(partial tiles in both directions).")
 
 
 #: The answers :func:`check_hazard` understands.
@@ -430,20 +358,21 @@ def check_hazard(answer: Callable[[], Any]) -> None:
     """Check ``answer()``: the hazard the racy kernel's missing barrier allowed, ``"RAW"``, ``"WAR"`` or ``"WAW"``.
 
     Raises:
-        CheckFailed: no answer, an answer that is not one of the three, or the wrong one (with a hint).
+        CheckFailed: not a function, no answer or one that is not a string, not one of the three, or the
+            wrong one (with a hint).
     """
-    got = answer()
-    if got is None:
-        raise CheckFailed('answer() returned None: return "RAW", "WAR" or "WAW".')
-    text = str(got).strip().upper()
-    if text not in HAZARDS:
-        raise CheckFailed(f'answer() returned {got!r}: return one of "RAW", "WAR" or "WAW".')
+    text = answers.choice(answers.call(answer, "answer", ), "answer()", HAZARDS)
     if text == "RAW":
-        raise CheckFailed("Not this one: the racy kernel has its barrier between the loads and the reads, so no "
-                          "thread reads a tile element before it is written. What can a fast thread do to the tile "
-                          "at the start of the next phase while a slow one is still reading it?")
+        raise h.failure("Not this hazard", "the racy kernel has its barrier between the loads and the reads, so no "
+                        "thread reads a tile element before it is written. What can a fast thread do to the tile "
+                        "at the start of the next phase while a slow one is still reading it?")
     if text == "WAW":
-        raise CheckFailed("Not this one: each element of a tile is written by exactly one thread per phase, so two "
-                          "writes never compete. Which read can a write of the next phase overtake?")
+        raise h.failure("Not this hazard", "each element of a tile is written by exactly one thread per phase, so "
+                        "two writes never compete. Which read can a write of the next phase overtake?")
     print("Correct: without the second barrier a thread can overwrite a tile element (the next phase's load) "
           "before another thread has read it: a write-after-read (WAR) hazard.")
+
+
+__all__ = ["HAZARDS", "NAIVE_BLOCK", "barrier_problems", "check_barriers", "check_hazard", "check_naive",
+           "check_tiled_rect", "check_tiled_square", "naive_exercise", "race_report", "run_kernel", "swap_hint",
+           "tiled_rect_exercise", "tiled_square_exercise"]

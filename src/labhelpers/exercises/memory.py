@@ -2,7 +2,10 @@
 
 Each checker takes the student's function or kernel as its first argument, tries it on
 many cases (awkward ones included), prints one line on success and raises
-:class:`~labhelpers.errors.CheckFailed` with a hint on the first wrong answer:
+:class:`~labhelpers.errors.CheckFailed` with a hint on the first wrong answer (its class first; an
+answer of the wrong type, a float or a string for a count, is refused as such). The transpose is
+declared for the exercise harness (:mod:`labhelpers.exercises.harness`): partial tiles, the race
+detector on a partial block, guard bands, float32.
 
 * :func:`check_sectors_per_request`: sectors one warp request touches (exercise 1);
 * :func:`check_conflict_degree`: shared-memory bank conflict degree (exercise 2);
@@ -17,39 +20,17 @@ from typing import Callable
 import numpy as np
 
 from .. import backend
-from ..arrays import check_array, to_host
-from ..checkers import diagnose
 from ..errors import CheckFailed
 from ..launch import blocks_for
 from ..models import banks
 from ..timing import Timing, benchmark
+from . import answers
+from . import harness as h
 
 #: Side of the square tile of the tiled transpose (one warp wide).
 TILE = 32
 #: Rows of threads per block of the tiled transpose: each thread moves TILE // TILE_ROWS elements.
 TILE_ROWS = 8
-
-
-def _call(student: Callable, what: str, *args):
-    try:
-        return student(*args)
-    except NotImplementedError as exc:
-        raise CheckFailed(f"{what} is not written yet: replace the `raise NotImplementedError` ({exc}).") from None
-    except Exception as exc:  # the student's code failed: say where, keep the type and message
-        shown = ", ".join(repr(a) if not isinstance(a, np.random.Generator) else "rng" for a in args)
-        raise CheckFailed(f"{what}({shown}) raised {type(exc).__name__}: {exc}") from None
-
-
-def _as_int(value, what: str, args: str) -> int:
-    if value is None:
-        raise CheckFailed(f"{what}({args}) returned None: finish the function with `return` and the count.")
-    try:
-        as_int = int(value)
-    except (TypeError, ValueError):
-        raise CheckFailed(f"{what}({args}) returned {value!r}, not a whole number.") from None
-    if as_int != value:
-        raise CheckFailed(f"{what}({args}) returned {value!r}, not a whole number.")
-    return as_int
 
 
 # --------------------------------------------------------------------------- exercise 1
@@ -65,7 +46,8 @@ def check_sectors_per_request(student: Callable[[int, int, int], int], *, quiet:
     cases += [(o, s, size) for size in (8, 16) for s in (1, 2, 3, 4, 8) for o in (0, 1, 2, 3)]
     for offset, stride, itemsize in cases:
         args = f"offset={offset}, stride={stride}, itemsize={itemsize}"
-        got = _as_int(_call(student, "sectors_per_request", offset, stride, itemsize), "sectors_per_request", args)
+        got = answers.whole_number(answers.call(student, "sectors_per_request", offset, stride, itemsize),
+                                   f"sectors_per_request({args})")
         expected = banks.sectors_per_request(offset, stride, itemsize)
         if got == expected:
             continue
@@ -77,7 +59,8 @@ def check_sectors_per_request(student: Callable[[int, int, int], int], *, quiet:
                     "of the actual byte addresses (offset + t * stride) * itemsize, not 128 / 32.")
         elif got == banks.warp_request(offset, stride, itemsize).lines:
             hint = "You counted 128-byte lines; the question is about 32-byte sectors (four per line)."
-        raise CheckFailed(f"sectors_per_request({args}) returned {got}, expected {expected}. {hint}")
+        raise h.failure(answers.WRONG_ANSWER, f"sectors_per_request({args}) returned {got}, expected {expected}. "
+                                              f"{hint}")
     if not quiet:
         print(f"Correct: sectors_per_request matches the sector model on all {len(cases)} cases tried.")
 
@@ -106,7 +89,8 @@ def check_conflict_degree(student: Callable[[np.ndarray], int], *, quiet: bool =
     """
     cases = _conflict_cases(np.random.default_rng(3))
     for label, words in cases:
-        got = _as_int(_call(student, "conflict_degree", words.copy()), "conflict_degree", label)
+        got = answers.whole_number(answers.call(student, "conflict_degree", words.copy()),
+                                   f"conflict_degree for {label}")
         expected = banks.conflict_degree(words)
         if got == expected:
             continue
@@ -117,8 +101,8 @@ def check_conflict_degree(student: Callable[[np.ndarray], int], *, quiet: bool =
                     "broadcast): count distinct words per bank.")
         elif got == 0:
             hint = "Every request needs at least one pass: the degree is at least 1."
-        raise CheckFailed(f"conflict_degree for {label} (words {words.tolist()[:8]}...) returned {got}, expected "
-                          f"{expected}. {hint}")
+        raise h.failure(answers.WRONG_ANSWER, f"conflict_degree for {label} (words {words.tolist()[:8]}...) "
+                                              f"returned {got}, expected {expected}. {hint}")
     if not quiet:
         print(f"Correct: conflict_degree matches the bank model on all {len(cases)} access patterns tried.")
 
@@ -151,31 +135,30 @@ def check_single_cycle(student: Callable[[int, np.random.Generator], np.ndarray]
     """
     sizes = (1, 2, 31, 33, 257, 1000)
     for slots in sizes:
-        got = _call(student, "make_chain", slots, np.random.default_rng(slots))
-        if got is None:
-            raise CheckFailed("make_chain returned None: return the array next_slot.")
-        got = np.asarray(got)
+        got = answers.call(student, "make_chain", slots, np.random.default_rng(slots))
+        if not isinstance(got, np.ndarray):
+            raise answers.wrong_type(got, f"make_chain({slots}, rng)", "a NumPy integer array, next_slot")
         if got.shape != (slots,) or got.dtype.kind not in "iu":
-            raise CheckFailed(f"make_chain({slots}, rng) returned shape {got.shape}, dtype {got.dtype}: return an "
+            raise h.failure(answers.WRONG_TYPE, f"make_chain({slots}, rng) returned shape {got.shape}, dtype {got.dtype}: return an "
                               f"integer array of length {slots} (next_slot[i] = the slot after slot i).")
         if np.any(got < 0) or np.any(got >= slots) or len(np.unique(got)) != slots:
-            raise CheckFailed(f"make_chain({slots}, rng) is not a permutation of 0..{slots - 1}: every slot must be "
+            raise h.failure("Not a permutation", f"make_chain({slots}, rng) is not a permutation of 0..{slots - 1}: every slot must be "
                               "the successor of exactly one slot.")
         lengths = cycle_lengths(got)
         if len(lengths) > 1:
-            raise CheckFailed(
-                f"make_chain({slots}, rng) splits the slots into {len(lengths)} cycles (lengths {lengths[:6]}...): a "
+            raise h.failure(
+                "Several cycles", f"make_chain({slots}, rng) splits the slots into {len(lengths)} cycles (lengths {lengths[:6]}...): a "
                 f"walk from slot 0 would only ever see {lengths[0] if got[0] == 0 else 'one of them'}, a smaller "
                 "working set than you meant to measure. A random permutation is not one cycle; instead link a "
                 "random ORDER of the slots: next_slot[order[k]] = order[k + 1], and the last back to the first.")
         if slots >= 8:
             if np.array_equal(got, (np.arange(slots) + 1) % slots):
-                raise CheckFailed(f"make_chain({slots}, rng) is the sequential chain i -> i + 1: visit the slots in a "
+                raise h.failure("Not random", f"make_chain({slots}, rng) is the sequential chain i -> i + 1: visit the slots in a "
                                   "random order (use rng), so that no prefetcher or DRAM page can guess the next "
                                   "address.")
-            again = np.asarray(_call(student, "make_chain", slots, np.random.default_rng(slots + 1000)))
+            again = np.asarray(answers.call(student, "make_chain", slots, np.random.default_rng(slots + 1000)))
             if np.array_equal(got, again):
-                raise CheckFailed(f"make_chain({slots}, rng) gives the same chain for different generators: draw the "
+                raise h.failure("Not random", f"make_chain({slots}, rng) gives the same chain for different generators: draw the "
                                   "random order from the rng argument.")
     if not quiet:
         print(f"Correct: make_chain builds one random cycle through every slot for all {len(sizes)} sizes tried.")
@@ -190,81 +173,45 @@ def transpose_launch(shape: tuple[int, int]) -> tuple[tuple[int, int], tuple[int
     return (blocks_for(cols, TILE), blocks_for(rows, TILE)), (TILE, TILE_ROWS)
 
 
-class StrayWriteError(IndexError):
-    """A kernel wrote outside its output array (on a GPU: into the padding the checker keeps around it).
+def _transpose_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    a = inputs[0]
+    if np.isnan(got).any():
+        return None  # the harness names unwritten elements
+    if np.array_equal(got.ravel(), a.ravel()):
+        return ("Not transposed", "the elements are in row order: write tile[tx, ty + k] (the transposed "
+                "position) into out, not tile[ty + k, tx].")
+    return (h.WRONG_VALUES, "load a[row + k, col] into tile[ty + k, tx], cuda.syncthreads(), then write "
+            "tile[tx, ty + k] to out[out_row + k, out_col] with out_row from blockIdx.x and out_col from "
+            "blockIdx.y; the tile's padding (TILE + 1 words per row) must be the same in both accesses.")
 
-    A subclass of IndexError, the error the simulator raises for the same mistake, so a checker
-    handles both backends with one ``except IndexError``.
+
+def transpose_exercise() -> h.Exercise:
+    """Exercise 4 as declared for the harness: ``kernel(a, out)``, blocks of (32, 8) threads.
+
+    The harness's grid is ``(ceil(cols / 32), ceil(rows / 8))``: as many block rows as 8-row strips, more
+    than :func:`transpose_launch`'s one per 32-row tile; the extra blocks' tiles lie past the last row,
+    so a kernel that guards its loads and stores does nothing there (and one that does not is caught).
     """
+    return h.Exercise(
+        name="your tiled transpose",
+        args=lambda c: (c.floats(), h.Out((c.n[1], c.n[0]), np.float32)),
+        reference=lambda case, a: a.T, configs=[{"threads": (TILE, TILE_ROWS)}],
+        sizes=lambda config: TRANSPOSE_SHAPES_SIM, sizes_gpu=TRANSPOSE_SHAPES_GPU, dtype=np.float32, rtol=0,
+        atol=0, explain=_transpose_explain, seed=3)
 
 
-#: What the padding around ``a`` holds in :func:`run_tiled_transpose`: a value the checker's inputs
-#: (standard normal) never take, so a read past the edge shows up wherever it is written.
-A_PADDING = np.float32(-999.0)
-
-
-def run_tiled_transpose(kernel, a) -> np.ndarray:
-    """Launch a tiled transpose ``kernel(a, out)`` with :func:`transpose_launch` and return ``out`` on the host.
-
-    ``out`` starts filled with NaN, so elements the kernel never writes show up. Both arrays are
-    views of larger buffers padded by one tile in each dimension (``a``'s padding holds
-    :data:`A_PADDING`, ``out``'s NaN): on a GPU, which does not check bounds, a missing bounds check
-    reads or writes the padding instead of someone else's memory, and any write there raises
-    :class:`StrayWriteError`. (The simulator raises IndexError for the same mistake.)
-    """
-    check_array(a, "a", dtype=np.float32, ndim=2)
-    a = a if isinstance(a, np.ndarray) else to_host(a)
-    rows, cols = a.shape
-    from numba import cuda
-
-    a_buf = np.full((rows + TILE, cols + TILE), A_PADDING, dtype=np.float32)
-    a_buf[:rows, :cols] = a
-    a_d = cuda.to_device(a_buf)[:rows, :cols]
-    out_buf = cuda.to_device(np.full((cols + TILE, rows + TILE), np.nan, dtype=np.float32))
-    out_d = out_buf[:cols, :rows]
-    grid, block = transpose_launch((rows, cols))
-    kernel[grid, block](a_d, out_d)
-    full = out_buf.copy_to_host()
-    stray = int(np.count_nonzero(~np.isnan(full))) - int(np.count_nonzero(~np.isnan(full[:cols, :rows])))
-    if stray:
-        raise StrayWriteError(f"{stray} element(s) written past the last row or column of out, into the "
-                              "checker's padding; in a real program someone else's data")
-    return full[:cols, :rows]
-
-
-def transpose_shapes() -> tuple[tuple[int, int], ...]:
-    """Shapes the transpose checker tries: partial tiles everywhere; one large odd shape on a GPU."""
-    small = ((1, 1), (31, 33), (40, 65))
-    return small if backend.is_simulator() else small + ((1025, 999),)
+#: Shapes (rows, cols) tried besides the harness's own; a GPU also tries a large odd one.
+TRANSPOSE_SHAPES_SIM: tuple[tuple[int, int], ...] = ()
+TRANSPOSE_SHAPES_GPU: tuple[tuple[int, int], ...] = ((1025, 999),)
 
 
 def check_tiled_transpose(kernel, *, quiet: bool = False) -> None:
     """Check a tiled transpose kernel ``kernel(a, out)`` (``out[c, r] = a[r, c]``) on awkward shapes.
 
-    The kernel is launched with :func:`transpose_launch`: blocks of (32, 8) threads, one per
-    32 x 32 tile of ``a``, so each thread moves four elements in and four out.
+    Blocks of (32, 8) threads: each thread moves TILE // TILE_ROWS = 4 elements in and 4 out. The race
+    detector runs on two blocks with partial tiles (a missing or conditional barrier shows).
     """
-    rng = np.random.default_rng(0)
-    shapes = transpose_shapes()
-    for shape in shapes:
-        a = rng.standard_normal(shape).astype(np.float32)
-        try:
-            got = run_tiled_transpose(kernel, a)
-        except IndexError as exc:
-            raise CheckFailed(f"your kernel read or wrote outside an array for shape {shape} ({exc}). The last tiles "
-                              "of a row or column are partial: guard every load and every store with a bounds check "
-                              "(but never the syncthreads).") from None
-        problem = diagnose(got, a.T, rtol=0, atol=0)
-        if problem:
-            hint = ""
-            if np.isnan(got).all():
-                hint = " Nothing was written: load the tile, synchronise, then store the transposed tile."
-            elif got.shape == a.shape[::-1] and np.array_equal(np.nan_to_num(got, nan=0).ravel(), a.ravel()):
-                hint = " The elements are in row order: write tile[x][y], the transposed position, not tile[y][x]."
-            raise CheckFailed(f"your kernel is wrong for an array of shape {shape}: {problem}.{hint}")
-    if not quiet:
-        print(f"Correct: your tiled transpose matches NumPy on all {len(shapes)} shapes tried "
-              "(partial tiles included).")
+    h.check(transpose_exercise(), kernel, quiet=quiet)
 
 
 def compare_transposes(kernel, naive_kernel, n: int | None = None) -> dict[str, Timing]:

@@ -8,7 +8,9 @@
    after the same check passed.
 
 Each takes the student's function (or kernel) first, tries several cases, and raises
-:class:`~labhelpers.errors.CheckFailed` with a message that says what to change.
+:class:`~labhelpers.errors.CheckFailed` with a message that starts with the mistake's class and says what
+to change. Numbers are type-checked first (:mod:`labhelpers.exercises.answers`: the text "0.5" or a list
+is refused as such); ``read_sum`` is declared for the exercise harness (:mod:`labhelpers.exercises.harness`).
 """
 
 from __future__ import annotations
@@ -19,19 +21,17 @@ from typing import Callable
 import numpy as np
 from numba import cuda
 
-from ..checkers import check_function, launch_student_kernel, require_kernel
 from ..errors import CheckFailed
 from ..kernels.roofline import full_grid
 from ..roofline.points import record_point
 from ..sizes import problem_size
 from ..timing import Timing, benchmark
+from . import answers
+from . import harness as h
 
 
-def _close(a, b, rtol: float = 1e-6) -> bool:
-    try:
-        return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=1e-12)
-    except (TypeError, ValueError):
-        return False
+def _close(a: float, b: float, rtol: float = 1e-6) -> bool:
+    return math.isclose(a, b, rel_tol=rtol, abs_tol=1e-12)
 
 
 # ------------------------------------------------------------------------------------ 1. counting
@@ -52,10 +52,9 @@ def check_matvec_counts(student: Callable[[int, int, int], tuple], quiet: bool =
         CheckFailed: for the first case that is wrong, with the likely mistake.
     """
     for m, n, itemsize in MATVEC_CASES:
-        got = student(m, n, itemsize)
-        if not isinstance(got, (tuple, list)) or len(got) != 2:
-            raise CheckFailed(f"matvec_counts({m}, {n}, {itemsize}) returned {got!r}: return a pair (flops, nbytes).")
-        flops, nbytes = got
+        text = f"matvec_counts({m}, {n}, {itemsize})"
+        flops, nbytes = answers.numbers(answers.call(student, "matvec_counts", m, n, itemsize), text, 2,
+                                        "(flops, nbytes)")
         want_flops, want_bytes = matvec_expected(m, n, itemsize)
         case = f"m={m}, n={n}, itemsize={itemsize}"
         if not _close(flops, want_flops):
@@ -64,7 +63,7 @@ def check_matvec_counts(student: Callable[[int, int, int], tuple], quiet: bool =
                 hint = " You counted one flop per element of A: a multiply-add is two (a multiply and an add)."
             elif _close(flops, 0):
                 hint = " The flops are still 0: count them."
-            raise CheckFailed(f"flops are wrong for {case}: got {flops}, expected {want_flops} (2 per element of A)."
+            raise h.failure(answers.WRONG_ANSWER, f"flops are wrong for {case}: got {flops}, expected {want_flops} (2 per element of A)."
                               + hint)
         if not _close(nbytes, want_bytes):
             hint = ""
@@ -78,7 +77,7 @@ def check_matvec_counts(student: Callable[[int, int, int], tuple], quiet: bool =
                 hint = " That is a count of elements: multiply by itemsize to get bytes."
             elif _close(nbytes, 0):
                 hint = " The bytes are still 0: count them."
-            raise CheckFailed(f"bytes are wrong for {case}: got {nbytes}, expected {want_bytes}." + hint)
+            raise h.failure(answers.WRONG_ANSWER, f"bytes are wrong for {case}: got {nbytes}, expected {want_bytes}." + hint)
     if not quiet:
         print(f"Correct: matvec_counts matches on all {len(MATVEC_CASES)} cases (intensity of a large float32 "
               f"matvec: {2 / 4:.2f} FLOP/byte).")
@@ -105,10 +104,9 @@ def _time_cases() -> list[tuple[float, float, float, float]]:
 def check_roofline_time(student: Callable[[float, float, float, float], float], quiet: bool = False) -> None:
     """Check ``student(flops, nbytes, bandwidth_gbs, peak_gflops) -> milliseconds``."""
     for flops, nbytes, bw, peak in _time_cases():
-        got = student(flops, nbytes, bw, peak)
+        got = answers.number(answers.call(student, "roofline_time_ms", flops, nbytes, bw, peak),
+                             f"roofline_time_ms({flops:.3g}, {nbytes:.3g}, {bw:.6g}, {peak:.6g})")
         want = roofline_time_expected(flops, nbytes, bw, peak)
-        if got is None:
-            raise CheckFailed("roofline_time_ms returned None: return the time in milliseconds.")
         if _close(got, want):
             continue
         t_mem, t_comp = nbytes / (bw * 1e9) * 1e3, flops / (peak * 1e9) * 1e3
@@ -125,7 +123,7 @@ def check_roofline_time(student: Callable[[float, float, float, float], float], 
             hint = " The units are off: divide by 1e9 for GB/s and GFLOP/s, then convert seconds to milliseconds."
         elif _close(got, 0):
             hint = " The time is still 0: compute it."
-        raise CheckFailed(f"roofline_time_ms is wrong for {case}: got {got}, expected {want:.6g} ms "
+        raise h.failure(answers.WRONG_ANSWER, f"roofline_time_ms is wrong for {case}: got {got}, expected {want:.6g} ms "
                           f"(memory needs {t_mem:.4g} ms, arithmetic {t_comp:.4g} ms)." + hint)
     if not quiet:
         print("Correct: roofline_time_ms matches the roofline on all cases (memory bound, compute bound, the ridge).")
@@ -145,10 +143,9 @@ def ridge_fma_expected(bandwidth_gbs: float, peak_gflops: float, itemsize: int) 
 def check_ridge_fma_count(student: Callable[[float, float, int], float], quiet: bool = False) -> None:
     """Check ``student(bandwidth_gbs, peak_gflops, itemsize) -> FMAs per element at the ridge``."""
     for bw, peak, itemsize in RIDGE_CASES:
-        got = student(bw, peak, itemsize)
+        got = answers.number(answers.call(student, "ridge_fma_count", bw, peak, itemsize),
+                             f"ridge_fma_count({bw:.6g}, {peak:.6g}, {itemsize})")
         want = ridge_fma_expected(bw, peak, itemsize)
-        if got is None:
-            raise CheckFailed("ridge_fma_count returned None: return the number of FMAs per element.")
         if _close(got, want):
             continue
         case = f"bandwidth {bw:,.0f} GB/s, peak {peak:,.0f} GFLOP/s, itemsize {itemsize}"
@@ -162,14 +159,16 @@ def check_ridge_fma_count(student: Callable[[float, float, int], float], quiet: 
             hint = " You left out the element size: intensity is flops per *byte*."
         elif _close(got, 0):
             hint = " The count is still 0: compute it."
-        raise CheckFailed(f"ridge_fma_count is wrong for {case}: got {got}, expected {want:.6g}." + hint)
+        raise h.failure(answers.WRONG_ANSWER, f"ridge_fma_count is wrong for {case}: got {got}, expected {want:.6g}." + hint)
     if not quiet:
         print(f"Correct: ridge_fma_count matches on all {len(RIDGE_CASES)} GPUs tried.")
 
 
 # ------------------------------------------------------------------------------------ 4. read_sum
 
-READ_SUM_GRID = (2, 32)
+#: Threads per block of ``read_sum``'s check, and elements per thread: the grid is about a quarter of the array.
+READ_SUM_THREADS = 32
+READ_SUM_PER_THREAD = 4
 
 
 def read_sum_reference(x: np.ndarray, threads_total: int) -> np.ndarray:
@@ -180,48 +179,43 @@ def read_sum_reference(x: np.ndarray, threads_total: int) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def _run_read_sum(kernel, x: np.ndarray, blocks: int, threads: int) -> np.ndarray:
-    total = blocks * threads
-    x_d = cuda.to_device(x)
-    out_d = cuda.to_device(np.full(total, np.nan, dtype=np.float32))
-    launch_student_kernel(kernel, blocks, threads, (x_d, out_d), "read_sum")
-    return out_d.copy_to_host()
+def _threads_total(case: h.Case) -> int:
+    return h.grid_for(case.n, case.threads, READ_SUM_PER_THREAD) * case.threads
+
+
+def _read_sum_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
+    x, total = inputs[0], _threads_total(case)
+    if np.isnan(got).any():
+        return None
+    if np.allclose(got, 0):
+        return ("Grid-stride loop", "every sum is 0: add x[i] to acc inside a loop that steps i by the grid's size "
+                "(`while i < x.size:` ... `i += stride`).")
+    one_each = np.where(np.arange(total) < x.size, np.pad(x, (0, max(0, total - x.size)))[:total], 0)
+    if np.allclose(got, one_each):
+        return ("Grid-stride loop", "each thread read a single element: with fewer threads than elements, loop "
+                "over x[i], x[i + stride], x[i + 2 * stride], ... (stride = cuda.gridsize(1)).")
+    return ("Grid-stride loop", "thread t sums x[t], x[t + stride], ... with stride = cuda.gridsize(1) (all the "
+            "threads of the grid), and writes the sum to out[t].")
+
+
+def read_sum_exercise() -> h.Exercise:
+    """Exercise 4 as declared for the harness: ``read_sum(x, out)`` on a grid smaller than x, one output per thread."""
+    return h.Exercise(
+        name="read_sum",
+        args=lambda c: ((c.rng.random(c.n) + 0.5).astype(np.float32), h.Out(_threads_total(c), np.float32)),
+        reference=lambda case, x: read_sum_reference(x, _threads_total(case)),
+        configs=[{"threads": READ_SUM_THREADS}], configs_gpu=[{"threads": 256}], per_thread=READ_SUM_PER_THREAD,
+        sizes=lambda config: (2, 5 * READ_SUM_PER_THREAD * config["threads"] + 7), sizes_gpu=(2**20 + 7,),
+        dtype=np.float32, rtol=1e-3, atol=1e-4, explain=_read_sum_explain, seed=7)
 
 
 def check_read_sum(kernel, quiet: bool = False) -> None:
     """Check a ``read_sum(x, out)`` kernel: each thread sums its grid-stride share of ``x`` into ``out[thread]``.
 
-    The checker launches 2 blocks of 32 threads on arrays of awkward sizes, most of them longer than the grid,
-    so only a grid-stride loop covers every element.
+    The harness launches about one thread per four elements (partial last blocks, one element, several
+    blocks), so only a grid-stride loop with the whole grid's stride covers every element.
     """
-    require_kernel(kernel, "read_sum")
-    blocks, threads = READ_SUM_GRID
-    total = blocks * threads
-
-    def student(x):
-        return _run_read_sum(kernel, x, blocks, threads)
-
-    try:
-        check_function(student, lambda x: read_sum_reference(x, total),
-                       lambda n, rng: (rng.random(n, dtype=np.float32) + np.float32(0.5),),
-                       rtol=1e-3, atol=1e-4, what="read_sum", quiet=True)
-    except CheckFailed as exc:
-        x = np.arange(1, 4 * total + 8, dtype=np.float32)
-        try:
-            got = student(x)
-        except Exception:
-            raise exc from None
-        hint = ""
-        one_each = x[:total]
-        if np.allclose(got, 0):
-            hint = (" Every sum is 0: add x[i] to acc inside a loop that steps i by the grid's size "
-                    "(`while i < x.size:` ... `i += stride`).")
-        elif np.allclose(got, one_each):
-            hint = (" Each thread read a single element: with fewer threads than elements, loop over "
-                    "x[i], x[i + stride], x[i + 2 * stride], ... (stride = cuda.gridsize(1)).")
-        raise CheckFailed(str(exc) + hint) from None
-    if not quiet:
-        print(f"Correct: read_sum matches NumPy on all sizes tried, with a grid of {blocks} x {threads} threads.")
+    h.check(read_sum_exercise(), kernel, quiet=quiet)
 
 
 #: The name the lab's ``read_sum`` gets on this GPU's roofline (among the labs' points).

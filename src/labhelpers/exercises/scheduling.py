@@ -1,7 +1,9 @@
 """Checkers of the lab "Scheduling: warps, divergence, occupancy".
 
 Each takes the student's function or kernel first and raises :class:`~labhelpers.errors.CheckFailed`
-with a message that says what to change; on success it prints one line.
+with a message that starts with the mistake's class and says what to change; on success it prints one
+line. Answers that must be whole numbers are type-checked first (:mod:`labhelpers.exercises.answers`);
+the kernel is declared for the exercise harness (:mod:`labhelpers.exercises.harness`).
 
 * :func:`check_blocks_per_sm`: occupancy by hand on the lab's SM (:data:`LAB_SM`).
 * :func:`check_warps_to_hide`: Little's law for the warp scheduler, judged by the simulation.
@@ -16,17 +18,14 @@ import dataclasses
 from typing import Callable
 
 import numpy as np
-from numba import cuda
-
-from ..arrays import to_host
-from ..checkers import diagnose
-from ..errors import CheckFailed, LaunchConfigError
+from .. import backend
+from ..errors import LaunchConfigError
 from ..experiments.scheduling import measure_throttle
 from ..kernels.scheduling import lcg_inputs, lcg_reference
-from ..launch import blocks_for
 from ..models import occupancy as occ
 from ..models import warp_timeline
-from ..sizes import awkward_sizes
+from . import answers
+from . import harness as h
 
 #: The SM of the lab's first exercise: an H100 SM, with the register file treated as one pool
 #: (the real one is split between the SM's 4 schedulers; the calculator models that).
@@ -42,12 +41,8 @@ BLOCKS_CASES = [
 
 
 def _int_result(value, what: str, args) -> int:
-    if value is None:
-        raise CheckFailed(f"{what} returned None for {args}: return the number.")
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise CheckFailed(f"{what} returned {value!r} ({type(value).__name__}) for {args}: return a whole number "
-                          "(use // for integer division, and math.ceil or -(-a // b) to round up).")
-    return int(value)
+    shown = args if isinstance(args, tuple) else (args,)
+    return answers.whole_number(value, f"{what}({', '.join(map(repr, shown))})")
 
 
 def _variant_blocks(threads: int, regs: int, shared: int, sm: occ.SMLimits) -> int | None:
@@ -94,15 +89,11 @@ def check_blocks_per_sm(student: Callable[[int, int, int], int]) -> None:
     """Check ``student(threads, registers, shared) -> blocks per SM`` on :data:`LAB_SM`."""
     for args in BLOCKS_CASES:
         correct = occ.occupancy(*args, LAB_SM).blocks_per_sm
-        try:
-            value = student(*args)
-        except NotImplementedError:
-            raise CheckFailed("blocks_per_sm is not written yet.") from None
-        got = _int_result(value, "blocks_per_sm", args)
+        got = _int_result(answers.call(student, "blocks_per_sm", *args), "blocks_per_sm", args)
         if got != correct:
             threads, regs, shared = args
-            raise CheckFailed(f"blocks_per_sm({threads}, {regs}, {shared}) returned {got}, expected {correct}: "
-                              f"{_mistake(student, args, got)}.")
+            raise h.failure(answers.WRONG_ANSWER, f"blocks_per_sm({threads}, {regs}, {shared}) returned {got}, "
+                                                  f"expected {correct}: {_mistake(student, args, got)}.")
     print(f"Correct: blocks_per_sm agrees with the occupancy calculator on all {len(BLOCKS_CASES)} configurations.")
 
 
@@ -117,22 +108,19 @@ def check_warps_to_hide(student: Callable[[int, int], int]) -> None:
     not a formula.
     """
     for burst, stall in WARPS_CASES:
-        try:
-            value = student(burst, stall)
-        except NotImplementedError:
-            raise CheckFailed("warps_to_hide is not written yet.") from None
-        got = _int_result(value, "warps_to_hide", (burst, stall))
+        got = _int_result(answers.call(student, "warps_to_hide", burst, stall), "warps_to_hide", (burst, stall))
         cycles = 4 * (burst + stall)
         if got < 1:
-            raise CheckFailed(f"warps_to_hide({burst}, {stall}) returned {got}: at least one warp must run.")
+            raise h.failure(answers.WRONG_ANSWER, f"warps_to_hide({burst}, {stall}) returned {got}: at least one warp "
+                                                  "must run.")
         busy = warp_timeline.simulate(got, burst, stall, cycles=cycles).utilisation
         if busy < 1.0:
-            raise CheckFailed(
-                f"warps_to_hide({burst}, {stall}) returned {got}, but with {got} warps the scheduler issues in only "
+            raise h.failure(
+                "Too few warps", f"warps_to_hide({burst}, {stall}) returned {got}, but with {got} warps the scheduler issues in only "
                 f"{busy:.0%} of the cycles: while one warp waits {stall} cycles, the others must fill them with bursts "
                 f"of {burst}, and the stalled warp itself was working before. Round up.")
         if got > 1 and warp_timeline.simulate(got - 1, burst, stall, cycles=cycles).utilisation == 1.0:
-            raise CheckFailed(f"warps_to_hide({burst}, {stall}) returned {got}, but {got - 1} warps already keep the "
+            raise h.failure("Too many warps", f"warps_to_hide({burst}, {stall}) returned {got}, but {got - 1} warps already keep the "
                               "scheduler busy every cycle: find the fewest.")
     print(f"Correct: warps_to_hide matches the simulated scheduler on all {len(WARPS_CASES)} cases "
           "(G80: 20-cycle bursts, 50-cycle stalls -> 4 warps).")
@@ -145,41 +133,70 @@ def even_odd_reference(x: np.ndarray, steps: int) -> np.ndarray:
     return out
 
 
-def check_even_odd_sorted(kernel, steps: int = 3, threads: int = 64) -> None:
+#: Threads per block of the even/odd exercise (a GPU also tries 256), and sizes tried besides the harness's.
+EVEN_ODD_THREADS = 64
+EVEN_ODD_SIZES_SIM: tuple[int, ...] = (2, 31, 33, 200)
+EVEN_ODD_SIZES_GPU: tuple[int, ...] = (100_003,)
+#: Message classes of the even/odd exercise.
+DIVERGENT = "Divergent warps"
+NOT_ONE_TO_ONE = "Threads not one to one"
+
+
+def _even_odd_args(case: h.Case, who_is_output: bool) -> tuple:
+    """x, out, who, steps; ``who`` is an Out only for the mapping check (the harness compares ``out``)."""
+    x = lcg_inputs(case.size, seed=case.size)
+    who = h.Out(case.n, np.int64, fill=-1) if who_is_output else np.full(case.n, -1, np.int64)
+    return (x, h.Out(case.n, np.int64, fill=-1), who, case["steps"])
+
+
+def _even_odd_exercise(steps: int, threads: int, who_is_output: bool) -> h.Exercise:
+    return h.Exercise(
+        name="your kernel", args=lambda case: _even_odd_args(case, who_is_output),
+        reference=lambda case, x, *_: even_odd_reference(x, case["steps"]),
+        configs=[{"threads": threads, "steps": steps}],
+        configs_gpu=[] if threads == 256 else [{"threads": 256, "steps": steps}],
+        sizes=lambda config: EVEN_ODD_SIZES_SIM, sizes_gpu=EVEN_ODD_SIZES_GPU, seed=4)
+
+
+def even_odd_exercise(steps: int = 3, threads: int = EVEN_ODD_THREADS) -> h.Exercise:
+    """Exercise 3's values as declared for the harness: ``out`` of ``kernel(x, out, who, steps)`` (int64)."""
+    return _even_odd_exercise(steps, threads, who_is_output=False)
+
+
+def _mapping_problem(who: np.ndarray, n: int, where: str) -> h.CheckFailed | None:
+    if (who < 0).any() or len(np.unique(who)) != n:
+        return h.failure(NOT_ONE_TO_ONE, f"{where}, who[] does not name exactly one thread per element: write "
+                         "who[j] = i in the thread that handles element j, and map threads to elements one to one.")
+    warp, parity = who // 32, np.arange(n) % 2
+    mixed = [int(w) for w in np.unique(warp) if len(np.unique(parity[warp == w])) > 1]
+    if len(mixed) > 1:
+        return h.failure(DIVERGENT, f"{where}, {len(mixed)} warps (e.g. warps {mixed[:3]}) handle both even and odd "
+                         "elements, so they run both branches one after the other. Map the first half of the "
+                         "threads to the even elements and the second half to the odd ones.")
+    return None
+
+
+def check_even_odd_sorted(kernel, steps: int = 3, threads: int = EVEN_ODD_THREADS) -> None:
     """Check the divergence-free even/odd kernel ``kernel[blocks, threads](x, out, who, steps)``.
 
-    Three things are checked on awkward sizes: ``out`` matches :func:`even_odd_reference`;
-    ``who[j]`` records one thread per element (every element handled exactly once); and
-    every warp handles only even or only odd elements, except at most one warp at the
-    boundary between the two halves.
+    The harness checks ``out`` against :func:`even_odd_reference` (partial last blocks, guard bands);
+    then, on the same sizes, ``who[j]`` must name one thread per element (every element handled
+    exactly once) and every warp must handle only even or only odd elements, except at most one warp
+    at the boundary between the two halves.
     """
-    for n in awkward_sizes():
-        x = lcg_inputs(n, seed=n)
-        x_d = cuda.to_device(x)
-        out_d = cuda.to_device(np.full(n, -1, dtype=np.int64))
-        who_d = cuda.to_device(np.full(n, -1, dtype=np.int64))
-        blocks = blocks_for(n, threads)
-        try:
-            kernel[blocks, threads](x_d, out_d, who_d, steps)
-        except IndexError as exc:
-            raise CheckFailed(f"your kernel read or wrote outside an array for n={n} ({exc}): threads whose element "
-                              "index j is >= n must do nothing.") from None
-        out, who = to_host(out_d), to_host(who_d)
-        problem = diagnose(out, even_odd_reference(x, steps), rtol=0, atol=0)
-        if problem:
-            raise CheckFailed(f"your kernel computes wrong values for n={n}: {problem}. Each element j must still "
-                              "get the expensive steps if j is even and a copy if j is odd, whichever thread does it.")
-        if (who < 0).any() or len(np.unique(who)) != n or who.max() >= blocks * threads:
-            raise CheckFailed(f"for n={n}, who[] does not name exactly one thread per element (write who[j] = i in "
-                              "the thread that handles element j, and map threads to elements one to one).")
-        warp = who // 32
-        parity = np.arange(n) % 2
-        mixed = [int(w) for w in np.unique(warp) if len(np.unique(parity[warp == w])) > 1]
-        if len(mixed) > 1:
-            raise CheckFailed(f"for n={n}, {len(mixed)} warps (e.g. warps {mixed[:3]}) handle both even and odd "
-                              "elements, so they run both branches one after the other. Map the first half of the "
-                              "threads to the even elements and the second half to the odd ones.")
-    print(f"Correct: your kernel matches NumPy on all {len(awkward_sizes())} sizes and no more than one warp "
+    h.check(even_odd_exercise(steps, threads), kernel, quiet=True)
+    mapping = _even_odd_exercise(steps, threads, who_is_output=True)
+    sizes = []
+    for config in mapping.configs if backend.is_simulator() else [*mapping.configs, *mapping.configs_gpu]:
+        t = config["threads"]
+        for n in [*h.awkward_sizes(t), *mapping.sizes(config)]:
+            case = h.Case(n, t, {k: v for k, v in config.items() if k != "threads"}, None, np.random.default_rng(n))
+            _out, who = h.launch_case(mapping, kernel, case, mapping.args(case))
+            problem = _mapping_problem(who[:n], n, f"for n={n} with {t} threads per block")
+            if problem:
+                raise problem
+            sizes.append(n)
+    print(f"Correct: your kernel matches NumPy on all {len(sizes)} sizes tried and no more than one warp "
           "(at the boundary) takes both branches.")
 
 
@@ -191,21 +208,17 @@ def check_shared_for_blocks(student: Callable[[int], int], threads: int = 64, *,
     """Check ``student(k) -> dynamic shared bytes per block`` that lets exactly ``k`` blocks share an H100 SM."""
     sm = occ.HOPPER_H100
     for k in SHARED_TARGETS:
-        try:
-            value = student(k)
-        except NotImplementedError:
-            raise CheckFailed("shared_for_blocks is not written yet.") from None
-        s = _int_result(value, "shared_for_blocks", k)
+        s = _int_result(answers.call(student, "shared_for_blocks", k), "shared_for_blocks", k)
         if not 0 <= s <= sm.shared_per_block:
-            raise CheckFailed(f"shared_for_blocks({k}) returned {s:,} B: a block may ask for 0 to "
+            raise h.failure(answers.WRONG_ANSWER, f"shared_for_blocks({k}) returned {s:,} B: a block may ask for 0 to "
                               f"{sm.shared_per_block:,} B of dynamic shared memory without opting in.")
         result = occ.occupancy(threads, 16, s, sm)
         if result.blocks_per_sm != k:
             alloc = result.shared_allocated_per_block
             lo = -(-(sm.shared_per_sm // (k + 1) + 1) // sm.shared_unit) * sm.shared_unit
             hi = sm.shared_per_sm // k // sm.shared_unit * sm.shared_unit
-            raise CheckFailed(
-                f"with shared_for_blocks({k}) = {s:,} B per block an SM holds {result.blocks_per_sm} blocks of "
+            raise h.failure(
+                answers.WRONG_ANSWER, f"with shared_for_blocks({k}) = {s:,} B per block an SM holds {result.blocks_per_sm} blocks of "
                 f"{threads} threads, not {k}. Each block is allocated {alloc:,} B (your bytes plus the 1 KB the driver reserves, "
                 f"rounded up to 128 B); {k} blocks share the {sm.shared_per_sm // 1024} KB exactly when that "
                 f"allocation is between {lo:,} and {hi:,} B: more than 228 KB / (k + 1), at most 228 KB / k.")
