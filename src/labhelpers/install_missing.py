@@ -40,8 +40,8 @@ except ImportError:  # pragma: no cover - depends on the runtime
 DISTRIBUTION = "labhelpers"
 #: What a student does when a package Python already loaded was replaced (Colab's menu, then the cell).
 RESTART = "Runtime > Restart session, then run this cell again"
-#: Where the OpenCL ICD loader looks for drivers, and the library NVIDIA's driver ships OpenCL in.
-OPENCL_VENDORS = "/etc/OpenCL/vendors"
+#: Where the OpenCL ICD loader looks for drivers (``OCL_ICD_VENDORS`` moves it), and NVIDIA's OpenCL library.
+OPENCL_VENDORS = os.environ.get("OCL_ICD_VENDORS") or "/etc/OpenCL/vendors"
 NVIDIA_OPENCL = "libnvidia-opencl.so.1"
 #: A CPU OpenCL driver from PyPI, found by pyopencl's own ICD loader (chapter 12 runs its listings on the CPU).
 POCL_WHEEL = "pocl-binary-distribution"
