@@ -74,7 +74,7 @@ def test_a_replaced_package_python_had_loaded_stops_the_cell_with_one_sentence(m
     monkeypatch.setattr(im, "plan", lambda *a, **k: ["numpy<2.5"])
     versions = iter([{"numpy": "2.5.0"}, {"numpy": "2.4.6"}])
     monkeypatch.setattr(im, "snapshot", lambda: next(versions))
-    monkeypatch.setattr(im, "_pip_install", lambda todo: None)
+    monkeypatch.setattr(im, "_pip_install", lambda todo, keep: None)
     with pytest.raises(im.SetupStopped) as stopped:
         im.main()
     message = str(stopped.value)
@@ -89,7 +89,7 @@ def test_a_package_added_or_not_loaded_needs_no_restart(monkeypatch, capsys):
     monkeypatch.setattr(im, "plan", lambda *a, **k: ["pyopencl>=2024.1"])
     versions = iter([{"numpy": "2.1.3"}, {"numpy": "2.1.3", "pyopencl": "2026.1.4", "pytools": "2026.1.1"}])
     monkeypatch.setattr(im, "snapshot", lambda: next(versions))
-    monkeypatch.setattr(im, "_pip_install", lambda todo: None)
+    monkeypatch.setattr(im, "_pip_install", lambda todo, keep: None)
     assert im.main() == ["pyopencl>=2024.1"]
     assert "replaced" not in capsys.readouterr().out
 
@@ -146,3 +146,12 @@ def test_setup_cell_without_a_release_says_what_to_do_in_one_message(tmp_path, m
     lines = stopped.value._render_traceback_()
     assert len(lines) == 1 and "Could not find a version" in lines[0]
     assert "%pip install /path/to/labhelpers-*.whl" in lines[0] and "{" not in lines[0]
+
+
+def test_what_is_installed_and_not_replaced_is_kept_as_it_is(no_extra_requirements):
+    """pip gets numba-cuda 0.22.2 (and the rest) pinned beside numpy<2.5, so it picks a NumPy they accept."""
+    newer = im.Installed(dict(COLAB, numpy="2.5.0"))
+    todo = im.plan(REQUIRES, 12, installed=newer)
+    keep = im.kept(REQUIRES, 12, [], todo, installed=newer)
+    assert "numba-cuda==0.22.2" in keep and "ipywidgets==7.7.1" in keep and "cupy-cuda12x==14.0.1" in keep
+    assert not any(k.startswith("numpy") for k in keep) and len(keep) == len(set(keep))

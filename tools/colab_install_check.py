@@ -49,11 +49,11 @@ RUNTIME_ROOTS = ("pip", "numpy", "numba", "llvmlite", "numba-cuda", "cuda-bindin
 DRIVER = ROOT / "tools" / "colab" / "run_notebooks.py"
 
 
-def colab_python_version(os_info: Path) -> str:
+def colab_python_version(path: Path) -> str:
     """``"3.13"`` from the ``Python 3.13.15`` line of Colab's os-info file."""
-    found = re.search(r"^Python (\d+)\.(\d+)", os_info.read_text(), re.M)
+    found = re.search(r"^Python (\d+)\.(\d+)", path.read_text(), re.M)
     if not found:
-        raise SystemExit(f"error: no 'Python X.Y' line in {os_info}")
+        raise SystemExit(f"error: no 'Python X.Y' line in {path}")
     return f"{found[1]}.{found[2]}"
 
 
@@ -128,6 +128,8 @@ def main() -> int:
     parser.add_argument("--cells", type=int, default=3, help="code cells to run after the setup cell (default 3)")
     parser.add_argument("--all-cells", action="store_true", help="run every cell of each notebook")
     parser.add_argument("--freeze", type=Path, default=FREEZE, help="Colab's pip freeze (default: %(default)s)")
+    parser.add_argument("--numpy", metavar="VERSION", help="model a runtime whose NumPy is VERSION (e.g. 2.5.0, "
+                        "newer than the book supports), imported before the setup cell as Colab's kernel does")
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get("COLAB_VENV", ROOT / ".venv-colab")))
     args = parser.parse_args()
     notebooks = [Path(p).resolve() for p in args.notebooks] or sorted((ROOT / "book").glob("*.ipynb"))
@@ -146,7 +148,7 @@ def main() -> int:
                    PYDEVD_DISABLE_FILE_VALIDATION="1", OCL_ICD_VENDORS=str(work / "OpenCL-vendors"))
         (work / "OpenCL-vendors").mkdir()  # Colab has NVIDIA's ICD file only: no OpenCL driver for the CPU
         config = {"wheel": str(wheel), "freeze": str(freeze), "work": str(work),
-                  "cells": None if args.all_cells else args.cells, "notebooks": [str(p) for p in notebooks]}
+                  "cells": None if args.all_cells else args.cells, "numpy": args.numpy, "notebooks": [str(p) for p in notebooks]}
         (work / "config.json").write_text(json.dumps(config))
         done = subprocess.run([str(vpython), str(DRIVER), str(work / "config.json")], env=env, cwd=work)
         print(f"==> Colab install check: {time.monotonic() - start:.0f} s in all")

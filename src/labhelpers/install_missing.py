@@ -149,6 +149,23 @@ def plan(requirements: list[str], cuda_major: int | None, needs: Iterable[str] =
     return unsatisfied(wanted(requirements, [gpu_extra(cuda_major), *needs]), installed)
 
 
+def kept(requirements: list[str], cuda_major: int | None, needs: Iterable[str], todo: list[str],
+         installed: Installed | None = None) -> list[str]:
+    """``name==version`` of each requirement already installed and not in ``todo``: given to pip with ``todo``.
+
+    pip then picks versions of ``todo`` that suit what stays: NumPy below 2.5 *and* within what the installed
+    numba supports, rather than the newest NumPy below 2.5 and a numba that no longer imports.
+    """
+    installed = installed or Installed()
+    changing = {normalize(Requirement(t).name) for t in todo}
+    out = []
+    for req in wanted(requirements, [gpu_extra(cuda_major), *needs]):
+        version = installed.version(req.name)
+        if version and normalize(req.name) not in changing and f"{req.name}=={version}" not in out:
+            out.append(f"{req.name}=={version}")
+    return out
+
+
 def snapshot() -> dict[str, str]:
     """``{normalized name: version}`` of every distribution this interpreter sees."""
     out = {}
@@ -212,10 +229,10 @@ def _pth_files() -> set[str]:
     return {p for folder in folders for p in glob.glob(os.path.join(folder, "*.pth"))}
 
 
-def _pip_install(todo: list[str]) -> None:
-    """``pip install todo``; a failure stops the cell with pip's last words and what to do."""
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *todo],
-                          capture_output=True, text=True)
+def _pip_install(todo: list[str], keep: list[str] = ()) -> None:
+    """``pip install todo`` with ``keep`` (installed pins) beside it; a failure stops the cell with what to do."""
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *todo,
+                           *keep], capture_output=True, text=True)
     if done.returncode:
         said = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()][-3:]
         raise SetupStopped("labhelpers: pip could not install " + ", ".join(todo) + ":\n    " + "\n    ".join(said)
@@ -237,7 +254,8 @@ def main(needs: Iterable[str] = ()) -> list[str]:
     except metadata.PackageNotFoundError:
         raise SetupStopped("labhelpers is not installed: install it first (pip install --no-deps ...), "
                            "then run this cell again.") from None
-    todo = plan(requirements, driver_cuda_major(), needs)
+    cuda_major = driver_cuda_major()
+    todo = plan(requirements, cuda_major, needs)
     if "opencl" in needs:
         todo += opencl_plan()
     if todo:
@@ -245,7 +263,7 @@ def main(needs: Iterable[str] = ()) -> list[str]:
               + ", ".join(todo), flush=True)
         loaded = loaded_distributions()
         before, pth_before = snapshot(), _pth_files()
-        _pip_install(todo)
+        _pip_install(todo, kept(requirements, cuda_major, needs, todo))
         importlib.invalidate_caches()  # let this interpreter see the packages pip just added
         for path in sorted(_pth_files() - pth_before):
             # Start-up hooks of new packages (numba-cuda's redirects numba.cuda to itself) run only when the

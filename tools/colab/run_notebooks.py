@@ -101,11 +101,12 @@ def text(cell) -> str:
     return "".join(parts).strip()
 
 
-def execute(nb, folder: Path, before: dict[str, str]) -> tuple[list, list[str]]:
+def execute(nb, folder: Path, before: dict[str, str], preload: str = "") -> tuple[list, list[str]]:
     """Run ``nb`` cell by cell in a fresh kernel, stopping where the setup cell stops (as "Run all" does).
 
-    Returns the cells run, and the distributions the setup cell replaced whose loaded modules are older than the
-    installed ones (asked of the kernel right after the setup cell, in a probe cell not counted as the notebook's).
+    ``preload`` runs first, as Colab's kernel imports modules before the notebook's first cell. Returns the cells
+    run, and the distributions the setup cell replaced whose loaded modules are older than the installed ones
+    (asked of the kernel right after the setup cell, in a probe cell not counted as the notebook's).
     """
     probe = nbformat.v4.new_code_cell("")
     nb.cells.insert(1, probe)
@@ -113,6 +114,8 @@ def execute(nb, folder: Path, before: dict[str, str]) -> tuple[list, list[str]]:
                             resources={"metadata": {"path": str(folder)}})
     stale: list[str] = []
     with client.setup_kernel():
+        if preload:
+            client.kc.execute_interactive(preload, timeout=60)
         client.execute_cell(nb.cells[0], 0)
         replaced = sorted(n for n, (old, new) in changes(before, snapshot()).items() if old and new)
         probe.source = PROBE.format(replaced=replaced)
@@ -156,6 +159,10 @@ def main() -> int:
     base = snapshot()
     base.pop("labhelpers", None)
     reset(base)
+    if config.get("numpy"):  # a runtime whose NumPy is newer than the book supports, loaded before the setup
+        pip("install", "--no-deps", f"numpy=={config['numpy']}")
+        base = snapshot()
+    preload = "import numpy" if config.get("numpy") else ""
     problems: list[str] = []
     colab_ships = {n for n, v in base.items() if pins.get(n) == v}
     # The GPU half of the setup, against Colab's list: the CUDA wheels are not installed here.
@@ -177,7 +184,8 @@ def main() -> int:
         runs, restarted = 0, False
         while True:
             runs += 1
-            cells, stale = execute(nbformat.from_dict(json.loads(json.dumps(nb))), folder, snapshot())
+            cells, stale = execute(nbformat.from_dict(json.loads(json.dumps(nb))), folder, snapshot(),
+                                   preload if runs == 1 else "")
             setup_said = text(cells[0])
             announced = "Restart session" in setup_said
             if announced and not restarted and runs == 1:
@@ -196,7 +204,7 @@ def main() -> int:
         status = "FAIL" if mine else "ok  "
         note = (f"; added {', '.join(added)}" if added else "") + ("; restart announced, ran again" if restarted else "")
         print(f"{status} {name}: {len(cells)} cells in {time.monotonic() - started:.1f} s{note}", flush=True)
-        if mine:
+        if mine or restarted:
             print("    setup cell said:\n" + "\n".join("      " + line for line in setup_said.splitlines()[-12:]))
         problems += mine
     reset(base)
