@@ -47,6 +47,8 @@ RUNTIME_ROOTS = ("pip", "numpy", "numba", "llvmlite", "numba-cuda", "cuda-bindin
                  "ipykernel", "ipython", "nbclient", "nbformat", "packaging")
 
 DRIVER = ROOT / "tools" / "colab" / "run_notebooks.py"
+#: The model's packages as built, in its folder: ``{name: version}``.
+BASE = "colab-base.json"
 
 
 def colab_python_version(path: Path) -> str:
@@ -112,6 +114,9 @@ def ensure_venv(venv: Path, python: str, freeze: Path) -> Path:
     constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins.items() if "+" not in v))
     run([vpython, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"pip=={pins['pip']}"])
     run([vpython, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", constraints, *RUNTIME_ROOTS])
+    # What every notebook starts from: the check puts the environment back to this before each one.
+    run([vpython, "-c", "import importlib.metadata as m, json, sys; json.dump({d.metadata['Name']: d.version "
+         "for d in m.distributions()}, open(sys.argv[1], 'w'), indent=0, sort_keys=True)", venv / BASE])
     (venv / ".colab-stamp").write_text(stamp)
     return vpython
 
@@ -130,8 +135,11 @@ def main() -> int:
     parser.add_argument("--freeze", type=Path, default=FREEZE, help="Colab's pip freeze (default: %(default)s)")
     parser.add_argument("--numpy", metavar="VERSION", help="model a runtime whose NumPy is VERSION (e.g. 2.5.0, "
                         "newer than the book supports), imported before the setup cell as Colab's kernel does")
+    parser.add_argument("--host-opencl", action="store_true", help="let chapter 12 see this machine's OpenCL "
+                        "drivers (by default none: Colab has no CPU driver, so the setup must install one)")
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get("COLAB_VENV", ROOT / ".venv-colab")))
     args = parser.parse_args()
+    os.environ.pop("PYTHONPATH", None)  # the model must see only its own packages (src/ holds labhelpers' egg-info)
     notebooks = [Path(p).resolve() for p in args.notebooks] or sorted((ROOT / "book").glob("*.ipynb"))
     start = time.monotonic()
     freeze = args.freeze.resolve()
@@ -142,12 +150,14 @@ def main() -> int:
         wheel = build_wheel(work / "dist")
         print(f"==> {len(notebooks)} notebook(s) from {wheel.name} on Colab's packages "
               f"({time.monotonic() - start:.0f} s so far)", flush=True)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
         env.update(LABHELPERS_BACKEND="sim", MPLBACKEND="module://matplotlib_inline.backend_inline",
                    PATH=f"{vpython.parent}:{env.get('PATH', '')}", PYTHONUNBUFFERED="1",
-                   PYDEVD_DISABLE_FILE_VALIDATION="1", OCL_ICD_VENDORS=str(work / "OpenCL-vendors"))
-        (work / "OpenCL-vendors").mkdir()  # Colab has NVIDIA's ICD file only: no OpenCL driver for the CPU
-        config = {"wheel": str(wheel), "freeze": str(freeze), "work": str(work),
+                   PYDEVD_DISABLE_FILE_VALIDATION="1")
+        if not args.host_opencl:  # Colab has NVIDIA's ICD file only: no OpenCL driver for the CPU
+            (work / "OpenCL-vendors").mkdir()
+            env["OCL_ICD_VENDORS"] = str(work / "OpenCL-vendors")
+        config = {"base": str(vpython.parent.parent / BASE), "wheel": str(wheel), "freeze": str(freeze), "work": str(work),
                   "cells": None if args.all_cells else args.cells, "numpy": args.numpy, "notebooks": [str(p) for p in notebooks]}
         (work / "config.json").write_text(json.dumps(config))
         done = subprocess.run([str(vpython), str(DRIVER), str(work / "config.json")], env=env, cwd=work)

@@ -223,6 +223,27 @@ def name_nvidia_opencl(vendors: str = OPENCL_VENDORS) -> str | None:
     return f"labhelpers: wrote {vendors}/nvidia.icd, so OpenCL sees the GPU"
 
 
+#: Builds and runs a one-line OpenCL kernel on the first CPU device, in a child process (a driver may crash).
+_CPU_PROBE = """
+import numpy as np, pyopencl as cl
+dev = next(d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.CPU)
+ctx = cl.Context([dev]); q = cl.CommandQueue(ctx)
+k = cl.Program(ctx, "__kernel void f(__global float *x) { x[get_global_id(0)] += 1.0f; }").build().f
+a = np.zeros(4, np.float32); buf = cl.Buffer(ctx, cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+k(q, (4,), None, buf); cl.enqueue_copy(q, a, buf); q.finish(); assert a.sum() == 4
+"""
+
+
+def opencl_cpu_note() -> str | None:
+    """None when OpenCL builds and runs a kernel on the CPU here, else one sentence saying why chapter 12 cannot."""
+    done = subprocess.run([sys.executable, "-c", _CPU_PROBE], capture_output=True, text=True, timeout=120)
+    if done.returncode == 0:
+        return None
+    said = [line for line in (done.stderr + done.stdout).splitlines() if "error" in line.lower()] or ["no message"]
+    return (f"labhelpers: OpenCL cannot compile for this machine's CPU ({said[-1].strip()[:160]}), so chapter 12's "
+            "OpenCL cells on the CPU will fail here; its CUDA, Numba and GPU OpenCL cells still run.")
+
+
 def _pth_files() -> set[str]:
     """The ``.pth`` start-up files in this interpreter's site-packages folders."""
     folders = set(site.getsitepackages()) | {site.getusersitepackages()}
@@ -280,9 +301,9 @@ def main(needs: Iterable[str] = ()) -> list[str]:
     else:
         print("labhelpers: this runtime has everything the book needs")
     if "opencl" in needs:
-        said = name_nvidia_opencl()
-        if said:
-            print(said)
+        for said in (name_nvidia_opencl(), opencl_cpu_note()):
+            if said:
+                print(said)
     return todo
 
 

@@ -110,22 +110,29 @@ def execute(nb, folder: Path, before: dict[str, str], preload: str = "") -> tupl
     """
     probe = nbformat.v4.new_code_cell("")
     nb.cells.insert(1, probe)
+    first = 0
+    if preload:
+        nb.cells.insert(0, nbformat.v4.new_code_cell(preload))
+        first = 1
     client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(folder)}})
     stale: list[str] = []
     with client.setup_kernel():
         if preload:
-            client.kc.execute_interactive(preload, timeout=60)
-        client.execute_cell(nb.cells[0], 0)
+            client.execute_cell(nb.cells[0], 0)
+        setup = nb.cells[first]
+        client.execute_cell(setup, first)
         replaced = sorted(n for n, (old, new) in changes(before, snapshot()).items() if old and new)
         probe.source = PROBE.format(replaced=replaced)
-        client.execute_cell(probe, 1)
+        client.execute_cell(probe, first + 1)
         said = [line for line in text(probe).splitlines() if line.startswith("PROBE ")]
         stale = json.loads(said[0][6:]) if said else [f"(the probe failed: {text(probe)[-300:]})"]
-        if not any(o.output_type == "error" for o in nb.cells[0].outputs):
-            for index in range(2, len(nb.cells)):
+        if not any(o.output_type == "error" for o in setup.outputs):
+            for index in range(first + 2, len(nb.cells)):
                 client.execute_cell(nb.cells[index], index)
-    del nb.cells[1]
+    nb.cells.remove(probe)
+    if preload:
+        del nb.cells[0]
     return nb.cells, stale
 
 
@@ -156,12 +163,12 @@ def main() -> int:
         m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)$", line.strip())
         if m:
             pins[normalize(m[1])] = m[2]
-    base = snapshot()
-    base.pop("labhelpers", None)
+    built = {normalize(n): v for n, v in json.loads(Path(config["base"]).read_text()).items()}
+    base = dict(built)
     reset(base)
     if config.get("numpy"):  # a runtime whose NumPy is newer than the book supports, loaded before the setup
         pip("install", "--no-deps", f"numpy=={config['numpy']}")
-        base = snapshot()
+        base["numpy"] = config["numpy"]
     preload = "import numpy" if config.get("numpy") else ""
     problems: list[str] = []
     colab_ships = {n for n, v in base.items() if pins.get(n) == v}
@@ -190,6 +197,7 @@ def main() -> int:
             announced = "Restart session" in setup_said
             if announced and not restarted and runs == 1:
                 restarted = True  # the student restarts the session and runs the notebook again
+                first_said = setup_said
                 continue
             break
         got = changes(base, snapshot())
@@ -204,10 +212,16 @@ def main() -> int:
         status = "FAIL" if mine else "ok  "
         note = (f"; added {', '.join(added)}" if added else "") + ("; restart announced, ran again" if restarted else "")
         print(f"{status} {name}: {len(cells)} cells in {time.monotonic() - started:.1f} s{note}", flush=True)
-        if mine or restarted:
-            print("    setup cell said:\n" + "\n".join("      " + line for line in setup_said.splitlines()[-12:]))
+        notes = [line for line in setup_said.splitlines() if line.startswith("labhelpers:")]
+        if notes and not restarted and not mine:
+            print("\n".join("      " + line for line in notes))
+        if restarted:
+            print("    the setup cell said, before the restart:\n"
+                  + "\n".join("      " + line for line in first_said.splitlines()[-6:]))
+        if mine:
+            print("    the setup cell said:\n" + "\n".join("      " + line for line in setup_said.splitlines()[-12:]))
         problems += mine
-    reset(base)
+    reset(built)
     for p in problems:
         print("problem:", p)
     print(f"Colab install check: {len(config['notebooks'])} notebook(s), {len(problems)} problem(s)")
