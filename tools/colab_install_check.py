@@ -104,7 +104,8 @@ def ensure_venv(venv: Path, python: str, freeze: Path) -> Path:
     pins = colab_pins(freeze)
     stamp = hashlib.sha256((freeze.read_text() + " ".join(RUNTIME_ROOTS) + python).encode()).hexdigest()
     vpython = venv / "bin" / "python"
-    if (venv / ".colab-stamp").exists() and (venv / ".colab-stamp").read_text() == stamp and vpython.exists():
+    if (venv / ".colab-stamp").exists() and (venv / ".colab-stamp").read_text() == stamp and vpython.exists() \
+            and (venv / BASE).exists():
         print(f"==> Colab model {venv} is up to date")
         return vpython
     print(f"==> building the Colab model in {venv} (Python {colab_python_version(os_info(freeze))}"
