@@ -296,8 +296,8 @@ def main(needs: Iterable[str] = ()) -> list[str]:
             print("labhelpers: replaced " + ", ".join(f"{n} {old} by {new}" for n, (old, new) in replaced.items()))
         stale = sorted(set(replaced) & loaded)
         if stale:
-            raise SetupStopped(f"labhelpers: {', '.join(stale)} changed after Python had loaded the old version: "
-                               f"{RESTART}.")
+            raise SetupStopped(f"labhelpers: the new {', '.join(stale)} takes effect only in a fresh Python (the old "
+                               f"one is loaded): {RESTART}.")
     else:
         print("labhelpers: this runtime has everything the book needs")
     if "opencl" in needs:
