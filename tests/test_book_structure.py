@@ -65,7 +65,7 @@ def test_notebook_anatomy(path: Path):
     assert first.cell_type == "markdown" and first.source.startswith("# "), f"{rel}: must start with a '# Title' cell"
     assert colab_badge(rel) in first.source, f"{rel}: the first cell needs its Colab badge (tools/sync_setup_cells.py)"
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code and code[0].source == setup_cell_source(), (
+    assert code and code[0].source == setup_cell_source(rel), (
         f"{rel}: the first code cell must be the setup cell (run tools/sync_setup_cells.py)")
 
 

@@ -1,125 +1,172 @@
-"""Install labhelpers the way a notebook's setup cell does on Colab, into a clean environment, and run a chapter.
+"""Run the book's setup cells the way Colab does: Colab's Python and packages, a locally built wheel, a fresh kernel.
 
-Usage: python tools/colab_install_check.py [book/01_cuda_in_python.ipynb] [--keep DIR]
+Usage: python tools/colab_install_check.py [NOTEBOOK ...] [--cells N | --all-cells] [--freeze FILE] [--venv DIR]
 
-1. Build the package's wheel from this checkout (what a release publishes).
-2. Make a fresh virtual environment holding what a Colab runtime already has (NumPy, pandas, Matplotlib, SciPy,
-   ipywidgets, tqdm, Numba, IPython and a kernel) but not labhelpers and not numba-cuda.
-3. Execute the chapter there with its setup cell exactly as committed, except that the ``%pip install`` line
-   installs the local wheel instead of the release on GitHub. The setup cell must install labhelpers without
-   touching what the runtime has, install what is missing (numba-cuda) with ``install_missing.py``, and the whole
-   chapter must then run without an error (under the simulator: there is no GPU here).
+Colab's GPU runtime is modeled from its own published package list, ``tools/colab/pip-freeze.gpu.txt`` (see
+``tools/colab/README.md`` for its source and commit), and its Python (``tools/colab/os-info-gpu.txt``):
 
-Exits 1 with the reason when any step fails. Needs the package registry (pip), like a Colab runtime.
+1. A virtual environment of that Python version (found on PATH, under pyenv or through uv) holding Colab's
+   versions of every package the book's notebooks use and everything pip pulls in for them (``RUNTIME_ROOTS``,
+   installed with the whole list as constraints). It is cached in ``.venv-colab`` (``$COLAB_VENV``), rebuilt
+   only when the list or the roots change, and reset to Colab's state before each notebook. Colab's CUDA wheels
+   (``nvidia-*``, ``cupy-cuda12x``, ``cuda-python``, ``cuda-toolkit``) are not installed: without a driver they
+   cannot load. Their part of the setup is checked against the list instead: the installer's plan for a CUDA 12
+   driver, computed against Colab's versions, must replace nothing Colab ships.
+2. The wheel of this checkout (what a release publishes), put next to each notebook as a student uploads it.
+3. Each notebook (default: every chapter in book/) gets a fresh kernel that runs its setup cell exactly as
+   committed, then its first ``--cells`` code cells (``--all-cells``: all of them), under the simulator. The
+   OpenCL ICD loader is pointed at an empty folder (``OCL_ICD_VENDORS``): Colab has no CPU OpenCL driver, so
+   chapter 12's setup must bring one.
+
+It fails when a cell raises (other than cells tagged ``raises-exception``), when the setup changes a version of
+a package Colab ships (a downgrade or replacement the book does not need), and when a package Python had already
+loaded was replaced without the setup cell saying, in words, to restart the session. After an announced restart
+it runs the notebook again in a fresh kernel, as the student would. Exits 1 with the reasons.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+COLAB = ROOT / "tools" / "colab"
+FREEZE = COLAB / "pip-freeze.gpu.txt"
+#: What the notebooks import from Colab's runtime, and the kernel that runs them; pip adds what these need.
+RUNTIME_ROOTS = ("pip", "numpy", "numba", "llvmlite", "numba-cuda", "cuda-bindings", "cuda-core", "cuda-pathfinder",
+                 "pandas", "matplotlib", "scipy", "ipywidgets", "widgetsnbextension", "jupyterlab-widgets", "tqdm",
+                 "ipykernel", "ipython", "nbclient", "nbformat", "packaging")
 
-from notebook_tools import SETUP_MARKER  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "src"))
-from labhelpers._release import pip_requirement  # noqa: E402
-
-#: What a Colab runtime already has, pinned as in requirements.txt so pip's cache serves them.
-RUNTIME_PACKAGES = ("numpy", "pandas", "matplotlib", "scipy", "ipywidgets", "tqdm", "numba", "llvmlite",
-                    "ipykernel", "nbclient", "nbformat", "packaging")
-
-DRIVER = r"""
-import json, os, sys
-import nbformat
-from nbclient import NotebookClient
-path, wheel, requirement = sys.argv[1:4]
-nb = nbformat.read(path, as_version=4)
-setup = next(c for c in nb.cells if c.cell_type == "code")
-assert requirement in setup.source, "the setup cell does not install the release requirement"
-setup.source = setup.source.replace(requirement, wheel)
-NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-               resources={"metadata": {"path": os.path.dirname(path)}}).execute()
-errors = []
-for cell in nb.cells:
-    if cell.cell_type != "code":
-        continue
-    for out in cell.outputs:
-        if out.output_type == "error" and "raises-exception" not in cell.metadata.get("tags", []):
-            errors.append(f"{out.ename}: {out.evalue} in cell: {cell.source[:120]!r}")
-setup_text = "".join(o.get("text", "") for o in setup.outputs if o.output_type == "stream")
-print(json.dumps({"errors": errors, "setup_output": setup_text}))
-"""
+DRIVER = ROOT / "tools" / "colab" / "run_notebooks.py"
+#: The model's packages as built, in its folder: ``{name: version}``.
+BASE = "colab-base.json"
 
 
-def pinned(names: tuple[str, ...]) -> list[str]:
-    """``name==version`` from requirements.txt for each name (the name alone if it is not pinned there)."""
+def colab_python_version(path: Path) -> str:
+    """``"3.13"`` from the ``Python 3.13.15`` line of Colab's os-info file."""
+    found = re.search(r"^Python (\d+)\.(\d+)", path.read_text(), re.M)
+    if not found:
+        raise SystemExit(f"error: no 'Python X.Y' line in {path}")
+    return f"{found[1]}.{found[2]}"
+
+
+def os_info(freeze: Path) -> Path:
+    """The os-info file published with ``freeze`` (``pip-freeze.gpu.txt`` -> ``os-info-gpu.txt``)."""
+    return freeze.with_name(freeze.name.replace("pip-freeze.", "os-info-"))
+
+
+def find_python(version: str) -> str:
+    """An interpreter of ``version`` (e.g. 3.13): on PATH, under pyenv, or one uv manages; exits saying how to get one."""
+    candidates = [shutil.which(f"python{version}")]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates += sorted(str(p) for p in pyenv.glob(f"{version}.*/bin/python{version}"))
+    if shutil.which("uv"):
+        found = subprocess.run(["uv", "python", "find", version], capture_output=True, text=True)
+        candidates.append(found.stdout.strip() if found.returncode == 0 else None)
+    for c in candidates:
+        if c and subprocess.run([c, "-c", "import venv"], capture_output=True).returncode == 0:
+            return c
+    raise SystemExit(f"error: Colab runs Python {version} and none was found here (python{version} on PATH, pyenv "
+                     f"versions, uv python find). Install it (e.g. `pyenv install {version}` or "
+                     f"`uv python install {version}`), or set PATH so that python{version} is on it.")
+
+
+def colab_pins(freeze: Path) -> dict[str, str]:
+    """``{name: version}`` of every ``name==version`` line of Colab's list (local versions like ``+cu128`` kept)."""
     pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            pins[name.strip().lower().replace("_", "-")] = version.strip()
-    return [f"{n}=={pins[n]}" if n in pins else n for n in names]
+    for line in freeze.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)$", line.strip())
+        if m:
+            pins[re.sub(r"[-_.]+", "-", m[1]).lower()] = m[2]
+    return pins
 
 
-def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """Run a command, printing it; raise with its output when it fails."""
-    print("+", " ".join(str(c) for c in cmd[:6]), "..." if len(cmd) > 6 else "", flush=True)
-    done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
+    """Run a command; exit with its output when it fails."""
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
     if done.returncode:
-        raise SystemExit(f"error: {' '.join(map(str, cmd[:4]))} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise SystemExit(f"error: {' '.join(map(str, cmd[:5]))} ... failed:\n{done.stdout[-3000:]}\n"
+                         f"{done.stderr[-3000:]}")
     return done
+
+
+def ensure_venv(venv: Path, python: str, freeze: Path) -> Path:
+    """The cached model of Colab's runtime in ``venv`` (built when missing or stale); returns its python."""
+    pins = colab_pins(freeze)
+    stamp = hashlib.sha256((freeze.read_text() + " ".join(RUNTIME_ROOTS) + python).encode()).hexdigest()
+    vpython = venv / "bin" / "python"
+    if (venv / ".colab-stamp").exists() and (venv / ".colab-stamp").read_text() == stamp and vpython.exists() \
+            and (venv / BASE).exists():
+        print(f"==> Colab model {venv} is up to date")
+        return vpython
+    print(f"==> building the Colab model in {venv} (Python {colab_python_version(os_info(freeze))}"
+          f", {len(RUNTIME_ROOTS)} packages at Colab's versions and what they need)", flush=True)
+    run([python, "-m", "venv", "--clear", venv])
+    constraints = venv / "colab-constraints.txt"
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins.items() if "+" not in v))
+    run([vpython, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"pip=={pins['pip']}"])
+    run([vpython, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", constraints, *RUNTIME_ROOTS])
+    # What every notebook starts from: the check puts the environment back to this before each one.
+    run([vpython, "-c", "import importlib.metadata as m, json, sys; json.dump({d.metadata['Name']: d.version "
+         "for d in m.distributions()}, open(sys.argv[1], 'w'), indent=0, sort_keys=True)", venv / BASE])
+    (venv / ".colab-stamp").write_text(stamp)
+    return vpython
+
+
+def build_wheel(out: Path) -> Path:
+    """The wheel of this checkout (``pip wheel --no-deps``), as a release builds it."""
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check", "-w", out, ROOT])
+    return next(out.glob("labhelpers-*.whl"))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("notebook", nargs="?", default="book/01_cuda_in_python.ipynb")
-    parser.add_argument("--keep", default=None, help="work in this folder and keep it (default: a temporary one)")
+    parser.add_argument("notebooks", nargs="*", help="default: every chapter, book/*.ipynb")
+    parser.add_argument("--cells", type=int, default=3, help="code cells to run after the setup cell (default 3)")
+    parser.add_argument("--all-cells", action="store_true", help="run every cell of each notebook")
+    parser.add_argument("--freeze", type=Path, default=FREEZE, help="Colab's pip freeze (default: %(default)s)")
+    parser.add_argument("--numpy", metavar="VERSION", help="model a runtime whose NumPy is VERSION (e.g. 2.5.0, "
+                        "newer than the book supports), imported before the setup cell as Colab's kernel does")
+    parser.add_argument("--host-opencl", action="store_true", help="let chapter 12 see this machine's OpenCL "
+                        "drivers (by default none: Colab has no CPU driver, so the setup must install one)")
+    parser.add_argument("--venv", type=Path, default=Path(os.environ.get("COLAB_VENV", ROOT / ".venv-colab")))
     args = parser.parse_args()
-    work = Path(args.keep or tempfile.mkdtemp(prefix="colab-check-"))
-    work.mkdir(parents=True, exist_ok=True)
+    os.environ.pop("PYTHONPATH", None)  # the model must see only its own packages (src/ holds labhelpers' egg-info)
+    notebooks = [Path(p).resolve() for p in args.notebooks] or sorted((ROOT / "book").glob("*.ipynb"))
+    start = time.monotonic()
+    freeze = args.freeze.resolve()
+    version = colab_python_version(os_info(freeze))
+    vpython = ensure_venv(args.venv.resolve(), find_python(version), freeze)
+    work = Path(tempfile.mkdtemp(prefix="colab-check-"))
     try:
-        run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "dist"), str(ROOT)])
-        wheel = next((work / "dist").glob("labhelpers-*.whl"))
-        base = os.environ.get("PYTHON", shutil.which("python3") or sys.executable)
-        venv = work / "venv"
-        run([base, "-m", "venv", "--clear", str(venv)])
-        python = venv / "bin" / "python"
-        run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pinned(RUNTIME_PACKAGES)])
-        # The notebook runs from a copy whose folder holds nothing of this checkout: it must import the installed
-        # package, not src/.
-        copy = work / "nb" / Path(args.notebook).name
-        copy.parent.mkdir(exist_ok=True)
-        shutil.copy(ROOT / args.notebook, copy)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.update(LABHELPERS_BACKEND="sim", MPLBACKEND="Agg", PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
-        done = run([str(python), "-c", DRIVER, str(copy), str(wheel), pip_requirement()], env=env, cwd=work)
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        print("setup cell printed:\n" + "\n".join("    " + line for line in result["setup_output"].splitlines()))
-        problems = list(result["errors"])
-        if "installing what this runtime lacks" not in result["setup_output"] or "numba-cuda" not in \
-                result["setup_output"]:
-            problems.append("the setup cell did not install the missing numba-cuda")
-        frozen = run([str(python), "-m", "pip", "freeze"]).stdout
-        numpy_pin = next(p for p in pinned(("numpy",)))
-        if numpy_pin.lower() not in frozen.lower():
-            problems.append(f"the setup cell changed the runtime's NumPy (expected {numpy_pin} to stay)")
-        for p in problems:
-            print("problem:", p)
-        print(f"Colab install check of {args.notebook} from {wheel.name}: {len(problems)} problem(s)")
-        return 1 if problems else 0
+        wheel = build_wheel(work / "dist")
+        print(f"==> {len(notebooks)} notebook(s) from {wheel.name} on Colab's packages "
+              f"({time.monotonic() - start:.0f} s so far)", flush=True)
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        env.update(LABHELPERS_BACKEND="sim", MPLBACKEND="module://matplotlib_inline.backend_inline",
+                   PATH=f"{vpython.parent}:{env.get('PATH', '')}", PYTHONUNBUFFERED="1",
+                   PYDEVD_DISABLE_FILE_VALIDATION="1")
+        if not args.host_opencl:  # Colab has NVIDIA's ICD file only: no OpenCL driver for the CPU
+            (work / "OpenCL-vendors").mkdir()
+            env["OCL_ICD_VENDORS"] = str(work / "OpenCL-vendors")
+        config = {"base": str(vpython.parent.parent / BASE), "wheel": str(wheel), "freeze": str(freeze), "work": str(work),
+                  "cells": None if args.all_cells else args.cells, "numpy": args.numpy, "notebooks": [str(p) for p in notebooks]}
+        (work / "config.json").write_text(json.dumps(config))
+        done = subprocess.run([str(vpython), str(DRIVER), str(work / "config.json")], env=env, cwd=work)
+        print(f"==> Colab install check: {time.monotonic() - start:.0f} s in all")
+        return done.returncode
     finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    assert SETUP_MARKER  # the setup cell this check runs is the one notebook_tools writes
     sys.exit(main())

@@ -23,8 +23,8 @@ def sync(nb: nbformat.NotebookNode, relpath: str) -> bool:
     """Update ``nb`` in place; return True if anything changed."""
     changed = False
     code = [c for c in nb.cells if c.cell_type == "code"]
-    if code and code[0].source.startswith(SETUP_MARKER) and code[0].source != setup_cell_source():
-        code[0].source = setup_cell_source()
+    if code and code[0].source.startswith(SETUP_MARKER) and code[0].source != setup_cell_source(relpath):
+        code[0].source = setup_cell_source(relpath)
         changed = True
     md = [c for c in nb.cells if c.cell_type == "markdown"]
     if md and BADGE_RE.search(md[0].source):
