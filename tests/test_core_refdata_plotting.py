@@ -109,22 +109,37 @@ def _write(folder, name, gpu, **meta):
 
 
 def test_reference_sets_choose_folder_and_fall_back_only_for_cited_tables(tmp_path, monkeypatch):
-    _write(tmp_path, "t", "NVIDIA H100 80GB HBM3")
+    main, other = list(refdata.REFERENCE_SETS)[:2]
+    _write(tmp_path, "t", f"NVIDIA {main}")
     _write(tmp_path, "cited", "a lecture's GPU", source="a lecture")
-    _write(tmp_path, "only_main", "NVIDIA H100 80GB HBM3")
-    _write(tmp_path / "h200", "t", "NVIDIA H200")
+    _write(tmp_path, "only_main", f"NVIDIA {main}")
+    _write(tmp_path / refdata.REFERENCE_SETS[other], "t", f"NVIDIA {other}")
     monkeypatch.setenv(refdata.DIR_ENV_VAR, str(tmp_path))
     monkeypatch.delenv(refdata.SET_ENV_VAR, raising=False)
-    assert refdata.chosen_set() == "H100"
-    assert refdata.load_reference("t").gpu == "NVIDIA H100 80GB HBM3"
-    assert refdata.load_reference("t", machine="H200").gpu == "NVIDIA H200"
-    monkeypatch.setenv(refdata.SET_ENV_VAR, "h200")
-    assert refdata.chosen_set() == "H200"
-    assert refdata.load_reference("t").gpu == "NVIDIA H200"
+    assert refdata.chosen_set() == main
+    assert refdata.load_reference("t").gpu == f"NVIDIA {main}"
+    assert refdata.load_reference("t", machine=other).gpu == f"NVIDIA {other}"
+    monkeypatch.setenv(refdata.SET_ENV_VAR, other.lower())
+    assert refdata.chosen_set() == other
+    assert refdata.load_reference("t").gpu == f"NVIDIA {other}"
     assert refdata.is_cited(refdata.load_reference("cited"))  # found in the main set
     with pytest.raises(FileNotFoundError):
         refdata.load_reference("only_main")  # a measured table is never taken from the other GPU's set
     assert refdata.available_references() == ["t"]
     monkeypatch.setenv(refdata.SET_ENV_VAR, "A100")
-    with pytest.raises(ValueError, match="H100, H200"):
+    with pytest.raises(ValueError, match=", ".join(refdata.REFERENCE_SETS)):
         refdata.chosen_set()
+
+
+def test_every_measured_reference_of_a_set_comes_from_one_run_on_one_gpu():
+    """One reference machine: a set's files (cited tables apart) share one GPU model and one collection run."""
+    for machine in refdata.REFERENCE_SETS:
+        refs = [refdata.load_reference(n, machine=machine) for n in refdata.available_references(machine)]
+        measured = [r for r in refs if not refdata.is_cited(r)]
+        if machine != refdata.chosen_set() and not measured:
+            continue  # a second set not collected yet
+        assert measured, f"reference set {machine} is empty"
+        runs = {(r.gpu, r.meta.get("run")) for r in measured}
+        assert len(runs) == 1, f"reference set {machine} mixes runs: {sorted(map(str, runs))}"
+        gpu, run = runs.pop()
+        assert machine in gpu and run, (machine, gpu, run)

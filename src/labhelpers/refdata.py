@@ -71,8 +71,8 @@ DIR_ENV_VAR = "LABHELPERS_REFERENCE_DIR"
 
 
 #: The reference machines, by set name: the folder of each set's files under ``data/reference/``.
-#: The first is the book's reference GPU (the device machine's default, an H100 80GB).
-REFERENCE_SETS: dict[str, str] = {"H100": "", "H200": "h200"}
+#: The first is the book's reference GPU (the device machine's default kind, an H200).
+REFERENCE_SETS: dict[str, str] = {"H200": "", "H100": "h100"}
 #: ``LABHELPERS_REFERENCE=H200`` makes that set the reference every chapter shows.
 SET_ENV_VAR = "LABHELPERS_REFERENCE"
 
