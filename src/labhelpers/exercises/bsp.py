@@ -192,7 +192,7 @@ def grid_stride_exercise() -> h.Exercise:
     return h.Exercise(
         name="your grid-stride kernel",
         args=lambda c: (h.Out(c.n, np.float32, initial=_initial(c)), LAB_A, LAB_B, LAB_REPS),
-        reference=lambda case, a, b, reps: fixed_work_spec(_initial(case), a, b, reps),
+        reference=lambda case, x0, a, b, reps: fixed_work_spec(x0, a, b, reps),
         configs=[{"threads": t} for t in THREADS_SIM], configs_gpu=[{"threads": t} for t in THREADS_GPU],
         per_thread=PER_THREAD, sizes=lambda config: (5 * PER_THREAD * config["threads"] + 7,),
         sizes_gpu=(100_003,), dtype=np.float32, rtol=1e-5, atol=1e-6, explain=_grid_stride_explain, seed=4)
