@@ -9,7 +9,9 @@ and every tile size, unroll factor and bodies-per-thread count it supports.
 from __future__ import annotations
 
 import functools
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from labhelpers.experiments import nbody as exp
 from labhelpers.kernels import nbody as nb
 from markers import SIM, gpu_only, sim_only
 
+CHAPTER = Path(__file__).resolve().parents[1] / "book" / "08_nbody.ipynb"
 SMALL = (1, 2, 31, 33)
 SIZES = SMALL if SIM else SMALL + (1000, 4097)
 TILES = (32, 64) if SIM else nb.TILES
@@ -449,6 +452,62 @@ def test_roofline_points():
     assert list(pts["kernel"]) == ["naive, unroll 4", "tiled 256, unroll 4"]
     assert pts["intensity"].iloc[0] == pytest.approx(1.25, rel=1e-3)
     assert pts["intensity"].iloc[1] == pytest.approx(1.25 * 256, rel=1e-2)
+
+
+def _prose(path: Path = CHAPTER) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+def _missing(text: str, phrases: list[str]) -> list[str]:
+    return [p for p in phrases if " ".join(p.split()) not in text]
+
+
+def test_chapter_prose_about_the_cpu_yardstick_matches_the_reference_data():
+    cpu = lh.load_reference("ch08_cpu").table
+    t = lh.load_reference("ch08_throughput")
+    best_gpu = exp.ladder_summary(t.table, 2**18, t.meta["fp32_fma_peak_gflops"]).loc[
+        f"best: {nb.BEST.label}", "G interactions/s"]
+    s = exp.cpu_summary(cpu)
+    par = cpu[cpu["threads"] == s["threads"]].sort_values("n")
+    numpy_rate = cpu[cpu["kernel"].str.startswith("NumPy")]["ginteractions"]
+    # "the call took about 8 ms at every size measured, n = 2^12 to 2^14": the time does not grow with n
+    assert list(par["n"]) == [2**12, 2**13, 2**14] and par["median_ms"].max() / par["median_ms"].min() < 1.1
+    assert par["ginteractions"].is_monotonic_increasing  # "the rate is still rising at the largest"
+    assert s["best"] == par["ginteractions"].iloc[-1] and s["best_kernel"].startswith("Numba parallel")
+    assert numpy_rate.max() / numpy_rate.min() < 1.2  # NumPy "runs at the same rate at every size"
+    numpy_big = cpu[cpu["kernel"].str.startswith("NumPy")].set_index("n")["median_ms"]
+    assert numpy_big.index.max() == 2**12 and numpy_big.loc[2**12] > 500  # "more than half a second"
+    phrases = [
+        f"The Numba loop runs at {s['per_thread']:.1f} G interactions/s on one thread.",
+        f"On all {s['threads']} threads, the call took about {par['median_ms'].median():.0f} ms at every size",
+        f"the largest, {s['best']:.1f} G interactions/s, {s['parallel_efficiency']:.0%} of {s['threads']} times the "
+        "one-thread rate",
+        f"the best kernel is {best_gpu / s['best']:.0f} times the CPU as measured, and would still be "
+        f"{best_gpu / (s['threads'] * s['per_thread']):.0f} times a CPU whose every thread ran as fast",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+
+
+def test_chapter_claims_about_the_kernels_hold_in_the_reference_data():
+    t = lh.load_reference("ch08_throughput")
+    s = exp.ladder_summary(t.table, 2**18, t.meta["fp32_fma_peak_gflops"])["G interactions/s"]
+    assert s["naive, unroll 1"] < s["naive, unroll 4"] < 1.4 * s["naive, unroll 1"]  # "helps a little"
+    assert s["naive, unroll 16"] <= s["naive, unroll 1"] * 1.02  # "by 16 it does not help at all"
+    for aos, soa in (("naive, unroll 1", "naive SoA, unroll 1"), ("tiled 256, unroll 4", "tiled SoA 256, unroll 4")):
+        assert abs(s[soa] / s[aos] - 1) < 0.05  # "no difference at scale"
+    small = exp.ladder_summary(t.table, 2**12, t.meta["fp32_fma_peak_gflops"])["G interactions/s"]
+    assert small["naive SoA, unroll 1"] > small["naive, unroll 1"]  # "at small n the SoA naive kernel is faster"
+    pct = exp.ladder_summary(t.table, 2**18, t.meta["fp32_fma_peak_gflops"]).loc[f"best: {nb.BEST.label}",
+                                                                                  "% of FMA peak"]
+    assert 60 <= pct < 72  # "about two thirds of the FP32 FMA peak", the target (60%) met
+    tuning = lh.load_reference("ch08_tuning").table
+    for _, g in tuning.groupby("tile"):
+        assert g.set_index("bodies")["ginteractions"].idxmin() == 8  # eight bodies: "slower everywhere"
+    traps = lh.load_reference("ch08_math_traps").table.set_index("math_mode")["slowdown"]
+    gain = s[f"best: {nb.BEST.label}"] / s["tiled 256, unroll 4"]
+    assert min(traps["precise"], traps["float64"]) > 2 * gain  # "both traps cost far more than any tuning gains"
 
 
 # --- figures -----------------------------------------------------------------------------------------
