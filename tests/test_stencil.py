@@ -370,6 +370,15 @@ def _ref(name):
     return lh.live_or_reference(None, name).table
 
 
+def _prose(path: Path = ROOT / "book" / "09_stencils.ipynb") -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+def _missing(text: str, phrases: list[str]) -> list[str]:
+    return [p for p in phrases if " ".join(p.split()) not in text]
+
+
 def test_chapter_claims_about_jacobi_hold_in_the_reference_data():
     from labhelpers.experiments import stencil as exp
 
@@ -377,11 +386,22 @@ def test_chapter_claims_about_jacobi_hold_in_the_reference_data():
     copy = float(t.loc[t["variant"] == "copy", "gbps"].iloc[0])
     best = exp.best_jacobi(t)
     per = t.groupby("variant")["gbps"].max()
-    assert best["variant"] == "marching" and best["gbps"] >= 0.80 * copy  # "the target ... 80% ... is met"
+    assert best["variant"] == "marching" and best["gbps"] < 0.80 * copy  # "the target ... 80% ... is missed"
     assert best["gbps"] <= copy  # nothing beats the copy of the same grid
     assert per["cupy slicing"] < min(per["naive"], per["shared"], per["marching"])  # "the slowest by far"
     assert per["shared"] <= per["naive"]  # "tiling a 5-point stencil does not pay"
     assert t.loc[t["variant"] == "marching", "local_loads"].max() == 0  # "no ld.local"
+    marching = t.loc[t["variant"] == "marching", "gbps"]
+    assert len(marching) == 4 and marching.max() / marching.min() - 1 < 0.005  # "within half a percent"
+    share = f"{best['gbps'] / copy:.0%}"
+    phrases = [
+        f"It is the fastest kernel, {per['marching'] / per['naive']:.1f} times the naive one, but it reaches only "
+        f"{share} of the copy of the same grid: the target of this chapter's benchmark, 80% of the copy "
+        "bandwidth, is missed.",
+        f"though at {share} of the copy bandwidth it misses the chapter's target of 80%.",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
 
 
 def test_chapter_claims_about_filters_and_ccl_hold_in_the_reference_data():
@@ -393,8 +413,16 @@ def test_chapter_claims_about_filters_and_ccl_hold_in_the_reference_data():
     assert (c["scipy.ndimage.label (CPU)"] > 100 * c["union-find"]).all()  # "two orders of magnitude"
     above = c.index > 0.5927
     assert (c.loc[above, "label propagation"] > c.loc[above, "scipy.ndimage.label (CPU)"]).all()
-    assert c["union-find"].iloc[-1] > 1.5 * c["union-find"].iloc[0]  # "about doubles from sparsest to densest"
-    assert c["union-find"].max() < 5 * c["union-find"].min()
+    assert c["union-find"].is_monotonic_increasing and c["union-find"].max() < 5 * c["union-find"].min()
+    ccl = _ref("ch09_ccl")
+    clocks = ccl.groupby("method")["clock"].unique().map(list).to_dict()
+    # "Union-find's times are GPU time; label propagation and CuPy's labelling ... are timed from Python"
+    assert clocks == {"union-find": ["gpu-held"], "label propagation": ["python-launch"],
+                      "cupyx.scipy.ndimage.label": ["python-launch"], "scipy.ndimage.label (CPU)": ["host-clock"]}
+    phrases = [f"from {c['union-find'].iloc[0]:.2f} ms on the sparsest image to {c['union-find'].iloc[-1]:.2f} ms "
+               "on the densest"]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
     s = _ref("ch09_ccl_steps")
     paths = s[s["shape"].isin(["spiral", "snake"])]
     assert (paths["steps"] == paths["foreground"]).all()  # one step per pixel of the path
