@@ -8,6 +8,9 @@ and the GPU-only kernels (warp shuffles) run too.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -500,13 +503,39 @@ def _ref(name):
     return t
 
 
+def _prose(path: Path = Path(__file__).resolve().parents[1] / "book" / "10_scan.ipynb") -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+def _missing(text: str, phrases: list[str]) -> list[str]:
+    return [p for p in phrases if " ".join(p.split()) not in text]
+
+
 def test_reference_data_supports_the_prose():
     sizes = _ref("ch10_scan_sizes")
-    big = sizes[(sizes["n"] == 2**28) & (sizes["dtype"] == "int32")].set_index("method")["gbps"]
-    assert big["lookback"] / big["cupy_cumsum"] >= 0.80  # the target the chapter reports as passed
-    assert 0.6 < big["tiled_reduce_then_scan"] / big["copy"] < 0.72  # "two thirds" of the copy
-    assert big["tiled_reduce_then_scan"] * 12 / 8 / big["copy"] > 0.95  # its 12 bytes at the copy's speed
-    assert 0.28 < big["cupy_cumsum"] / big["copy"] < 0.4 and big["lookback"] < big["tiled_reduce_then_scan"]
+    at = {d: sizes[(sizes["n"] == 2**28) & (sizes["dtype"] == d)].set_index("method")["gbps"]
+          for d in ("int32", "float32")}
+    big = at["int32"]
+    for g in at.values():  # the verdicts: both scans miss the target (90% of CUB's scan), on both types
+        assert g["lookback"] / g["cub_scan"] < 0.90 and g["tiled_reduce_then_scan"] / g["cub_scan"] < 0.90
+        assert g["lookback"] < g["tiled_reduce_then_scan"] < g["cub_scan"] < g["copy"]
+        assert abs(g["lookback"] / g["cupy_cumsum"] - 1) < 0.1  # the single pass "keeps up with cupy.cumsum"
+    assert 0.6 < big["tiled_reduce_then_scan"] / big["copy"] < 0.72
+    rts = at["int32"]["tiled_reduce_then_scan"]
+    phrases = [
+        f"The three-kernel scan runs its 12 bytes per element at {rts * 12 / 8 / big['copy']:.0%} of the copy's speed.",
+        f"it runs at {big['cub_scan'] / big['copy']:.0%} of the copy, {big['cub_scan'] / big['lookback']:.1f} times "
+        "this chapter's single pass",
+        f"The single pass misses the target by far: {big['lookback'] / big['cub_scan']:.0%} of CUB's scan (int32: "
+        f"{big['lookback']:,.0f} against {big['cub_scan']:,.0f} GB/s).",
+        f"and runs at {big['cupy_cumsum'] / big['cub_scan']:.0%} of CUB's scan itself",
+        f"reaches {rts / big['cub_scan']:.0%} of CUB's scan ({at['float32']['tiled_reduce_then_scan'] / at['float32']['cub_scan']:.0%} "
+        "on float32)",
+        f"(12 bytes per element at {rts * 12 / 8 / big['copy']:.0%} of the copy's speed) and to reach only "
+        f"{big['lookback'] / big['cub_scan']:.0%} of CUB's single pass",
+        f"`cupy.cumsum` copies before it scans and runs at {big['cupy_cumsum'] / big['cub_scan']:.0%} of CUB's scan.",
+    ]
     methods = _ref("ch10_scan_methods").set_index("method")
     hand_off_us = methods.loc["chained", "median_ms"] * 1e3 / (methods.loc["chained", "n"] / 512)
     assert 0.5 < hand_off_us < 2  # "about a microsecond" per hand-off
@@ -515,18 +544,23 @@ def test_reference_data_supports_the_prose():
     assert ns.between(10, 100).all()  # "a few tens of nanoseconds" per tile
     t16 = tiles[(tiles["threads"] == 256) & (tiles["items"] == 16)].set_index("vector")["gbps"]
     t32 = float(tiles.loc[(tiles["threads"] == 256) & (tiles["items"] == 32), "gbps"].iloc[0])
-    assert 1.25 < t32 / t16[True] < 1.6 and abs(t16[False] / t16[True] - 1) < 0.05  # "a third"; no difference
+    assert abs(t16[False] / t16[True] - 1) < 0.05  # 16-byte loads: "no difference at all"
+    phrases.append(f"halve the number of tiles and gain {t32 / t16[True] - 1:.0%}")
     blocks = _ref("ch10_block_scans").groupby("kernel")["gbps"].max()
     assert blocks["blelloch"] < blocks["blelloch_unpadded"] and blocks["shuffle"] == blocks.max()
     comp = _ref("ch10_compaction")
     for _, g in comp.groupby("keep_fraction"):
         g = g.set_index("method")["median_ms"]
         assert 1.7 < g["cupy_mask"] / g["single_pass"] < 2.3  # "a factor of about two"
+    # "Every method copies its count to the host ... timed from Python": the host's issue cost is the whole time
+    assert (comp["issue_ms"] / comp["median_ms"] > 0.9).all()
     radix = _ref("ch10_radix_sort")
     mine = radix[radix["method"] == "radix"].set_index("bits")["gkeys"]
     cub = float(radix.loc[radix["method"] == "cupy_sort", "gkeys"].iloc[0])
-    assert mine.groupby(level=0).max().idxmax() == 4 and 0.35 < mine.max() / cub < 0.41  # "four bits", "38%"
+    assert mine.groupby(level=0).max().idxmax() == 4 and mine.max() / cub >= 0.30  # "four bits"; target met
+    phrases.append(f"{mine.max() / cub:.0%} of its speed from a few hundred lines of Python")
     spmv = _ref("ch10_spmv")
+    speedups = []
     for matrix, g in spmv.groupby("matrix"):
         g = g.set_index("method")["gbps"]
         if matrix.startswith("2D Laplacian"):
@@ -534,11 +568,14 @@ def test_reference_data_supports_the_prose():
         else:
             assert g["merge_combined"] / g["cusparse"] >= 0.70  # "met on all three matrices"
             assert g["merge"] / g["cusparse"] < 0.2  # "falls to a tenth of cuSPARSE"
-            assert 6 <= g["merge_combined"] / g["merge"] <= 9  # "six to nine times faster"
+            speedups.append(round(g["merge_combined"] / g["merge"]))
+    assert sorted(speedups) == [7, 10]  # merge_combined against merge: "seven to ten times faster"
     desc = spmv.drop_duplicates("matrix").set_index("matrix")
     assert sorted(desc["rows"]) == [2**23, 2**23, 2**24] and desc["max_row"].max() > 10**6
     assert round(desc["max_row"].max() / 1e6, 1) == 5.9  # "a row of 5.9 million non-zeros"
     assert sk.MERGE_ITEMS == 4  # "4 per thread", "Four items per thread"
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
 
 
 # --- lab checkers: tests/test_lab_mutants.py (solutions pass, one mutant per bug class is rejected) ---------
