@@ -47,7 +47,8 @@ def _repeats(n: int) -> int:
     return 5
 
 
-def time_saxpy(n: int, method: str, *, threads: int = 256, repeat: int | None = None, seed: int = 0) -> Timing:
+def time_saxpy(n: int, method: str, *, threads: int = 256, repeat: int | None = None, seed: int = 0,
+               clock: str = "python") -> Timing:
     """Time SAXPY on ``n`` float32 elements one of the three ways of :data:`SAXPY_METHODS`.
 
     * ``host: NumPy``: ``a * x + y`` on the CPU, timed with the host clock (:func:`~labhelpers.timing.wall_time`).
@@ -55,8 +56,9 @@ def time_saxpy(n: int, method: str, *, threads: int = 256, repeat: int | None = 
       launch, copy the result back (pageable host memory), timed with CUDA events.
     * ``GPU kernel only``: x, y and out already on the device; only the launch is timed.
 
-    Both GPU ways use the Python clock (``benchmark(..., clock="python")``: events around the call as Python
-    makes it), on purpose: the chapter's lesson is what a call from Python costs, the launch included.
+    Both GPU ways use the Python clock by default (``benchmark(..., clock="python")``: events around the call as
+    Python makes it), on purpose: the chapter's lesson is what a call from Python costs, the launch included.
+    ``clock="gpu"`` times the GPU's work only (the bench's kernel row).
 
     Every way states the same useful bytes (:func:`saxpy_bytes`: read x and y, write out), so the
     GB/s of the three are directly comparable. The result of each way is checked against NumPy
@@ -102,7 +104,7 @@ def time_saxpy(n: int, method: str, *, threads: int = 256, repeat: int | None = 
         out_d.copy_to_host(out_h)
     # The Python clock on purpose: this curve teaches what one call from Python costs (the launch included).
     timing = benchmark(work, repeat=repeat, nbytes=nbytes, flops=flops, label=f"SAXPY n={n}, {method}",
-                       clock="python")
+                       clock=clock)
     if method == GPU_KERNEL_ONLY:
         out_d.copy_to_host(out_h)
     if not np.allclose(out_h, expected, rtol=1e-5, atol=1e-6):
