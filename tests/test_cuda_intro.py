@@ -484,6 +484,11 @@ def test_chapter_1_prose_quotes_the_reference_data():
     cache_range = gbs.loc[2**19:2**22, H]
     dram_range = gbs.loc[2**24:, H]
     fp32 = launch_calc.peak_fp32_gflops(props)
+    issue_us = 1e3 * saxpy.pivot(index="n", columns="method", values="issue_ms").loc[small, K]  # the host's share
+    with_transfers = (ms[T] / ms[H]).loc[2**24:]  # from 2^24 on the two curves run side by side
+    best_n = int(with_transfers.idxmin())
+    held = lh.load_reference("ch07_roofline_points").table.set_index("name").loc["SAXPY (chapter 1 kernel)"]
+    held_n = int(held["flops"]) // intro.saxpy_flops(1)
     expected = [
         f"between {ms.loc[small, K].min() * 1e3:.0f} and {ms.loc[small, K].max() * 1e3:.0f} µs",
         f"{ms.loc[small, K].min() * 1e3:.0f} to {ms.loc[small, K].max() * 1e3:.0f} µs is *one* launch",
@@ -507,14 +512,21 @@ def test_chapter_1_prose_quotes_the_reference_data():
         f"drops to {cache_range.min():.0f}-{cache_range.max():.0f} GB/s",
         f"$2^{{24}}$ to {dram_range.min():.0f}-{dram_range.max():.0f} GB/s",
         f"Chapter 2's {empty_us:.0f} µs",
-        f"({ms.loc[2**24, T]:.1f} against {ms.loc[2**24, H]:.1f} ms)",
-        f"at best {_pct(1 - t28 / h28)} less time",
+        f"({ms.loc[2**24, T]:.1f} against {ms.loc[2**24, H]:.1f} ms there, {t28:.0f} against {h28:.0f} ms at $2^{{28}}$)",
+        f"at best {_pct(1 - with_transfers.min())} less time (at $2^{{{best_n.bit_length() - 1}}}$)",
+        f"the host clock around the call alone reads {issue_us.min():.0f} to {issue_us.max():.0f} µs",
+        f"finds SAXPY at {held['gbps'] / 1e3:.1f} TB/s, {_pct(held['gbps'] / ceilings.dram_gbs)} of the copy ceiling, "
+        f"already at $2^{{{held_n.bit_length() - 1}}}$",
+        "Both are costs of issuing a launch from Python",
         f"a factor of up to {(ms[T] / ms[H]).max():.0f}",
         f"{biggest['H2D pinned']:.0f} instead of {biggest['H2D pageable']:.0f} to {biggest['D2H pageable']:.0f} GB/s",
         f"SAXPY does {g28 / 6 / 1e3:.2f} TFLOP/s, under 1 % of the reference GPU's {fp32 / 1e3:.1f} TFLOP/s",
         f"{(ms.loc[:2**15, T] / ms.loc[:2**15, K]).median():.0f} to {t28 / k28:.0f} times",
     ]
     assert g28 / 6 < 0.01 * fp32
+    assert issue_us.max() < 1e3 * ms.loc[small, K].min()  # the host's issue cost is part of the bracketed call
+    assert with_transfers.min() < 1 < with_transfers.loc[2**28]  # a best size that gains, a largest that loses
+    assert held["gbps"] > gbs.loc[held_n, K]  # the GPU time alone is faster than the call from Python
     missing = [e for e in expected if e not in text]
     assert not missing, f"chapter 1's text no longer matches the reference data: {missing}"
     assert "H200" not in text and "H100" not in text, "name the reference GPU from its data, not by hand"

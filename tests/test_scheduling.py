@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 
 import labhelpers as lh  # noqa: E402
 from labhelpers.device import DeviceInfo  # noqa: E402
+from labhelpers import roofline as rl  # noqa: E402
 from labhelpers.exercises import scheduling as ex  # noqa: E402
 from labhelpers.experiments import scheduling as ks_exp  # noqa: E402
 from labhelpers.kernels import scheduling as ks  # noqa: E402
@@ -577,16 +578,19 @@ def test_chapter_prose_about_divergence_registers_and_the_driver_matches_the_ref
     fp64_peak = dev["sm_count"] * 64 * 2 * dev["clock_khz"] / 1e9  # TFLOP/s
     gf = c["gflops"] / 1000
     ilp4 = drv[(drv["kernel"] == "scale_ilp4") & (drv["threads"] == 64) & (drv["dynamic_shared"] == 0)]
-    assert abs(div["packed_branch"] / div["lane0_branch"] - 1 / 8) < 0.01, "the text says 'an eighth of its time'"
+    assert abs(div["packed_branch"] / div["lane0_branch"] - 1 / 16) < 0.005, "the text says 'a sixteenth of its time'"
     assert drv["agree"].all()
     phrases = [
-        f"the memory-hierarchy chapter measured about {round(dram_ns * dev['clock_khz'] / 1e6, -1):.0f} on the reference H200",
+        f"the memory-hierarchy chapter measured about {round(dram_ns * dev['clock_khz'] / 1e6, -1):.0f} on the reference GPU",
+        f"giving every lane the work ({div['lane0_branch']:.2f} against {div['per_warp_paths']:.2f} ms), 32 paths per warp "
+        f"cost {div['per_lane_paths'] / div['per_warp_paths']:.0f} times more",
+        "in a sixteenth of its time",
         f"({div['lane0_branch']:.2f} ms against {div['per_warp_paths']:.2f} ms)",
         f"is {div['per_lane_paths'] / div['per_warp_paths']:.0f} times slower ({div['per_lane_paths']:.1f} ms)",
         f"`per_lane_paths` is {div['per_lane_paths'] / div['per_warp_paths']:.0f} rather than 32 times slower",
         f"takes {1 - div['lane0_branch'] / div['per_warp_paths']:.0%} less time than `per_warp_paths`",
         f"take {div['packed_branch']:.3f} and {div['first_warp_branch']:.3f} ms",
-        f"`sixteen_accumulators` {c.loc[255, 'registers']:.0f} registers on the reference H200: "
+        f"`sixteen_accumulators` {c.loc[255, 'registers']:.0f} registers on the reference GPU: "
         f"{c.loc[255, 'driver_blocks_per_sm']:.0f} blocks of 256 threads per SM, {c.loc[255, 'occupancy']:.1%} occupancy, "
         f"and {gf[255]:.1f} TFLOP/s of float64 arithmetic, already {gf[255] / fp64_peak:.0%} of the GPU's float64 peak",
         f"= {fp64_peak:.1f} TFLOP/s",
@@ -596,16 +600,18 @@ def test_chapter_prose_about_divergence_registers_and_the_driver_matches_the_ref
         f"spills {c.loc[32, 'local_bytes']:.0f} bytes per thread",
         f"runs at {gf[32]:.1f} TFLOP/s, {gf[255] / gf[32]:.1f} times slower than uncapped; at 24 registers, "
         f"{c.loc[24, 'local_bytes']:.0f} bytes and {gf[255] / gf[24]:.0f} times slower",
-        f"On the reference H200 they agree on all {len(drv)}",
+        f"On the reference GPU they agree on all {len(drv)}",
         f"(`scale_ilp4`'s {regs['scale_ilp4']:.0f} registers allow {ilp4['driver_blocks'].item():.0f} blocks of 64 "
         f"threads, {ilp4['driver_blocks'].item() * 2 / 64:.0%})",
-        f"the {regs['scale']:.0f} registers per thread the compiler gave it on the reference H200",
+        f"the {regs['scale']:.0f} registers per thread the compiler gave it on the reference GPU",
         f"For `scale_ilp4` ({regs['scale_ilp4']:.0f} registers)",
         f"Spilling registers to buy occupancy cost up to {gf[255] / gf[24]:.0f} times",
         f"calculator and the driver agree on all {len(drv)} configurations tried",
     ]
     missing = _missing(_prose(), phrases)
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+    assert "reference H200" not in _prose() and "reference H100" not in _prose(), "name the reference GPU from its data"
+    assert lh.load_reference("ch04_register_caps").meta["compute_capability"] == "9.0"  # "the same SM as the H100 preset"
 
 
 def test_chapter_prose_about_throttling_and_block_sizes_matches_the_reference_data():
@@ -628,14 +634,18 @@ def test_chapter_prose_about_throttling_and_block_sizes_matches_the_reference_da
     good4 = b4.loc[[64, 96, 128, 192, 256, 384, 512, 768]]
     enough1 = s1[s1 >= 0.9 * s1.max()].index.min()
     match4 = s4[s4 >= s1.max()].index.min()
+    all4 = t[t["ilp"] == 4]  # several targets end at 75% (the registers bind): every run there counts
+    level4 = all4.loc[all4["occupancy"] >= 0.625, "gbps"]
+    copy = rl.reference_ceilings().dram_gbs
     assert s4.loc[0.125] > s1.loc[0.3125] * 0.95 and s4.loc[0.125] < s1.loc[0.375], "scale_ilp4 at 12.5% ~ scale at 31%"
     phrases = [
         f"({s1.loc[0.875]:,.0f} GB/s at 87.5%, {s1.loc[1.0]:,.0f} at 100%), and it needs {enough1:.0%} occupancy for 90% "
         "of its best",
         f"moves {s4.loc[0.25]:,.0f} GB/s with a quarter of the warps, {s4.loc[0.25] / s1.loc[0.25]:.1f} times `scale`'s "
         f"{s1.loc[0.25]:,.0f} GB/s at the same occupancy",
-        f"it matches `scale`'s best from {match4:.1%} occupancy",
-        f"at {s4.loc[0.625] / 1000:.1f} to {s4.max() / 1000:.1f} TB/s, three quarters of the copy ceiling",
+        f"it matches `scale`'s best from {100 * match4:g}% occupancy",
+        f"at {level4.min() / 1000:.1f} to {level4.max() / 1000:.1f} TB/s, {100 * level4.min() / copy:.0f} to "
+        f"{level4.max() / copy:.0%} of the copy ceiling",
         f"the answer, {implied[(1, 0.125)]:.0f} ns, is close to the {dram_ns:.0f} ns the memory-hierarchy chapter",
         f"to {implied[(1, 1.0)]:.0f} ns at 100%",
         f"({implied[(4, 0.125)]:.0f} ns at 12.5% occupancy and {s4.loc[0.125]:,.0f} GB/s, against "
@@ -645,7 +655,7 @@ def test_chapter_prose_about_throttling_and_block_sizes_matches_the_reference_da
         f"`scale_ilp4` moves {good4.min():,.0f} to {good4.max():,.0f} GB/s from 64 to 768 threads",
         f"({b4.loc[32]:,.0f} and {b4.loc[1024]:,.0f} GB/s)",
         f"one load per thread still gained at 100% occupancy ({s1.loc[1.0] / 1000:.1f} TB/s), four independent loads "
-        f"per thread reached {s4.max() / 1000:.1f} TB/s at 75%",
+        f"per thread reached {all4['gbps'].max() / 1000:.1f} TB/s at 75%",
     ]
     missing = _missing(_prose(), phrases)
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
