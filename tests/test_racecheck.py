@@ -587,3 +587,31 @@ def test_a_negative_shared_index_is_reported():
     x = np.arange(BLOCK, dtype=np.float32)
     with pytest.raises(IndexError, match=r"negative index into the shared array s: \[-1\].*if tid > 0"):
         lh.check_races(left_neighbour_unguarded, 1, BLOCK, x, np.zeros(BLOCK, np.float32))
+
+
+def test_check_in_simulator_is_a_no_op_under_the_simulator():
+    """On a GPU it runs a checker in a simulator subprocess first (tests/test_lab_mutants_11_13.py proves the
+    messages there); under the simulator the checker's own run is that run, so nothing happens twice."""
+    from labhelpers.racecheck import check_in_simulator
+
+    calls = []
+    if lh.is_simulator():
+        assert check_in_simulator(lambda *a: calls.append(a), object()) is False
+        assert calls == []
+
+
+@gpu_only
+def test_check_in_simulator_reraises_the_simulators_verdict_on_a_gpu():
+    from labhelpers.exercises import consistency as ex13
+    from labhelpers.racecheck import check_in_simulator
+
+    @cuda.jit
+    def plain_counter(x, threshold, counter):
+        i = cuda.grid(1)
+        if i < x.size and x[i] > threshold:
+            c = counter
+            cuda.atomic.add(counter, 0, 0)
+            c[0] += 1
+
+    with pytest.raises(lh.CheckFailed, match="plain store"):
+        check_in_simulator(ex13._check_counting, plain_counter, "your atomic counter", False)

@@ -72,7 +72,7 @@ import textwrap
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -1071,29 +1071,73 @@ def _run_in_subprocess(target, grid, block, args, shared_bytes: int, max_reporte
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         raise GPUOnlyError(f"check_races cannot run {name} on a GPU: its arguments cannot be sent to the "
                            f"simulator process ({exc}). {_WHY_SIM}.") from None
+    result = _child_process(payload, name)
+    if result[0] == "ok":
+        for original, written in zip(args, result[2]):
+            _write_back(original, written)
+        return result[1]
+    if result[0] == "rebuild":
+        raise GPUOnlyError(f"check_races cannot run {name} on a GPU: rebuilding it in the simulator failed "
+                           f"({result[3]}). {_WHY_SIM}.")
+    _raise_child_error(result, name)
+    raise AssertionError("unreachable")  # _raise_child_error always raises
+
+
+def check_in_simulator(check: Callable[..., Any], kernel: Any, *args: Any) -> bool:
+    """On a GPU, run ``check(kernel, *args)`` once in the simulator (a subprocess) and raise what it raised there.
+
+    A lab checker whose cases watch what a kernel does (a plain store next to an atomic, atomics per block, a
+    ticket launched twice) can only watch it under the simulator. On a GPU it calls this first, so a student
+    gets the simulator's verdict and message on both backends, then runs its GPU cases. ``check`` must be a
+    module-level function of an importable module (it is imported by name in the subprocess); ``args`` must pickle.
+
+    Returns:
+        True if the check ran and passed; False if it could not run there (the kernel cannot be rebuilt), in which
+        case the caller's own GPU cases decide. Under the simulator it does nothing and returns False.
+
+    Raises:
+        Whatever ``check`` raised in the simulator (a ``CheckFailed`` with its message).
+    """
+    if not backend.is_gpu():
+        return False
+    target = _dispatcher(kernel)
+    try:
+        spec = _kernel_spec(target, {})
+        payload = pickle.dumps({"check": (check.__module__, check.__qualname__), "spec": spec,
+                                "args": [_host_copy(a) for a in args]})
+    except (_CannotRebuild, pickle.PicklingError, TypeError, AttributeError):
+        return False
+    result = _child_process(payload, target.py_func.__name__)
+    if result[0] == "ok":
+        return True
+    if result[0] == "rebuild":
+        return False
+    _raise_child_error(result, target.py_func.__name__)
+    return True
+
+
+def _child_process(payload: bytes, name: str) -> tuple:
+    """Run :func:`_child_main` on ``payload`` in a simulator process; its result tuple."""
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LABHELPERS_BACKEND="sim",
                PYTHONPATH=os.pathsep.join([package_root] + paths))
-    with tempfile.TemporaryDirectory(prefix="labhelpers-racecheck-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="labhelpers-sim-") as tmp:
         inp, out = os.path.join(tmp, "in.pickle"), os.path.join(tmp, "out.pickle")
         with open(inp, "wb") as f:
             f.write(payload)
         proc = subprocess.run([sys.executable, "-c", "from labhelpers.racecheck import _child_main; _child_main()",
                                inp, out], env=env, capture_output=True, text=True, timeout=900)
         if not os.path.exists(out):
-            raise GPUOnlyError(f"check_races could not start the simulator process for {name} (exit code "
-                               f"{proc.returncode}): {proc.stderr.strip()[-1500:]} {_WHY_SIM}.")
+            raise GPUOnlyError(f"the simulator process for {name} did not start (exit code {proc.returncode}): "
+                               f"{proc.stderr.strip()[-1500:]} {_WHY_SIM}.")
         with open(out, "rb") as f:
-            result = pickle.load(f)
-    if result[0] == "ok":
-        for original, written in zip(args, result[2]):
-            _write_back(original, written)
-        return result[1]
+            return pickle.load(f)
+
+
+def _raise_child_error(result: tuple, name: str) -> None:
+    """Re-raise, in this process, the exception the simulator process reported."""
     _, module, qualname, message = result
-    if result[0] == "rebuild":
-        raise GPUOnlyError(f"check_races cannot run {name} on a GPU: rebuilding it in the simulator failed "
-                           f"({message}). {_WHY_SIM}.")
     cls = None
     if module == "builtins":
         cls = getattr(builtins, qualname, None)
@@ -1102,6 +1146,21 @@ def _run_in_subprocess(target, grid, block, args, shared_bytes: int, max_reporte
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
         raise RuntimeError(f"{name} failed under the simulator: {qualname}: {message}")
     raise cls(message)
+
+
+def _child_work(kernel: Any, payload: dict) -> tuple:  # pragma: no cover  (runs in the subprocess)
+    """What the simulator process does with the rebuilt kernel: a named check, or the race detector."""
+    if "check" in payload:
+        module, qualname = payload["check"]
+        check: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            check = getattr(check, part)
+        check(kernel, *payload["args"])
+        return ("ok", None, [])
+    report = check_races(kernel, payload["grid"], payload["block"], *payload["args"],
+                         shared_bytes=payload["shared_bytes"], max_reported=payload["max_reported"])
+    written = [a if isinstance(a, np.ndarray) else None for a in payload["args"]]
+    return ("ok", report, written)
 
 
 def _child_main() -> None:  # pragma: no cover  (runs in the subprocess; tested through _run_in_subprocess)
@@ -1114,10 +1173,7 @@ def _child_main() -> None:  # pragma: no cover  (runs in the subprocess; tested 
         except Exception as exc:  # noqa: BLE001
             result: tuple = ("rebuild", type(exc).__module__, type(exc).__qualname__, f"{type(exc).__name__}: {exc}")
         else:
-            report = check_races(kernel, payload["grid"], payload["block"], *payload["args"],
-                                 shared_bytes=payload["shared_bytes"], max_reported=payload["max_reported"])
-            written = [a if isinstance(a, np.ndarray) else None for a in payload["args"]]
-            result = ("ok", report, written)
+            result = _child_work(kernel, payload)
     except Exception as exc:  # noqa: BLE001  (passed back to the parent, which re-raises it)
         result = ("error", type(exc).__module__, type(exc).__qualname__, str(exc))
     with open(out, "wb") as f:

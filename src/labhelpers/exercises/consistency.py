@@ -40,7 +40,7 @@ from ..errors import CheckFailed
 from ..kernels import consistency as k
 from ..models import consistency as model
 from ..patching import patched
-from ..racecheck import check_races
+from ..racecheck import check_in_simulator, check_races
 
 #: Sizes the counting checkers try (the last, on a GPU, loses updates without atomics).
 SIZES_SIM: tuple[int, ...] = (1, 31, 33, 257, 1003)
@@ -156,6 +156,8 @@ def _race_check_block_counter(kernel, what: str, threads: int) -> None:
 
 def _check_counting(kernel, what: str, block_level: bool) -> None:
     require_kernel(kernel, what)
+    # On a GPU the simulator's cases first (they watch every store to the counter), with the simulator's message.
+    check_in_simulator(_check_counting, kernel, what, block_level)
     tree = _tree(kernel)
     if tree is not None and not _calls(tree, "atomic.add"):
         raise CheckFailed(
@@ -233,6 +235,7 @@ def check_float_max_cas(kernel) -> None:
     """
     what = "your compare-and-swap max"
     require_kernel(kernel, what)
+    check_in_simulator(check_float_max_cas, kernel)  # on a GPU: the simulator's contended cases first
     tree = _tree(kernel)
     if tree is not None and not _calls(tree, "atomic.cas"):
         raise CheckFailed(f"{what} does not call cuda.atomic.cas: the exercise is the compare-and-swap loop "
@@ -325,6 +328,8 @@ def check_last_block_fences(kernel, *, threads: int = LAB_THREADS) -> None:
     """
     what = "your last-block sum"
     require_kernel(kernel, what)
+    if threads == LAB_THREADS:
+        check_in_simulator(check_last_block_fences, kernel)  # on a GPU: the relaxed simulator's two launches first
     tree = _tree(kernel)
     if tree is not None:
         fences, store, ticket = _fence_lines(tree)
