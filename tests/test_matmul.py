@@ -418,6 +418,11 @@ def _t(x: float) -> str:
     return f"{round(x, -1):,.0f}"
 
 
+def _2g(x: float) -> str:
+    """A rate to two significant figures (61.3 -> 61, 212.9 -> 210)."""
+    return f"{float(f'{x:.2g}'):,.0f}"
+
+
 def _at(n: int):
     t = lh.load_reference("ch05_matmul_sweep").table
     return t[t["n"] == n].set_index("kernel")["gflops"]
@@ -439,10 +444,21 @@ def test_chapter_prose_about_the_cpu_loops_matches_the_reference_data():
         f"{cpu_t.loc[1024, 'ikj'] / cpu_t.loc[1024, 'ijk']:.0f} times slower at $n = 1024$ "
         f"({cpu_t.loc[1024, 'ijk']:.2f} GFLOP/s)",
         f"(by {1 - cpu_t.loc[512, 'blocked'] / cpu_t.loc[512, 'ikj']:.0%} at $n = 512$)",
+        f"by {cpu_t.loc[2048, 'blocked'] / cpu_t.loc[2048, 'ikj'] - 1:.0%} at $n = 2048$ "
         f"({cpu_t.loc[2048, 'blocked']:.1f} against {cpu_t.loc[2048, 'ikj']:.1f} GFLOP/s)",
-        f"about {_h(cpu_t.loc[2048, 'numpy'])} GFLOP/s at $n = 2048$, "
-        f"{round(cpu_t.loc[2048, 'numpy'] / cpu_t.loc[2048, 'ikj'], -1):.0f} times `ikj`",
+        f"about {_t(cpu_t.loc[512, 'numpy'])} GFLOP/s at $n = 512$, "
+        f"{cpu_t.loc[512, 'numpy'] / cpu_t.loc[512, 'ikj']:.0f} times `ikj`",
+        f"caught it at {_2g(cpu_t.loc[1024, 'numpy'])} and {_2g(cpu_t.loc[2048, 'numpy'])} GFLOP/s",
     ]
+    cpu = lh.load_reference("ch05_cpu_loop_order").table
+    once = cpu[(cpu["order"] == "numpy") & cpu["n"].isin([1024, 2048])]
+    assert (once["spread"] == 0).all(), "the text says the reference run timed NumPy only once at n = 1024 and 2048"
+    blocked_gain = cpu_t["blocked"] / cpu_t["ikj"] - 1
+    assert abs(blocked_gain[128]) < 0.02, "the text says blocking runs as fast as ikj at n = 128"
+    assert (blocked_gain[[256, 512]] < 0).all() and (blocked_gain[[1024, 2048]] > 0).all(), (
+        "the text says blocking is slower than ikj at n = 256 and 512 and faster from n = 1024 on")
+    assert cpu_t.loc[[1024, 2048], "numpy"].max() < cpu_t.loc[512, "numpy"] / 2, (
+        "the text says the single NumPy samples at n = 1024 and 2048 are far below its rate at n = 512")
     missing = _missing(_prose(CHAPTER), phrases)
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
 
@@ -462,6 +478,7 @@ def test_chapter_prose_about_the_gpu_kernels_matches_the_reference_data():
         f"({db8['registers']:.0f} against {reg8['registers']:.0f} per thread for the 128 × 128 × 8 shape",
         f"reaches {_h(a['double_buffered'])} GFLOP/s against {_h(a['register'])} for the register-tiled kernel, "
         f"{a['double_buffered'] / a['register'] - 1:.0%} more",
+        f"34 MFLOP, {2 * 256**3 / a256['cublas_fp32'] / 1e3:.0f} to {2 * 256**3 / a256.min() / 1e3:.0f} µs of GPU time",
         f"runs below {_h(a256.max())} GFLOP/s", f"slowest there ({a256[['register', 'double_buffered']].min():.0f} GFLOP/s)",
         f"({_h(a1024['register'])} against {_h(a1024['coarsened'])} GFLOP/s",
         f"levels off at {_t(a['naive'])} GFLOP/s from $n = 2048$ on: {a['naive'] / a['cublas_fp32']:.1%} of cuBLAS",
@@ -484,6 +501,8 @@ def test_chapter_prose_about_the_gpu_kernels_matches_the_reference_data():
     ]
     missing = _missing(_prose(CHAPTER), phrases)
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+    assert a1024["register"] < a1024["coarsened"] and _at(2048)["register"] > _at(2048)["coarsened"], (
+        "the text says the 128 x 128 kernels trail the 64 x 64 coarsened one up to n = 1024 and overtake it at 2048")
 
 
 def test_chapter_prose_about_the_roofline_matches_the_reference_data():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import labhelpers as lh
-from labhelpers import profiler
+from labhelpers import profiler, roofline
 from labhelpers.experiments import stopwatch as sx
 from labhelpers.figures import stopwatch as sfig
 from labhelpers.kernels import stopwatch as sw
@@ -120,3 +120,55 @@ def test_figure_leaves_out_a_clock_without_numbers_and_says_when_nothing_was_mea
     fig = sfig.plot_stopwatch(empty, "x")
     assert any(t.get_text() == sfig.NOT_MEASURED for t in fig.axes[0].texts)
     plt.close(fig)
+
+
+# --- drift check: chapter 7's stopwatch section quotes the reference data ------------------------------------
+
+
+def _chapter7_text() -> str:
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "book" / "07_profiling_roofline.ipynb").read_text())
+    return " ".join(" ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown").split())
+
+
+def test_chapter7_stopwatch_prose_quotes_the_reference_data():
+    ref = lh.load_reference("ch07_stopwatch")
+    s = sx.stopwatch_summary(ref.table).set_index("n")
+    host, py, held, ncu = (s[f"{clock} (µs)"] for clock in sx.CLOCKS)
+    issue = s["issue (µs)"]
+    c = roofline.reference_ceilings()
+    report = lh.load_reference("ch07_ncu_report").table.set_index("metric")["value"]
+    left_in_l2_mb = (report["dram__bytes_read.sum"] - report["dram__bytes_write.sum"]) / 1e6
+    small, large = s.index[s.index <= 2**22], s.index[s.index >= 2**24]
+    lo, hi, big = 2**16, 2**28, 2**24
+    # the claims behind the sentences, then the figures they quote
+    assert 8 * small.max() < c.details["l2_bytes"] < 8 * large.min(), "the text: up to 2^22 the copy fits in the L2"
+    assert (held[small] < ncu[small]).all() and (held[large] > ncu[large]).all()
+    assert (issue[small] * 1e-3 > held[small] * 1e-3).all() and (issue[large] < held[large]).all(), (
+        "the text: up to 2^22 issuing a launch takes longer than running it")
+    assert (py[small] > host[small]).all(), "the text: the Python-launch events read more than the host clock"
+    assert held[lo] < (held - ncu)[large].min(), "the text: the gap (at most the 2^16 copy) is not all of it"
+    figures = [
+        f"the held clock reads {held[lo]:.1f} µs per copy and Nsight Compute {ncu[lo]:.1f} µs",
+        f"the host clock reads {host[lo]:.1f} µs and the events around a Python launch {py[lo]:.1f} µs, "
+        f"{py[lo] / held[lo]:.0f} times the held clock",
+        f"costs the host {issue[issue.index <= big].min():.0f} to {issue[issue.index <= big].max():.0f} µs up to "
+        f"$2^{{24}}$ floats ({issue[issue.index > big].min():.0f} to {issue[issue.index > big].max():.0f} µs at the "
+        "two largest sizes",
+        f"up to $2^{{22}}$ floats ({held[small.max()]:.1f} µs of GPU time)",
+        f"the four read {host[hi]:.1f}, {py[hi]:.1f}, {held[hi]:.1f} and {ncu[hi]:.1f} µs: the Python launch adds "
+        f"{py[hi] / held[hi] - 1:.0%} to the held clock",
+        f"fits in the {c.details['l2_bytes'] / 2**20:.0f} MiB L2",
+        f"reads {(ncu - held)[small].min():.1f} to {(ncu - held)[small].max():.1f} µs *less* than Nsight Compute",
+        f"it reads {(held - ncu)[large].min():.1f} to {(held - ncu)[large].max():.1f} µs *more*: {held[big]:.1f} "
+        f"against {ncu[big]:.1f} µs at $2^{{24}}$, {held[big] / ncu[big] - 1:.0%}",
+        f"at most {held[lo]:.1f} µs, since the whole $2^{{16}}$ copy",
+        f"ending with {left_in_l2_mb:.0f} MB of its output still in the L2, about "
+        f"{left_in_l2_mb * 1e6 / (c.dram_gbs * 1e9) * 1e6:.0f} µs of traffic at the copy ceiling's rate",
+        f"For a $2^{{24}}$ copy they read {host[big]:.1f}, {py[big]:.1f}, {held[big]:.1f} and {ncu[big]:.1f} µs",
+    ]
+    text = _chapter7_text()
+    missing = [f for f in figures if f not in text]
+    assert not missing, "chapter 7's stopwatch section no longer matches ch07_stopwatch:\n" + "\n".join(missing)
