@@ -514,6 +514,7 @@ def test_chapter_claims_hold_for_the_reference_data():
     for test in ("MP", "SB", "LB"):  # "all fail without fences, plain and atomic alike"; "vanished" with fences
         for access in ("plain", "atomic"):
             assert weak(test, access=access) > 0 and weak(test, "device", access) == 0, (test, access)
+            assert 10_000 < weak(test, access=access) < 1_000_000, (test, access)  # "more than ten thousand times"
     assert weak("CoRR") == 0 and weak("CoRR", access="atomic") == 0
     assert weak("MP-reversed") > 0  # the mutant is killed
     assert weak("MP", "block") > 0 and weak("MP", "block", pairing="same block") == 0  # the scope pitfall
