@@ -269,3 +269,15 @@ def test_cases_are_reproducible():
 
 def test_the_same_math_is_float32():
     assert math.isclose(float(HALF), 0.5)
+
+
+def test_a_nan_written_past_a_float_output_is_seen():
+    """A kernel that reads past an input (NaN there) and writes the result past an output writes NaN into the band:
+    the band holds a finite sentinel, so that write shows on a GPU too (where nothing faults)."""
+    guarded = h.GuardedOutput((4,), np.float32)
+    assert not guarded.wrote_outside()
+    band = guarded.buffer.copy_to_host()
+    band[4] = np.nan
+    guarded.buffer.copy_to_device(band)
+    assert guarded.wrote_outside()
+    assert np.isnan(guarded.whole()[:4]).all()  # the output itself still starts unwritten (NaN)

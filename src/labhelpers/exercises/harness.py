@@ -189,6 +189,17 @@ def _fill_for(dtype: np.dtype, fill: Any = None):
     return np.nan if dtype.kind in "fc" else np.iinfo(dtype).max if dtype.kind == "u" else INT_SENTINEL
 
 
+#: What fills the band after a float output: finite and unlike anything a kernel computes, and unlike the NaN after
+#: every float input, so that a kernel which reads past an input (NaN) and writes the result past an output is seen
+#: (a band of NaN would still hold NaN). A GPU does not fault there; the simulator raises IndexError.
+FLOAT_BAND = -3.0e38
+
+
+def _band_fill_for(dtype: np.dtype, fill: Any = None):
+    """What fills the guard band after an output: :data:`FLOAT_BAND` for floats, else the output's fill."""
+    return FLOAT_BAND if np.dtype(dtype).kind in "fc" else _fill_for(np.dtype(dtype), fill)
+
+
 def _banded(values: np.ndarray, band_fill) -> tuple[Any, Any]:
     """A device buffer holding ``values`` then :data:`BAND` ``band_fill``; returns (whole buffer, view)."""
     flat = np.full(values.size + BAND, band_fill, dtype=values.dtype)
@@ -206,7 +217,7 @@ def guarded_input(values: np.ndarray):
 
 
 class GuardedOutput:
-    """An output of ``shape`` filled with ``fill``, followed in device memory by :data:`BAND` more ``fill``.
+    """An output of ``shape`` filled with ``fill``, followed in device memory by :data:`BAND` of the band's fill.
 
     ``.view`` is what the kernel gets; :meth:`whole` is the buffer with its band, which the harness
     compares as a whole: a write into the band is a write past the end (a GPU does not fault there; the
@@ -217,7 +228,8 @@ class GuardedOutput:
         self.shape = tuple(np.atleast_1d(shape).tolist()) if not isinstance(shape, tuple) else shape
         self.dtype = np.dtype(dtype)
         self.fill = _fill_for(self.dtype, fill)
-        self.buffer, self.view = _banded(np.full(self.shape, self.fill, dtype=self.dtype), self.fill)
+        self.band_fill = _band_fill_for(self.dtype, fill)
+        self.buffer, self.view = _banded(np.full(self.shape, self.fill, dtype=self.dtype), self.band_fill)
 
     @classmethod
     def of(cls, out: "Out") -> "GuardedOutput":
@@ -234,7 +246,7 @@ class GuardedOutput:
     def wrote_outside(self) -> bool:
         """Whether anything was written into the band."""
         band = self.whole()[int(np.prod(self.shape)):]
-        return not _same(band, np.full(band.shape, self.fill, band.dtype))
+        return not _same(band, np.full(band.shape, self.band_fill, band.dtype))
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -559,7 +571,7 @@ def _cases(ex: Exercise) -> list[Case]:
 def _compare(ex: Exercise, case: Case, got: np.ndarray, expected: np.ndarray, out: Out, index: int,
              inputs: list[Any]) -> None:
     size = expected.size
-    whole_expected = np.concatenate([expected.ravel(), np.full(BAND, _fill_for(expected.dtype, out.fill),
+    whole_expected = np.concatenate([expected.ravel(), np.full(BAND, _band_fill_for(expected.dtype, out.fill),
                                                                expected.dtype)])
     where = _where(case)
     band = got[size:]
