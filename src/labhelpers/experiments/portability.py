@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import statistics
 from typing import Callable, Sequence
 
@@ -30,7 +29,7 @@ import pandas as pd
 
 from .. import backend
 from ..errors import GPUOnlyError
-from ..host import host_cpu
+from ..host import cpu_model, host_cpu
 from ..kernels import matmul as mm
 from ..kernels import portability as pt
 from ..launch import blocks_for
@@ -55,16 +54,7 @@ MATMUL_TOLERANCE = mm.RELATIVE_TOLERANCE
 
 def cpu_name() -> str:
     """The host CPU's model name and thread count, e.g. ``AMD EPYC 9654 (16 threads)``."""
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{' '.join(name.split())} ({os.cpu_count()} threads)"
+    return f"{cpu_model()} ({os.cpu_count()} threads)"
 
 
 def _row(machine: str, device: str, kernel: str, model: str, size: str, t: Timing | None, *, nbytes=None,
