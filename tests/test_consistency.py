@@ -16,6 +16,7 @@ import labhelpers as lh
 from numba import cuda, int32  # noqa: F401  (module globals: the simulator swaps `cuda` in kernels' globals)
 from labhelpers.kernels import consistency as k
 from labhelpers.models import consistency as m
+from labhelpers.relaxed import relaxed_launch
 from markers import SIM, gpu_only, sim_only
 
 SMALL = (1, 31, 33, 257)
@@ -179,7 +180,7 @@ def test_relaxed_simulator_catches_the_missing_fence():
     for fence, ok in ((True, True), (False, False)):
         partial = np.full(3, np.nan, np.float32)
         out = np.zeros(1, np.float32)
-        report = m.relaxed_launch(k.make_sum_last_block(fence), 3, k.SUM_THREADS, x, partial,
+        report = relaxed_launch(k.make_sum_last_block(fence), 3, k.SUM_THREADS, x, partial,
                                   np.zeros(1, np.uint32), out, names=["x", "partial", "ticket", "out"])
         assert report.ok is ok
         assert bool(out[0] == k.reference_sum(x)) is ok
@@ -214,7 +215,7 @@ def _mp_once(data, flag, out, fence):
 def test_relaxed_launch_shows_message_passing_weak_outcome_only_without_fence():
     for fence, expected in ((0, [1, 0]), (1, [1, 1])):
         data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(2, np.int32)
-        report = m.relaxed_launch(_mp_once, 2, 1, data, flag, out, fence)
+        report = relaxed_launch(_mp_once, 2, 1, data, flag, out, fence)
         assert out.tolist() == expected
         assert data[0] == 1  # drained at the end of the kernel
         assert report.ok is bool(fence)
@@ -223,7 +224,7 @@ def test_relaxed_launch_shows_message_passing_weak_outcome_only_without_fence():
 @sim_only
 def test_relaxed_launch_restores_the_simulator_and_rejects_non_kernels():
     with pytest.raises(lh.LabError):
-        m.relaxed_launch(lambda: None, 1, 1)
+        relaxed_launch(lambda: None, 1, 1)
     data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(2, np.int32)
     _mp_once[2, 1](data, flag, out, 0)  # the ordinary simulator again: serial blocks, no weak outcome
     assert out.tolist() == [1, 1]

@@ -14,7 +14,7 @@ checkers make the bugs show by behaviour: the block counter goes through the rac
 compared; the global counter is watched, so a plain store to it is seen whatever the kernel
 calls it; every thread's first compare-and-swap finds the key changed under it (another
 thread's legitimate update), so a CAS without a retry loop loses the maximum; the last-block
-sum runs on the relaxed simulator of :func:`labhelpers.models.consistency.relaxed_launch`,
+sum runs on the relaxed simulator of :func:`labhelpers.relaxed.relaxed_launch`,
 whose stores wait until a fence, twice with the same ticket (a ticket that does not wrap
 fails the second launch). Both backends also read the kernel's source for the atomic and
 the fences. Failures raise :class:`~labhelpers.errors.CheckFailed` saying what to change.
@@ -41,6 +41,7 @@ from ..kernels import consistency as k
 from ..models import consistency as model
 from ..patching import patched
 from ..racecheck import check_in_simulator, check_races
+from ..relaxed import relaxed_launch
 
 #: Sizes the counting checkers try (the last, on a GPU, loses updates without atomics).
 SIZES_SIM: tuple[int, ...] = (1, 31, 33, 257, 1003)
@@ -358,7 +359,7 @@ def check_last_block_fences(kernel, *, threads: int = LAB_THREADS) -> None:
                 partial = np.full(blocks, np.nan, np.float32)
                 out = np.full(1, np.nan, np.float32)
                 try:
-                    report = model.relaxed_launch(kernel, blocks, threads, x_small, partial, ticket, out,
+                    report = relaxed_launch(kernel, blocks, threads, x_small, partial, ticket, out,
                                                   names=["x", "partial", "ticket", "out"])
                 except IndexError:
                     raise CheckFailed(f"{what} read outside an array with {blocks} blocks: guard the loads") from None
