@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backend
-from . import validate
+from . import backend, patching, validate
 from .errors import LabError
 
 #: Most threads (all blocks together) one launch may run under the simulator; more would take minutes.
@@ -139,12 +138,14 @@ def install() -> None:
 
     __getitem__.__doc__ = original.__doc__
     __getitem__.__wrapped__ = original
-    _installed[cls] = original
-    cls.__getitem__ = __getitem__
+    with patching.LOCK:  # never in the middle of a checker's replacements
+        _installed[cls] = original
+        cls.__getitem__ = __getitem__
 
 
 def uninstall() -> None:
     """Restore Numba's own launch (for tests of this module)."""
-    for cls, original in _installed.items():
-        cls.__getitem__ = original
-    _installed.clear()
+    with patching.LOCK:
+        for cls, original in _installed.items():
+            cls.__getitem__ = original
+        _installed.clear()

@@ -9,8 +9,12 @@ an attribute of Numba's API for a recording version for the length of one check:
 
 Every replacement made through :func:`patched` holds :data:`LOCK` (re-entrant: a check may nest
 another in the same thread) and is undone in reverse order when the block ends, also when it raises,
-so two checks never see each other's replacements and nothing stays patched. ``racecheck.py``,
-``launchguard.py`` and ``models/consistency.py`` still patch with their own code; they can move here.
+so two checks never see each other's replacements and nothing stays patched. Every replacement of
+Numba's functions in the package goes through here: ``racecheck.py`` (recording shared arrays and
+barriers for one launch), ``relaxed.py`` (the relaxed simulator's atomics, barrier and fences), the
+checkers of ``exercises/consistency.py`` and ``streamrecord.py``. ``launchguard.py``'s
+launch check is the one replacement that stays for the life of the process (installed by ``import
+labhelpers``, so not a ``with`` block): it swaps under :data:`LOCK` and changes nothing else.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from . import backend, validate
+from . import backend, patching, validate
 from . import errors as _errors
 from .errors import CheckFailed, GPUOnlyError, LaunchConfigError
 
@@ -633,7 +633,8 @@ def _make_syncthreads(recorder: _Recorder, original):
     return syncthreads
 
 
-_PATCH_LOCK = threading.Lock()
+#: Recorders of the checks now running (at most one: guarded by :data:`patching.LOCK`).
+_ACTIVE: list = []
 
 
 @contextlib.contextmanager
@@ -642,23 +643,25 @@ def _instrumented(blockdim) -> Iterator[_Recorder]:
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator import kernelapi
 
-    if not _PATCH_LOCK.acquire(blocking=False):
+    if not patching.LOCK.acquire(blocking=False):  # another thread is inside a check
         raise RuntimeError("check_races is already running (it cannot be nested or run from two threads at once)")
     try:
+        if _ACTIVE:
+            raise RuntimeError("check_races is already running (it cannot be nested or run from two threads at once)")
         skip = {os.path.abspath(sim_kernel.__file__), os.path.abspath(kernelapi.__file__), sim_kernel.__file__,
                 kernelapi.__file__, __file__, os.path.abspath(__file__)}
         recorder = _Recorder(blockdim, skip, kernelapi.__file__)
-        original_array = kernelapi.FakeCUDAShared.array
-        original_sync = sim_kernel.BlockThread.syncthreads
-        kernelapi.FakeCUDAShared.array = _make_shared_array(recorder, original_array)
-        sim_kernel.BlockThread.syncthreads = _make_syncthreads(recorder, original_sync)
+        _ACTIVE.append(recorder)
         try:
-            yield recorder
+            with patching.patched(
+                    (kernelapi.FakeCUDAShared, "array", _make_shared_array(recorder, kernelapi.FakeCUDAShared.array)),
+                    (sim_kernel.BlockThread, "syncthreads",
+                     _make_syncthreads(recorder, sim_kernel.BlockThread.syncthreads))):
+                yield recorder
         finally:
-            kernelapi.FakeCUDAShared.array = original_array
-            sim_kernel.BlockThread.syncthreads = original_sync
+            _ACTIVE.pop()
     finally:
-        _PATCH_LOCK.release()
+        patching.LOCK.release()
 
 
 # ------------------------------------------------------------------------------------------------ analysis
