@@ -66,10 +66,12 @@ def test_report_is_current(table):
 
 
 def test_limits_table_covers_the_five_architectures():
+    from labhelpers.errors import LaunchConfigError
     from labhelpers.models import occupancy as occ
 
     assert set(occ.STUDENT_GPUS) == {(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)}
     t4 = occ.STUDENT_GPUS[(7, 5)]
     # 1024 threads per SM on a T4: a 1024-thread block fits with 64 registers per thread, not with 65 (64 K registers)
     assert occ.occupancy(1024, 64, 0, t4).blocks_per_sm == 1
-    assert occ.occupancy(1024, 65, 0, t4).blocks_per_sm == 0
+    with pytest.raises(LaunchConfigError, match="registers per block"):
+        occ.occupancy(1024, 65, 0, t4)

@@ -119,6 +119,14 @@ def assemble(ptx: str, cc: tuple[int, int]) -> dict:
             "spill_stores": int(spill.group(2)) if spill else 0, "spill_loads": int(spill.group(3)) if spill else 0}
 
 
+class _TargetDevice:
+    """Stands in for the current device while compiling: numba-cuda asks it for the compute capability when it
+    compiles a device function a kernel calls (there is no GPU here, and the answer must be the target's)."""
+
+    def __init__(self, cc: tuple[int, int]) -> None:
+        self.compute_capability = cc
+
+
 def compile_one(task: tuple[str, list[str], tuple[int, int]]) -> tuple[str, dict]:
     """Compile one kernel, signature and architecture; returns (cache key, result or error)."""
     path, signature, cc = task
@@ -127,7 +135,13 @@ def compile_one(task: tuple[str, list[str], tuple[int, int]]) -> tuple[str, dict
     try:
         sig = types.void(*[parse_type(t) for t in signature])
         options = {k: v for k, v in kernel.targetoptions.items() if k in ("fastmath", "lineinfo", "debug", "opt")}
-        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc, **options)
+        from numba.cuda import compiler, dispatcher
+        from labhelpers.patching import patched
+
+        device = _TargetDevice(cc)
+        with patched((dispatcher, "get_current_device", lambda: device),
+                     (compiler, "get_current_device", lambda: device)):
+            ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc, **options)
         result = assemble(ptx, cc)
     except Exception as exc:  # reported by the test with the kernel and architecture
         result = {"error": f"{type(exc).__name__}: {str(exc).strip()[:400]}"}
