@@ -83,11 +83,12 @@ class Recorder:
         path = kernel_path(kernel)
         if path is None:
             return
-        entry = self.kernels.setdefault(path, {"signatures": set(), "launches": set()})
         try:
-            entry["signatures"].add(tuple(type_name(a) for a in args))
-        except Exception as exc:  # an argument Numba cannot type: the kernel would not compile with it either
-            entry["signatures"].add((f"untyped: {type(exc).__name__}",))
+            signature = tuple(type_name(a) for a in args)
+        except Exception:  # noqa: BLE001  a simulator stand-in (the relaxed simulator's arrays): not a GPU launch
+            return
+        entry = self.kernels.setdefault(path, {"signatures": set(), "launches": set()})
+        entry["signatures"].add(signature)
         shared = int(configuration[3]) if len(configuration) == 4 else 0
         entry["launches"].add((threads_per_block(configuration[1]), shared))
 
