@@ -9,6 +9,8 @@ The rule, in order:
 
 1. ``LABHELPERS_BACKEND=gpu`` asks for a GPU and fails loudly when there is none;
    ``LABHELPERS_BACKEND=sim`` forces the simulator even on a GPU machine.
+   ``LABHELPERS_BACKEND=compile`` loads numba-cuda in GPU mode without asking for a GPU: kernels can be
+   compiled for any architecture (``cuda.compile_ptx(..., cc=...)``, tools/compile_check) but not launched.
 2. ``NUMBA_ENABLE_CUDASIM=1`` set by the user also means the simulator.
 3. Otherwise (``auto``, the default) the CUDA driver is asked, through ``ctypes``,
    whether it sees at least one device. Yes: GPU. No driver or no device: simulator.
@@ -25,7 +27,8 @@ from .errors import NoGPUError
 ENV_VAR = "LABHELPERS_BACKEND"
 GPU = "gpu"
 SIM = "sim"
-_VALID = ("auto", GPU, SIM)
+COMPILE = "compile"
+_VALID = ("auto", GPU, SIM, COMPILE)
 
 _chosen: str | None = None
 
@@ -95,7 +98,9 @@ def configure() -> str:
         return _chosen
 
     want = requested()
-    if want == "auto":
+    if want == COMPILE:  # compile-only: GPU mode of numba-cuda, no driver asked (nothing will launch)
+        want = GPU
+    elif want == "auto":
         if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
             want = SIM
         else:

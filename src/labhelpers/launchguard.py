@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numbers
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -41,6 +41,40 @@ class SimulatorTooSlow(LabError, RuntimeError):
 
 _installed: dict[type, Any] = {}
 _known_good: set = set()
+#: Functions called as ``hook(kernel, configuration, args)`` at every launch while registered (see :func:`add_launch_hook`).
+_launch_hooks: list[Callable[[Any, tuple, tuple], None]] = []
+
+
+class _HookedLaunch:
+    """A configured launch that tells the launch hooks about its arguments before it runs (only while hooks exist)."""
+
+    def __init__(self, kernel: Any, configuration: tuple, launch: Any) -> None:
+        self._kernel, self._configuration, self._launch = kernel, configuration, launch
+
+    def __call__(self, *args: Any) -> Any:
+        for hook in list(_launch_hooks):
+            hook(self._kernel, self._configuration, args)
+        return self._launch(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._launch, name)
+
+
+def add_launch_hook(hook: Callable[[Any, tuple, tuple], None]) -> None:
+    """Call ``hook(kernel, configuration, args)`` before every ``kernel[configuration](*args)`` launch, both backends.
+
+    ``configuration`` is the ``(grid, block[, stream[, shared]])`` tuple as checked (lists made tuples). Used by
+    ``tools/record_launches.py`` to record what the book and the tests launch; remove it with
+    :func:`remove_launch_hook`. With no hook registered a launch pays nothing for this.
+    """
+    if hook not in _launch_hooks:
+        _launch_hooks.append(hook)
+
+
+def remove_launch_hook(hook: Callable[[Any, tuple, tuple], None]) -> None:
+    """Stop calling ``hook`` at launches (nothing happens if it was not registered)."""
+    if hook in _launch_hooks:
+        _launch_hooks.remove(hook)
 
 
 def _max_shared() -> int:
@@ -134,7 +168,11 @@ def install() -> None:
 
     def __getitem__(self, configuration):
         check_configuration(configuration)
-        return original(self, as_hashable(configuration))
+        configuration = as_hashable(configuration)
+        launch = original(self, configuration)
+        if _launch_hooks:
+            return _HookedLaunch(self, configuration, launch)
+        return launch
 
     __getitem__.__doc__ = original.__doc__
     __getitem__.__wrapped__ = original

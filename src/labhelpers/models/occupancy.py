@@ -120,6 +120,50 @@ HOPPER_H100 = SMLimits(
     source=_GUIDE + " (column 9.0)",
 )
 
+#: Turing T4 (compute capability 7.5): Colab's free GPU. 1024 threads and 16 blocks per SM, 64 KB of shared memory.
+TURING_T4 = SMLimits(
+    name="NVIDIA T4 (Turing)", compute_capability="7.5",
+    max_threads_per_sm=1024, max_blocks_per_sm=16,
+    registers_per_sm=65536, max_registers_per_block=65536, max_registers_per_thread=255,
+    register_unit=256, register_partitions=4,
+    shared_per_sm=64 * KIB, shared_per_block=48 * KIB, shared_per_block_optin=64 * KIB,
+    shared_unit=256, reserved_shared_per_block=0,
+    source=_GUIDE + " (column 7.5)",
+)
+
+#: Ampere A100 (compute capability 8.0).
+AMPERE_A100 = SMLimits(
+    name="NVIDIA A100 (Ampere)", compute_capability="8.0",
+    max_threads_per_sm=2048, max_blocks_per_sm=32,
+    registers_per_sm=65536, max_registers_per_block=65536, max_registers_per_thread=255,
+    register_unit=256, register_partitions=4,
+    shared_per_sm=164 * KIB, shared_per_block=48 * KIB, shared_per_block_optin=163 * KIB,
+    shared_unit=128, reserved_shared_per_block=1 * KIB,
+    source=_GUIDE + " (column 8.0)",
+)
+
+#: Ampere GA10x (compute capability 8.6: RTX 30xx, A10, A40): 1536 threads and 16 blocks per SM, 100 KB shared.
+AMPERE_GA10X = SMLimits(
+    name="NVIDIA A10 / RTX 30xx (Ampere GA10x)", compute_capability="8.6",
+    max_threads_per_sm=1536, max_blocks_per_sm=16,
+    registers_per_sm=65536, max_registers_per_block=65536, max_registers_per_thread=255,
+    register_unit=256, register_partitions=4,
+    shared_per_sm=100 * KIB, shared_per_block=48 * KIB, shared_per_block_optin=99 * KIB,
+    shared_unit=128, reserved_shared_per_block=1 * KIB,
+    source=_GUIDE + " (column 8.6)",
+)
+
+#: Ada L4 (compute capability 8.9): Colab's L4. 1536 threads and 24 blocks per SM, 100 KB shared.
+ADA_L4 = SMLimits(
+    name="NVIDIA L4 (Ada)", compute_capability="8.9",
+    max_threads_per_sm=1536, max_blocks_per_sm=24,
+    registers_per_sm=65536, max_registers_per_block=65536, max_registers_per_thread=255,
+    register_unit=256, register_partitions=4,
+    shared_per_sm=100 * KIB, shared_per_block=48 * KIB, shared_per_block_optin=99 * KIB,
+    shared_unit=128, reserved_shared_per_block=1 * KIB,
+    source=_GUIDE + " (column 8.9)",
+)
+
 #: Fermi GF100 (compute capability 2.0), as NVIDIA documents it.
 FERMI_GF100 = SMLimits(
     name="NVIDIA Fermi GF100", compute_capability="2.0",
@@ -142,6 +186,10 @@ FERMI_LECTURE = dataclasses.replace(
 
 PRESETS = {"H100 (Hopper, 9.0)": HOPPER_H100, "Fermi GF100 (2.0)": FERMI_GF100,
            "Fermi, lecture numbers": FERMI_LECTURE}
+
+#: The GPUs students get, by compute capability (T4, A100, A10/RTX 30xx, L4, H100): tools/compile_check checks every
+#: kernel the book launches against these.
+STUDENT_GPUS = {(7, 5): TURING_T4, (8, 0): AMPERE_A100, (8, 6): AMPERE_GA10X, (8, 9): ADA_L4, (9, 0): HOPPER_H100}
 
 # Per-architecture constants the driver does not report: (register unit, register partitions,
 # shared allocation unit, reserved shared memory per block, max registers per thread), by major
