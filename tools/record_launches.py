@@ -42,12 +42,14 @@ def kernel_path(kernel: Any) -> str | None:
         return None
     module, name = getattr(fn, "__module__", "") or "", fn.__name__
     if module.startswith("labhelpers.kernels."):
-        public = ".".join(module.split(".")[:3])
-        try:
-            if getattr(importlib.import_module(public), name, None) is kernel:
-                return f"{public}.{name}"
-        except ImportError:
-            pass
+        # the topic's module (labhelpers.kernels.nbody) when it exports the kernel, else the module defining it
+        # (labhelpers.kernels.scan.patterns: a topic split into a package re-exports only what the book uses)
+        for public in dict.fromkeys((".".join(module.split(".")[:3]), module)):
+            try:
+                if getattr(importlib.import_module(public), name, None) is kernel:
+                    return f"{public}.{name}"
+            except ImportError:
+                pass
         return None  # a test's mutant or a kernel made by a factory: not reachable by a public path (not checked)
     filename = Path(fn.__code__.co_filename).resolve()
     solutions = ROOT / "labs" / "solutions"
