@@ -13,9 +13,9 @@ import pytest
 import labhelpers as lh
 from labhelpers.device import DeviceInfo
 from labhelpers.exercises import cuda_intro as ex
-from labhelpers.experiments import intro as intro_exp
-from labhelpers.figures import intro as intro_fig
-from labhelpers.kernels import intro
+from labhelpers.experiments import cuda_intro as intro_exp
+from labhelpers.figures import cuda_intro as intro_fig
+from labhelpers.kernels import cuda_intro as intro
 from labhelpers.models import launch_calc
 from markers import gpu_only, sim_only
 from mutants import lab_skeletons, load_solutions, mutant

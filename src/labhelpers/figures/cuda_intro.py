@@ -17,7 +17,7 @@ def plot_saxpy_three_ways(data: Measured | Reference, live: pd.DataFrame | None 
         data: the :class:`~labhelpers.measured.Measured` of ``lh.live_or_reference(..., "ch01_saxpy_three_ways")``
             (its reference is drawn dashed, and its table solid when it was measured on this GPU), or the
             reference data itself.
-        live: with a reference as ``data``: a :func:`~labhelpers.experiments.intro.saxpy_three_ways` table
+        live: with a reference as ``data``: a :func:`~labhelpers.experiments.cuda_intro.saxpy_three_ways` table
             measured here, or None (the simulator has no timings).
 
     Every line's label names where its numbers come from (``reference: <GPU> (<date>)`` or ``this GPU:

@@ -20,10 +20,10 @@ up to whole blocks and the last block usually has threads with no element to wor
   capability 2.0; :func:`fibonacci` launches it.
 * :func:`write_at`: one thread writes one element *without* a bounds check, for the chapter's
   demonstration of an error that surfaces at a later synchronising call
-  (:func:`labhelpers.experiments.intro.asynchronous_error`).
+  (:func:`labhelpers.experiments.cuda_intro.asynchronous_error`).
 
 Timing SAXPY three ways (host, GPU with transfers, GPU kernel only) is in
-:mod:`labhelpers.experiments.intro`, its figure in :mod:`labhelpers.figures.intro`.
+:mod:`labhelpers.experiments.cuda_intro`, its figure in :mod:`labhelpers.figures.cuda_intro`.
 """
 
 from __future__ import annotations
