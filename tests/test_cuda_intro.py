@@ -140,7 +140,7 @@ def test_draw_launch_draws_or_explains(n, threads):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    launch_calc.draw_launch(ax, n, threads)
+    intro_fig.draw_launch(ax, n, threads)
     if threads > 1024:
         assert "LaunchConfigError" in ax.texts[0].get_text()
     else:
@@ -150,7 +150,7 @@ def test_draw_launch_draws_or_explains(n, threads):
 
 
 def test_widget_builds():
-    widget = lh.interactive_figure(launch_calc.draw_launch, n=(1, 4096, 1, 257), threads=[256, 100])
+    widget = lh.interactive_figure(intro_fig.draw_launch, n=(1, 4096, 1, 257), threads=[256, 100])
     assert widget.children
 
 
