@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Context, Row  # noqa: E402  (puts src/ on the path and asks for the GPU backend)
 
 import labhelpers as lh  # noqa: E402
-from labhelpers.experiments import intro  # noqa: E402
+from labhelpers.experiments import cuda_intro as intro  # noqa: E402
 from labhelpers.models import launch_calc  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Context, report  # noqa: E402
 
-TOPICS = ["cuda_intro", "bsp", "memory", "scheduling", "matmul", "reduction", "roofline", "nbody", "stencil", "scan", "streams", "portability", "consistency"]
+from labhelpers.chapters import TOPICS  # noqa: E402  (one bench topic per chapter, in chapter order)
 
 
 def main() -> int:

@@ -11,6 +11,7 @@ import pytest
 import labhelpers as lh
 from labhelpers.exercises import bsp as ex
 from labhelpers.experiments import bsp as bsp_exp
+from labhelpers.figures import bsp as bsp_fig
 from labhelpers.kernels import bsp
 from labhelpers.models import amdahl
 from markers import sim_only
@@ -336,7 +337,7 @@ def test_draw_multithreading_draws_four_panels():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    bsp_model.draw_multithreading(ax, threads=3, stall=5)
+    bsp_fig.draw_multithreading(ax, threads=3, stall=5)
     assert len(ax.patches) == 4 and len(ax.texts) == 4
     plt.close(fig)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import labhelpers as lh
-from labhelpers.kernels import intro
+from labhelpers.kernels import cuda_intro as intro
 from labhelpers.notebook import _fix_for, setup
 from labhelpers.source import source_of
 

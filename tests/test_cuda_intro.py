@@ -13,9 +13,9 @@ import pytest
 import labhelpers as lh
 from labhelpers.device import DeviceInfo
 from labhelpers.exercises import cuda_intro as ex
-from labhelpers.experiments import intro as intro_exp
-from labhelpers.figures import intro as intro_fig
-from labhelpers.kernels import intro
+from labhelpers.experiments import cuda_intro as intro_exp
+from labhelpers.figures import cuda_intro as intro_fig
+from labhelpers.kernels import cuda_intro as intro
 from labhelpers.models import launch_calc
 from markers import gpu_only, sim_only
 from mutants import lab_skeletons, load_solutions, mutant
@@ -140,7 +140,7 @@ def test_draw_launch_draws_or_explains(n, threads):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    launch_calc.draw_launch(ax, n, threads)
+    intro_fig.draw_launch(ax, n, threads)
     if threads > 1024:
         assert "LaunchConfigError" in ax.texts[0].get_text()
     else:
@@ -150,7 +150,7 @@ def test_draw_launch_draws_or_explains(n, threads):
 
 
 def test_widget_builds():
-    widget = lh.interactive_figure(launch_calc.draw_launch, n=(1, 4096, 1, 257), threads=[256, 100])
+    widget = lh.interactive_figure(intro_fig.draw_launch, n=(1, 4096, 1, 257), threads=[256, 100])
     assert widget.children
 
 

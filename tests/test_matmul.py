@@ -8,6 +8,8 @@ and element by element within the classical bound ``k * eps * (|A| @ |B|)``.
 
 from __future__ import annotations
 
+import functools
+
 import matplotlib
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import pytest
 import labhelpers as lh
 from labhelpers.exercises import matmul as ex
 from labhelpers.experiments import matmul as mm_exp
+from labhelpers.figures import matmul as mm_fig
 from labhelpers.kernels import matmul as mm
 from labhelpers.kernels import matmul_cpu as cpu
 from labhelpers.models import tiling
@@ -258,11 +261,29 @@ def test_drawings():
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2)
-    ph = tiling.draw_tiling(ax1, 12, 12, 12, 4, 1, 2, 1)
+    ph = mm_fig.draw_tiling(ax1, 12, 12, 12, 4, 1, 2, 1)
     assert ph.phase == 1 and "8.0x fewer" not in ax1.get_title() and "4.0x fewer" in ax1.get_title()
-    tiling.draw_roofline(ax2, 4000, 50000, {"naive": (0.25, 900.0), "missing": (float("nan"), 1.0)})
-    assert ax2.get_xscale() == "log"
+    ref = lh.load_reference("ch05_matmul_sweep")
+    mm_fig.draw_roofline(ax2, 4096, table=ref.table, ceilings=rl.reference_ceilings(), cublas_gflops=50000.0,
+                         label="reference")
+    legend = [t.get_text() for t in ax2.get_legend().get_texts()]
+    assert ax2.get_xscale() == "log" and any(s.startswith("cuBLAS FP32: 50.0 T") for s in legend)
+    assert "  naive" in legend and not any("tiled 8" in s for s in legend)
     plt.close(fig)
+
+
+def test_chapter_figures_draw_the_reference_data():
+    import matplotlib.pyplot as plt
+
+    cpu_ref = lh.load_reference("ch05_cpu_loop_order")
+    fig = mm_fig.plot_cpu_loop_orders(cpu_ref.table.iloc[:0], cpu_ref)
+    assert fig.axes[0].get_lines()
+    plt.close(fig)
+    ref = lh.load_reference("ch05_matmul_sweep")
+    assert lh.interactive_figure(functools.partial(mm_fig.draw_sweep_widget, table=ref.table, label=ref.label),
+                                 tile=[16, 8, 32], scale=["log", "linear"]).children
+    assert lh.interactive_figure(mm_fig.draw_phase, block_row=(0, 2, 1, 1), block_col=(0, 3, 1, 1),
+                                 phase=(0, 2, 1, 0)).children
 
 
 # ----------------------------------------------------------------------------------------------- CPU loops

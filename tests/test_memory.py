@@ -14,6 +14,7 @@ import pytest
 
 from labhelpers.exercises import memory as ex
 from labhelpers.experiments import memory as memory_exp
+from labhelpers.figures import memory as memory_fig
 from labhelpers.kernels import memory
 from labhelpers.models import banks
 from markers import gpu_only, sim_only
@@ -137,8 +138,8 @@ def test_warp_request_text_and_line_efficiency():
 
 def test_drawings_run():
     fig, (ax1, ax2) = plt.subplots(1, 2)
-    assert banks.draw_bank_access(ax1, banks.strided_words(2)) == 2
-    assert banks.draw_warp_sectors(ax2, 3, 2).sectors == banks.sectors_per_request(3, 2)
+    assert memory_fig.draw_bank_access(ax1, banks.strided_words(2)) == 2
+    assert memory_fig.draw_warp_sectors(ax2, 3, 2).sectors == banks.sectors_per_request(3, 2)
     plt.close(fig)
 
 

@@ -221,9 +221,9 @@ def test_potential_energy_of_two_bodies():
 
 def test_counts():
     assert nb.interactions(1000) == 10**6 and nb.flops(1000) == 20 * 10**6
-    assert nb.bytes_moved(256, tile=256) == 16 * 256 + 12 * 256
-    assert nb.bytes_moved(256) == 16 * 256**2 + 12 * 256
-    assert nb.bytes_moved(257, tile=256) == 16 * 257 * 2 + 12 * 257
+    assert nb.bytes_moved(256, tile=256) == 16 * (256 + 256) + 12 * 256  # every body once per block, plus its own
+    assert nb.bytes_moved(256) == 16 * (256**2 + 256) + 12 * 256
+    assert nb.bytes_moved(257, tile=256) == 16 * (257 * 2 + 257) + 12 * 257  # two blocks: rounded up
 
 
 def test_flop_convention_matches_the_roofline_chapter():

@@ -272,7 +272,7 @@ def test_plot_level_draws(variant):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    tree.plot_level(ax, variant, 64, 9)  # a level beyond the last is clamped
+    red_fig.draw_level(ax, variant, 64, 9)  # a level beyond the last is clamped
     assert "level 6 of 6" in ax.get_title()
     plt.close(fig)
 

@@ -27,6 +27,7 @@ from labhelpers import host, profiler, roofline  # noqa: E402
 from labhelpers.device import SIMULATOR_NAME, DeviceInfo  # noqa: E402
 from labhelpers.exercises import roofline as ex  # noqa: E402
 from labhelpers.experiments import roofline as rx  # noqa: E402
+from labhelpers.figures import roofline as roofline_fig  # noqa: E402
 from labhelpers.kernels import roofline as rk  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
 from labhelpers.roofline import measure as rm  # noqa: E402
@@ -686,18 +687,18 @@ def test_plot_roofline_without_ceilings_says_so():
 
 def test_widgets_build():
     points = pd.DataFrame({"name": ["a"], "intensity": [1.0], "gflops": [1000.0]})
-    assert roofline.roofline_explorer(_ceilings(), points).children
+    assert roofline_fig.roofline_explorer(_ceilings(), points).children
     sweep = pd.DataFrame({"nfma": [1, 2], "intensity": [0.25, 0.5], "gflops": [750.0, np.nan]})
-    assert roofline.sweep_explorer(_ceilings(), sweep, "test").children
+    assert roofline_fig.sweep_explorer(_ceilings(), sweep, "test").children
     plt.close("all")
 
 
 def test_chapter_figures_accept_nan_tables():
     hyg = pd.DataFrame({"measurement": ["a", "b"], "ms": [np.nan, 1.0], "what_it_measures": ["", ""]})
     fig, ax = plt.subplots()
-    roofline.plot_timing_hygiene(ax, hyg, "test")
+    roofline_fig.plot_timing_hygiene(ax, hyg, "test")
     fig, axes = plt.subplots(1, 2)
-    roofline.plot_skewed_gemm(axes, rx.skewed_gemm_sweep(progress=False), "test", _ceilings())
+    roofline_fig.plot_skewed_gemm(axes, rx.skewed_gemm_sweep(progress=False), "test", _ceilings())
     plt.close("all")
 
 
@@ -1065,13 +1066,13 @@ def test_fft_crossover_reference_and_its_figure():
     assert points["on_gpu"] < points["with_copies"] and (table["speedup_copies"] < 1).any()
     assert points["with_copies"] <= table["n"].max() and ref.meta.get("cpu")
     fig, ax = plt.subplots()
-    assert roofline.plot_fft_crossover(ax, table, ref.label, rx.LECTURE_FFT_CROSSOVER, points) is ax
+    assert roofline_fig.plot_fft_crossover(ax, table, ref.label, rx.LECTURE_FFT_CROSSOVER, points) is ax
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert f"the lecture's crossover: {rx.LECTURE_FFT_CROSSOVER:,}" in legend
     assert f"GPU faster from n = {points['on_gpu']:,.0f} (data on the GPU)" in legend
     assert ref.gpu in ax.get_title()
     empty, ax2 = plt.subplots()
-    assert roofline.plot_fft_crossover(ax2, table.iloc[:0], "none", None, None) is ax2
+    assert roofline_fig.plot_fft_crossover(ax2, table.iloc[:0], "none", None, None) is ax2
     plt.close("all")
 
 

@@ -22,6 +22,7 @@ from labhelpers.device import DeviceInfo  # noqa: E402
 from labhelpers import roofline as rl  # noqa: E402
 from labhelpers.exercises import scheduling as ex  # noqa: E402
 from labhelpers.experiments import scheduling as ks_exp  # noqa: E402
+from labhelpers.figures import scheduling as ks_fig  # noqa: E402
 from labhelpers.kernels import scheduling as ks  # noqa: E402
 from labhelpers.models import occupancy as oc  # noqa: E402
 from labhelpers.models import warp_timeline as wt  # noqa: E402
@@ -99,7 +100,7 @@ def test_littles_law():
 
 def test_draw_timeline_runs():
     fig, ax = plt.subplots()
-    wt.draw_timeline(ax, wt.simulate(3, 20, 50, cycles=210))
+    ks_fig.draw_timeline(ax, wt.simulate(3, 20, 50, cycles=210))
     assert "86%" in ax.get_title()
     plt.close(fig)
 
@@ -263,7 +264,7 @@ def test_compare_with_driver_builds_its_table(monkeypatch):
 
 def test_draw_limits_runs():
     fig, ax = plt.subplots()
-    oc.draw_limits(ax, oc.occupancy(256, 64, 0))
+    ks_fig.draw_limits(ax, oc.occupancy(256, 64, 0))
     assert "registers" in ax.get_title()
     plt.close(fig)
 
@@ -507,8 +508,32 @@ def test_vector_add_walkthrough_rejects_bad_parameters():
 
 def test_draw_walkthrough_runs():
     fig, ax = plt.subplots()
-    wt.draw_walkthrough(ax, wt.vector_add_walkthrough(n=6))
+    ks_fig.draw_walkthrough(ax, wt.vector_add_walkthrough(n=6))
     assert ax.get_title().startswith("vector add")
+    plt.close(fig)
+
+
+def test_chapter_figures_draw_the_reference_data():
+    div = lh.load_reference("ch04_divergence").table.set_index("kernel")
+    fig = ks_fig.plot_divergence(div, label="reference")
+    assert len(fig.axes[0].patches) == len(div)
+    plt.close(fig)
+    regs = lh.load_reference("ch04_occupancy_driver").table.groupby("kernel")["registers"].first()
+    fig = ks_fig.plot_occupancy_by_registers(oc.HOPPER_H100, {"scale": int(regs["scale"])})
+    assert len(fig.axes[0].texts) == 1 and "H100" in fig.axes[0].get_title()
+    plt.close(fig)
+    fig = ks_fig.plot_timelines((3, 4))
+    assert [ax.get_title().endswith(u) for ax, u in zip(fig.axes, ("86%", "100%"))] == [True, True]
+    plt.close(fig)
+
+
+def test_widget_draw_functions_run_in_interactive_figure():
+    assert lh.interactive_figure(ks_fig.draw_scheduler, n_warps=(1, 8, 1, 3), burst=(1, 60, 1, 20),
+                                 stall=(0, 300, 10, 50), policy=["greedy", "round-robin"]).children
+    assert lh.interactive_figure(ks_fig.draw_vector_add, n=(1, 8, 1, 6), memory_latency=(1, 40, 1, 20)).children
+    fig, ax = plt.subplots()
+    ks_fig.draw_occupancy(ax, "H100 (Hopper, 9.0)", 2048, 32, 0)  # cannot launch: said on the axes
+    assert ax.texts and not ax.axison
     plt.close(fig)
 
 

@@ -15,7 +15,7 @@ os.environ.setdefault("LABHELPERS_BACKEND", "gpu")
 import numpy as np  # noqa: E402
 
 import labhelpers as lh  # noqa: E402
-from labhelpers.kernels import intro  # noqa: E402
+from labhelpers.kernels import cuda_intro as intro  # noqa: E402
 
 
 def main() -> int:

@@ -15,6 +15,16 @@ from .measured import Measured, live_or_reference, timed_rows, typed_table
 from .refdata import Reference
 
 
+def figure_axes(ax=None, figsize: tuple[float, float] = (7, 3.5)):
+    """``(figure, axes)``: the figure of ``ax``, or a new figure of ``figsize`` with one axes when ``ax`` is None.
+
+    The figures modules' static plots take ``ax=None`` and return the Figure through this.
+    """
+    if ax is None:
+        return plt.subplots(figsize=figsize)
+    return ax.figure, ax
+
+
 def _as_measured(live: pd.DataFrame | Measured | None, reference: Reference | None) -> Measured | None:
     """What to draw as this machine's curve: a Measured (live or not), or None when there is nothing."""
     if isinstance(live, Measured):

@@ -25,7 +25,7 @@ from numba import cuda
 
 from .. import backend, profiler
 from ..errors import GPUOnlyError
-from ..kernels.intro import saxpy, saxpy_bytes, saxpy_flops
+from ..kernels.cuda_intro import saxpy, saxpy_bytes, saxpy_flops
 from ..kernels.roofline import (
     fma_chains,
     fma_chains_flops,

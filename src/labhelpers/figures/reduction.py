@@ -3,7 +3,9 @@
 Each function takes the data as :func:`labhelpers.load_reference` (a ``Reference``) or
 :func:`labhelpers.live_or_reference` (a ``Measured``) returns it, both with a typed ``table`` and a
 ``label`` that names the GPU, and returns the matplotlib Figure (end the notebook cell with
-``plt.show()``). The numbers come from :mod:`labhelpers.experiments.reduction`.
+``plt.show()``). The numbers come from :mod:`labhelpers.experiments.reduction`. :func:`draw_level` is the tree
+widget's draw function, ``draw_level(ax, variant, block, level) -> None`` as :func:`labhelpers.interactive_figure`
+calls it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import matplotlib.patches as mpatches
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -18,6 +21,7 @@ import pandas as pd
 from ..experiments.reduction import best_per_variant, gbps_grid
 from ..kernels.reduction import CLASSIC, VARIANTS
 from ..measured import Measured, typed_table
+from ..models.reduction_tree import BANKS, TREE_VARIANTS, WARP, tree_levels
 from ..plotting import plot_comparison
 
 #: What a panel says when its table has no measured number.
@@ -158,3 +162,55 @@ def plot_loads_in_flight(flight, yardsticks: dict[str, float] | None = None):
         ax.set_ylim(0, 1.15 * np.nanmax([table["gbps"].max(), *yardsticks.values()]))
     fig.tight_layout()
     return fig
+
+
+def draw_level(ax, variant: int = 1, block: int = 64, level: int = 1) -> None:
+    """Draw one level of a block's tree: who adds, which words, which banks (for the chapter's widget).
+
+    Top row: the threads (coloured by warp when they add, white when idle). Middle row:
+    the shared-memory words, with a line from each adding thread to the word it writes
+    (solid) and the word it adds (dashed). Bottom: for the warp with the worst conflict, how
+    many different words its read touches in each of the 32 banks.
+    """
+    levels = tree_levels(variant, block)
+    level = max(1, min(level, len(levels)))
+    lv = levels[level - 1]
+    adding = set(lv.threads)
+    y_thr, y_mem, y_bank = 3.0, 1.4, -0.9
+    written = dict(zip(lv.dst, lv.threads))
+    for t in range(block):
+        color = f"C{(t // WARP) % 10}" if t in adding else "white"
+        ax.add_patch(mpatches.Rectangle((t, y_thr), 0.9, 0.6, facecolor=color, edgecolor="0.5", lw=0.5))
+        fill = f"C{(written[t] // WARP) % 10}" if t in written else "0.93"
+        ax.add_patch(mpatches.Rectangle((t, y_mem), 0.9, 0.6, facecolor=fill, alpha=0.45 if t in written else 1.0,
+                                        edgecolor="0.5", lw=0.5))
+    for t, d, s in zip(lv.threads, lv.dst, lv.src):
+        color = f"C{(t // WARP) % 10}"
+        ax.plot([t + 0.45, d + 0.45], [y_thr, y_mem + 0.6], color=color, lw=0.9)
+        ax.plot([t + 0.45, s + 0.45], [y_thr, y_mem + 0.6], color=color, lw=0.7, ls="--", alpha=0.7)
+    for w in range(0, block, 8):
+        ax.text(w + 0.45, y_mem - 0.35, f"{w}\nbank {w % BANKS}", ha="center", va="top", fontsize=6)
+    warp = lv.worst_warp
+    counts = lv.bank_counts(warp, "src")
+    scale = block / BANKS
+    for b in range(BANKS):
+        if counts[b]:
+            ax.add_patch(mpatches.Rectangle((b * scale, y_bank), 0.8 * scale, 0.3 * counts[b],
+                                            facecolor="C3" if counts[b] > 1 else "C2", edgecolor="none"))
+            if counts[b] > 1:
+                ax.text((b + 0.4) * scale, y_bank + 0.3 * counts[b] + 0.05, str(counts[b]), ha="center",
+                        va="bottom", fontsize=6, color="C3")
+    ax.plot([0, block], [y_bank, y_bank], color="0.4", lw=0.6)
+    ax.text(0, y_bank - 0.08, "bank 0", ha="left", va="top", fontsize=6)
+    ax.text(block, y_bank - 0.08, "bank 31", ha="right", va="top", fontsize=6)
+    ax.text(-0.5, y_thr + 0.3, "threads", ha="right", va="center", fontsize=8)
+    ax.text(-0.5, y_mem + 0.3, "shared\nmemory", ha="right", va="center", fontsize=8)
+    ax.text(-0.5, y_bank + 0.4, f"banks read\nby warp {warp}", ha="right", va="center", fontsize=8)
+    info = (f"{lv.active} of {block} threads add · warps with work: {lv.warps_with_work} of {lv.warps} · "
+            f"divergent warps: {lv.divergent_warps} · worst bank conflict: {lv.worst_conflict}-way")
+    ax.text(block / 2, y_bank - 0.45, info, ha="center", va="top", fontsize=8)
+    ax.set_title(f"Variant {variant} ({TREE_VARIANTS[variant]}), block of {block}: level {level} of {len(levels)}, "
+                 f"stride {lv.stride}", fontsize=9)
+    ax.set_xlim(-0.5, block + 0.5)
+    ax.set_ylim(y_bank - 0.9, y_thr + 0.8)
+    ax.axis("off")

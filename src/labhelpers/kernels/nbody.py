@@ -48,13 +48,16 @@ from numba import cuda, float32
 
 from .. import backend, validate
 from ..arrays import to_host
+from ..counts import NBODY_FLOPS_PER_INTERACTION as FLOPS_PER_INTERACTION
+from ..counts import nbody_bytes as bytes_moved
+from ..counts import nbody_flops as flops
+from ..counts import nbody_interactions as interactions
 from ..errors import ArgumentError, ArrayArgumentError
 
-#: Floating-point operations counted per body-body interaction: the convention of Nyland, Harris and
-#: Prins, *Fast N-Body Simulation with CUDA* (GPU Gems 3, 2007): 3 subtractions, 6 for the squared
-#: distance plus softening, 4 for the inverse cube (the square root and the division count 2), 1 for
-#: the mass, 6 for the accumulation.
-FLOPS_PER_INTERACTION = 20
+# FLOPS_PER_INTERACTION (20, imported from labhelpers.counts): the convention of Nyland, Harris and Prins,
+# *Fast N-Body Simulation with CUDA* (GPU Gems 3, 2007): 3 subtractions, 6 for the squared distance plus
+# softening, 4 for the inverse cube (the square root and the division count 2), 1 for the mass, 6 for the
+# accumulation.
 #: The softening length of the chapter's simulations (in units of the Plummer scale radius).
 DEFAULT_SOFTENING = 0.05
 DEFAULT_EPS2 = DEFAULT_SOFTENING**2
@@ -905,23 +908,7 @@ def random_bodies(n: int, rng: np.random.Generator | None = None, *, layout: str
 # ------------------------------------------------------------------------------------- counting
 
 
-def interactions(n: int) -> int:
-    """Body-body interactions of one all-pairs evaluation: ``n^2`` (the self terms included)."""
-    return int(n) * int(n)
-
-
-def flops(n: int) -> int:
-    """Flops of one evaluation by the 20-flop convention: ``20 n^2``."""
-    return FLOPS_PER_INTERACTION * interactions(n)
-
-
-def bytes_moved(n: int, tile: int | None = None) -> int:
-    """Device-memory bytes of one evaluation: every body (16 B) read ``n`` times (naive) or ``n / tile``
-    times (tiled, whole tiles), plus the 12-byte results. The naive count assumes no cache at all.
-    """
-    n = int(n)
-    reads = n * n if tile is None else n * (-(-n // int(tile)))
-    return 16 * reads + 12 * n
+# interactions, flops and bytes_moved are labhelpers.counts' nbody_interactions, nbody_flops and nbody_bytes.
 
 
 __all__ = [

@@ -20,7 +20,8 @@ Fine-grained multithreading fills the empty *cycles* (vertical waste); only simu
 multithreading also fills the empty *slots within a cycle* (horizontal waste).
 
 :func:`simulate_multithreading` runs the model and returns an :class:`IssueTrace`;
-:func:`compare_multithreading` tabulates the four; :func:`draw_multithreading` draws them.
+:func:`compare_multithreading` tabulates the four; :func:`labhelpers.figures.bsp.draw_multithreading`
+draws them.
 """
 
 from __future__ import annotations
@@ -171,35 +172,3 @@ def compare_multithreading(threads: int = 6, **params) -> pd.DataFrame:
                      "instructions per cycle": round(trace.ipc, 2), "slots used": f"{trace.utilisation:.0%}",
                      "empty cycles": trace.idle_cycles})
     return pd.DataFrame(rows).set_index("kind")
-
-
-def draw_multithreading(ax, threads: int = 6, stall: int = 8, switch: int = 2, *, width: int = 4, ilp: int = 2,
-                        burst: int = 8, cycles: int = 36) -> None:
-    """Draw the four kinds side by side: time runs down, one column per issue slot, one colour per thread."""
-    import matplotlib.colors as mcolors
-    from matplotlib.patches import Rectangle
-
-    colours = ["white"] + [f"C{t % 10}" for t in range(threads)]
-    cmap = mcolors.ListedColormap(colours)
-    gap = 1
-    panels = []
-    for kind in MULTITHREADING_KINDS:
-        trace = simulate_multithreading(kind, threads, width=width, ilp=ilp, burst=burst, stall=stall,
-                                        switch=switch, cycles=cycles)
-        panels.append(trace)
-    image = np.full((cycles, len(panels) * (width + gap) - gap), np.nan)
-    for k, trace in enumerate(panels):
-        image[:, k * (width + gap):k * (width + gap) + width] = trace.slots + 1
-    ax.imshow(np.ma.masked_invalid(image), cmap=cmap, vmin=0, vmax=threads, aspect="auto", interpolation="nearest")
-    for k, trace in enumerate(panels):
-        left = k * (width + gap) - 0.5
-        ax.add_patch(Rectangle((left, -0.5), width, cycles, fill=False, edgecolor="0.3", linewidth=0.8))
-        ax.text(left + width / 2, -1.0, f"{trace.kind}\n{trace.utilisation:.0%} of slots", ha="center",
-                va="bottom", fontsize=8)
-    ax.set_xticks([])
-    ax.set_ylabel("cycle")
-    ax.set_ylim(cycles - 0.5, -4)
-    ax.set_title(f"{threads} threads, issue width {width}, ILP {ilp}: bursts of {burst}, stalls of {stall} cycles, "
-                 f"switch {switch}", fontsize=8)
-    for side in ("top", "right", "bottom"):
-        ax.spines[side].set_visible(False)

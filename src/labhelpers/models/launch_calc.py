@@ -1,8 +1,9 @@
 """The numbers that decide a launch: blocks, idle threads and warps, and the device limits behind them.
 
 * :func:`summarize_launch` turns ``(n, threads per block)`` into a :class:`LaunchSummary`
-  (blocks, threads launched, idle threads, warps, lanes left empty); :func:`draw_launch`
-  draws it, one rectangle per block, for chapter 1's calculator widget.
+  (blocks, threads launched, idle threads, warps, lanes left empty);
+  :func:`labhelpers.figures.cuda_intro.draw_launch` draws it, one rectangle per block, for chapter 1's
+  calculator widget.
 * :func:`launch_2d` is the 2D version of :func:`labhelpers.launch.launch_1d`: x along
   columns, y along rows.
 * :func:`device_properties_table` stores a GPU's properties as a two-column table (the
@@ -127,60 +128,6 @@ def launch_2d(shape: tuple[int, int], block: tuple[int, int] = (16, 16)) -> tupl
 
 
 # --- the calculator's picture -----------------------------------------------------------------
-
-ACTIVE_COLOR = "#3b75af"
-IDLE_COLOR = "#ef8636"
-EMPTY_COLOR = "#d9d9d9"
-
-
-def _block_rows(blocks: int, lanes_per_block: int) -> int:
-    """Blocks per row of the picture: about 1024 lanes per row, at least one block."""
-    return max(1, min(blocks, 1024 // lanes_per_block if lanes_per_block <= 1024 else 1))
-
-
-def draw_launch(ax, n: int, threads: int) -> None:
-    """Draw the blocks of a 1D launch for ``n`` elements: threads with work, idle threads, empty warp lanes.
-
-    Each block is a bar as wide as its warps' lanes (32 per warp); thin lines separate the warps.
-    Blue: threads with an element. Orange: idle threads (index >= n, stopped by the bounds check).
-    Grey: lanes of a partly filled warp that hold no thread at all. An impossible launch is
-    reported on the axes instead.
-    """
-    try:
-        s = summarize_launch(n, threads)
-    except LaunchConfigError as exc:
-        ax.text(0.5, 0.5, f"LaunchConfigError:\n{exc}", ha="center", va="center", wrap=True, color="#b22222",
-                transform=ax.transAxes)
-        ax.set_axis_off()
-        return
-    from matplotlib.patches import Patch, Rectangle
-
-    lanes = s.warps_per_block * WARP_SIZE
-    per_row = _block_rows(s.blocks, lanes)
-    gap = lanes * 0.06
-    for b in range(s.blocks):
-        x0 = (b % per_row) * (lanes + gap)
-        y0 = -(b // per_row) * 1.4
-        active = max(0, min(threads, n - b * threads))
-        for start, stop, color in ((0, active, ACTIVE_COLOR), (active, threads, IDLE_COLOR),
-                                   (threads, lanes, EMPTY_COLOR)):
-            if stop > start:
-                ax.add_patch(Rectangle((x0 + start, y0), stop - start, 1, facecolor=color, edgecolor="none"))
-        for w in range(1, s.warps_per_block):
-            ax.plot([x0 + w * WARP_SIZE] * 2, [y0, y0 + 1], color="white", linewidth=0.8)
-        ax.add_patch(Rectangle((x0, y0), lanes, 1, fill=False, edgecolor="0.2", linewidth=0.8))
-        if s.blocks <= 32:
-            ax.text(x0 + lanes / 2, y0 + 1.05, f"block {b}", ha="center", va="bottom", fontsize=7)
-    rows = math.ceil(s.blocks / per_row)
-    ax.set_xlim(-gap, per_row * (lanes + gap))
-    ax.set_ylim(-(rows - 1) * 1.4 - 0.2, 1.5)
-    ax.set_axis_off()
-    ax.set_title(f"n = {n}, {threads} threads/block: {s.blocks} blocks, {s.total_threads} threads "
-                 f"({s.idle_threads} idle), {s.warps} warps, {s.lane_efficiency:.0%} of lanes busy", fontsize=9)
-    ax.legend(handles=[Patch(color=ACTIVE_COLOR, label="thread with an element"),
-                       Patch(color=IDLE_COLOR, label="idle thread (i >= n)"),
-                       Patch(color=EMPTY_COLOR, label="empty lane of a partial warp")],
-              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
 
 
 # --- device properties --------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import math
 import pandas as pd
 
 from .. import validate
+from ..counts import NBODY_FLOPS_PER_INTERACTION as FLOPS_PER_INTERACTION
 from ..errors import ArgumentError
 from .banks import warp_request
 
@@ -30,8 +31,6 @@ FP32_LANES_PER_SM = 128
 #: Special-function (MUFU: rsqrt, rcp, sqrt, ...) results per SM and clock.
 MUFU_LANES_PER_SM = 16
 WARP = 32
-#: Flops per interaction by the convention the chapter uses.
-FLOPS_PER_INTERACTION = 20
 
 
 def flop_conventions() -> pd.DataFrame:

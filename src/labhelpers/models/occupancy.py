@@ -554,24 +554,3 @@ def compare_with_driver(
                          "registers": res.registers_per_thread, "static_shared": res.static_shared_per_block,
                          "calc_blocks": calc, "driver_blocks": drv, "agree": calc == drv, "limiting": limiting})
     return pd.DataFrame(rows)
-
-
-# --------------------------------------------------------------------------- drawing
-def draw_limits(ax, result: Occupancy) -> None:
-    """Bars: the blocks per SM each resource allows; the smallest (the limit) in red."""
-    names = list(RESOURCES)
-    cap = max(v for v in result.limits.values() if v is not None)
-    values = [result.limits[n] if result.limits[n] is not None else cap for n in names]
-    colours = ["tab:red" if n in result.limiting else "tab:blue" for n in names]
-    bars = ax.barh(names[::-1], values[::-1], color=colours[::-1])
-    for bar, name in zip(bars, names[::-1]):
-        v = result.limits[name]
-        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {v}" if v is not None else " no limit",
-                va="center", fontsize=8)
-    ax.axvline(result.blocks_per_sm, color="tab:red", linestyle=":", linewidth=1)
-    ax.set_xlim(0, max(values) * 1.25 + 1)
-    ax.set_xlabel("blocks per SM this resource allows")
-    ax.set_title(f"{result.threads_per_block} thr x {result.registers_per_thread} regs, "
-                 f"{result.shared_per_block / KIB:.1f} KB shared: {result.blocks_per_sm} blocks, "
-                 f"{result.warps_per_sm}/{result.sm.max_warps_per_sm} warps = {result.occupancy:.0%} "
-                 f"({' and '.join(result.limiting)})", fontsize=9)

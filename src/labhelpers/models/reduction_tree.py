@@ -19,8 +19,8 @@ counts the warps that have work, the warps that diverge (some lanes add, some do
 the worst shared-memory bank conflict: shared memory has 32 banks of 4-byte words (word
 ``w`` lives in bank ``w % 32``), and a warp's access is split into as many passes as the
 largest number of *different* words it touches in one bank (NVIDIA, *CUDA C++
-Programming Guide*, "Shared Memory"). :func:`plot_level` draws one level, for the
-chapter's widget. :func:`last_warp_stale_reads` models the classic last-warp pitfall, and
+Programming Guide*, "Shared Memory"). :func:`labhelpers.figures.reduction.draw_level` draws one
+level, for the chapter's widget. :func:`last_warp_stale_reads` models the classic last-warp pitfall, and
 :func:`lecture_variant5` the two typos of the lecture's version of variant 5 (``if (tid < 0)`` and
 ``=`` for ``+=``), which are wrong even on a GPU that runs a warp in perfect lockstep.
 """
@@ -249,57 +249,3 @@ def lecture_variant5(values, *, loop_condition: str = "tid < s", last_warp: str 
         partner = words[k:2 * k].copy()  # every lane reads first (lockstep) ...
         words[:k] = words[:k] + partner if last_warp == "+=" else partner  # ... then writes
     return float(words[0])
-
-
-def plot_level(ax, variant: int = 1, block: int = 64, level: int = 1) -> None:
-    """Draw one level of a block's tree: who adds, which words, which banks (for the chapter's widget).
-
-    Top row: the threads (coloured by warp when they add, white when idle). Middle row:
-    the shared-memory words, with a line from each adding thread to the word it writes
-    (solid) and the word it adds (dashed). Bottom: for the warp with the worst conflict, how
-    many different words its read touches in each of the 32 banks.
-    """
-    import matplotlib.patches as mpatches
-
-    levels = tree_levels(variant, block)
-    level = max(1, min(level, len(levels)))
-    lv = levels[level - 1]
-    adding = set(lv.threads)
-    y_thr, y_mem, y_bank = 3.0, 1.4, -0.9
-    written = dict(zip(lv.dst, lv.threads))
-    for t in range(block):
-        color = f"C{(t // WARP) % 10}" if t in adding else "white"
-        ax.add_patch(mpatches.Rectangle((t, y_thr), 0.9, 0.6, facecolor=color, edgecolor="0.5", lw=0.5))
-        fill = f"C{(written[t] // WARP) % 10}" if t in written else "0.93"
-        ax.add_patch(mpatches.Rectangle((t, y_mem), 0.9, 0.6, facecolor=fill, alpha=0.45 if t in written else 1.0,
-                                        edgecolor="0.5", lw=0.5))
-    for t, d, s in zip(lv.threads, lv.dst, lv.src):
-        color = f"C{(t // WARP) % 10}"
-        ax.plot([t + 0.45, d + 0.45], [y_thr, y_mem + 0.6], color=color, lw=0.9)
-        ax.plot([t + 0.45, s + 0.45], [y_thr, y_mem + 0.6], color=color, lw=0.7, ls="--", alpha=0.7)
-    for w in range(0, block, 8):
-        ax.text(w + 0.45, y_mem - 0.35, f"{w}\nbank {w % BANKS}", ha="center", va="top", fontsize=6)
-    warp = lv.worst_warp
-    counts = lv.bank_counts(warp, "src")
-    scale = block / BANKS
-    for b in range(BANKS):
-        if counts[b]:
-            ax.add_patch(mpatches.Rectangle((b * scale, y_bank), 0.8 * scale, 0.3 * counts[b],
-                                            facecolor="C3" if counts[b] > 1 else "C2", edgecolor="none"))
-            if counts[b] > 1:
-                ax.text((b + 0.4) * scale, y_bank + 0.3 * counts[b] + 0.05, str(counts[b]), ha="center",
-                        va="bottom", fontsize=6, color="C3")
-    ax.plot([0, block], [y_bank, y_bank], color="0.4", lw=0.6)
-    ax.text(0, y_bank - 0.08, "bank 0", ha="left", va="top", fontsize=6)
-    ax.text(block, y_bank - 0.08, "bank 31", ha="right", va="top", fontsize=6)
-    ax.text(-0.5, y_thr + 0.3, "threads", ha="right", va="center", fontsize=8)
-    ax.text(-0.5, y_mem + 0.3, "shared\nmemory", ha="right", va="center", fontsize=8)
-    ax.text(-0.5, y_bank + 0.4, f"banks read\nby warp {warp}", ha="right", va="center", fontsize=8)
-    info = (f"{lv.active} of {block} threads add · warps with work: {lv.warps_with_work} of {lv.warps} · "
-            f"divergent warps: {lv.divergent_warps} · worst bank conflict: {lv.worst_conflict}-way")
-    ax.text(block / 2, y_bank - 0.45, info, ha="center", va="top", fontsize=8)
-    ax.set_title(f"Variant {variant} ({TREE_VARIANTS[variant]}), block of {block}: level {level} of {len(levels)}, "
-                 f"stride {lv.stride}", fontsize=9)
-    ax.set_xlim(-0.5, block + 0.5)
-    ax.set_ylim(y_bank - 0.9, y_thr + 0.8)
-    ax.axis("off")

@@ -197,44 +197,6 @@ def bytes_in_flight(bandwidth_gbs: float, latency_ns: float) -> float:
     return littles_law(latency_ns, bandwidth_gbs)
 
 
-# --------------------------------------------------------------------------- drawing
-_COLOURS = {ISSUE: "tab:green", STALL: "tab:red", READY: "0.85"}
-_NAMES = {ISSUE: "issuing", STALL: "stalled on memory", READY: "ready, waiting for the scheduler"}
-
-
-def _runs(row: np.ndarray, value: int) -> list[tuple[int, int]]:
-    """(start, length) of every run of ``value`` in ``row``."""
-    mask = np.concatenate([[False], row == value, [False]])
-    edges = np.flatnonzero(mask[1:] != mask[:-1])
-    return [(int(s), int(e - s)) for s, e in zip(edges[::2], edges[1::2])]
-
-
-def draw_timeline(ax, timeline: Timeline) -> None:
-    """Draw one row per warp (issuing / stalled / waiting) and a row of the scheduler's idle cycles."""
-    n = timeline.n_warps
-    labelled = set()
-    for w in range(n):
-        for value, colour in _COLOURS.items():
-            runs = _runs(timeline.state[w], value)
-            if runs:
-                ax.broken_barh(runs, (n - w - 0.4, 0.8), facecolors=colour,
-                               label=None if value in labelled else _NAMES[value])
-                labelled.add(value)
-    idle = _runs(timeline.issuing, -1)
-    if idle:
-        ax.broken_barh(idle, (-1.4, 0.8), facecolors="black", label="scheduler idle")
-    ax.set_yticks([n - w for w in range(n)] + [-1])
-    ax.set_yticklabels([f"warp {w}" for w in range(n)] + ["idle"])
-    ax.set_xlim(0, timeline.cycles)
-    ax.set_ylim(-2, n + 1.5)  # room above the warps for the legend
-    ax.set_xlabel("cycle")
-    ax.set_title(f"{n} warp(s), burst {timeline.burst}, stall {timeline.stall} ({timeline.policy}): "
-                 f"utilisation {timeline.utilisation:.0%}", fontsize=10)
-    handles, labels = ax.get_legend_handles_labels()
-    by_label = dict(zip(labels, handles))
-    ax.legend(by_label.values(), by_label.keys(), fontsize=7, loc="upper center", ncol=4, frameon=False)
-
-
 # --------------------------------------------------------------------------- the vector add, warp by warp
 
 
@@ -395,37 +357,3 @@ def vector_add_walkthrough(n: int = 8, threads: int = 8, warp_size: int = 4, mem
                        alu_latency=alu_latency, issued=pd.DataFrame(issued, columns=["cycle", "warp", "lanes",
                                                                                       "instruction"]),
                        trace=trace_df)
-
-
-_KIND_COLOURS = {"alu": "tab:green", "branch": "tab:purple", "load": "tab:blue", "store": "tab:orange",
-                 "exit": "0.5"}
-
-
-def draw_walkthrough(ax, walk: Walkthrough) -> None:
-    """Draw a :class:`Walkthrough`: one row per warp, a box per issued instruction, red where the scoreboard waits."""
-    kinds = {ins.text: ins.kind for part in VECTOR_ADD.values() for ins in part}
-    n_warps = walk.trace.shape[1]
-    labelled = set()
-    for w, column in enumerate(walk.trace.columns):
-        y = n_warps - 1 - w
-        for cycle, text in enumerate(walk.trace[column]):
-            if text.startswith("waits"):
-                ax.broken_barh([(cycle, 1)], (y - 0.3, 0.6), facecolors="mistyrose",
-                               label=None if "waiting" in labelled else "waiting on the scoreboard")
-                labelled.add("waiting")
-            elif text in kinds:
-                kind = kinds[text]
-                ax.broken_barh([(cycle, 1)], (y - 0.4, 0.8), facecolors=_KIND_COLOURS[kind],
-                               label=None if kind in labelled else kind)
-                labelled.add(kind)
-                ax.text(cycle + 0.5, y, text.split()[0].split(".")[0], rotation=90, ha="center", va="center",
-                        fontsize=6, color="white")
-    ax.set_yticks(range(n_warps))
-    ax.set_yticklabels([f"warp {n_warps - 1 - k}" for k in range(n_warps)])
-    ax.set_xlim(0, walk.cycles)
-    ax.set_ylim(-0.8, n_warps + 0.4)
-    ax.set_xlabel("cycle")
-    ax.set_title(f"vector add of {walk.n} elements, {walk.threads} threads in warps of {walk.warp_size}, memory latency "
-                 f"{walk.memory_latency}: {walk.cycles} cycles, {walk.idle_cycles} idle", fontsize=9)
-    handles, labels = ax.get_legend_handles_labels()
-    ax.legend(handles, labels, fontsize=7, loc="upper center", ncol=6, frameon=False)

@@ -11,7 +11,8 @@ One module per job (``from labhelpers import roofline as rl`` gives every public
   (:func:`measure_dram_bandwidth`, every copy timed by :func:`time_copy`).
 * :mod:`~labhelpers.roofline.points`: recording kernels on this GPU's roofline, refusing impossible
   measurements (:class:`~labhelpers.errors.ImpossibleMeasurement`), lab points kept apart.
-* :mod:`~labhelpers.roofline.plots` and :mod:`~labhelpers.roofline.explorer`: chapter 7's figures and widgets;
+* :mod:`~labhelpers.roofline.plots`: the one roofline plotter (chapter 7's other figures and its widgets are in
+  :mod:`labhelpers.figures.roofline`);
   :mod:`~labhelpers.roofline.tables`: tables formatted for reading.
 * :mod:`~labhelpers.roofline.cache`: where this machine keeps what it measured.
 
@@ -42,7 +43,6 @@ from .ceilings import (
     reference_ceilings,
     save_cached_ceilings,
 )
-from .explorer import roofline_explorer, sweep_explorer
 from .measure import (
     COPY_BYTES,
     COPY_VARIANTS,
@@ -79,15 +79,7 @@ from .model import (
     stencil_counts,
     time_bounds,
 )
-from .plots import (
-    plot_copy_variants,
-    plot_fft_crossover,
-    plot_roofline,
-    plot_skewed_gemm,
-    plot_sweep_times,
-    plot_timing_hygiene,
-    roofline_title,
-)
+from .plots import plot_roofline, roofline_title
 from .points import (
     CEILING_TOLERANCE,
     POINT_COLUMNS,
@@ -116,9 +108,8 @@ __all__ = [
     "machine_balance", "matmul_ideal_counts", "matmul_naive_counts", "matmul_tiled_counts", "measure_ceilings",
     "measure_dram_bandwidth", "measure_fma_peak", "measure_host_bandwidth",
     "measure_l2_bandwidth", "nbody_counts", "peak_at_clock_gflops",
-    "plot_copy_variants", "plot_fft_crossover", "plot_roofline", "plot_skewed_gemm", "plot_sweep_times",
-    "plot_timing_hygiene",
-    "points_or_reference", "record_point", "reduction_counts", "reference_ceilings", "roofline_explorer",
-    "roofline_title", "save_cached_ceilings", "saxpy_counts", "stencil_counts", "sweep_explorer", "time_bounds",
+    "plot_roofline",
+    "points_or_reference", "record_point", "reduction_counts", "reference_ceilings",
+    "roofline_title", "save_cached_ceilings", "saxpy_counts", "stencil_counts", "time_bounds",
     "time_copy", "time_host_copy",
 ]

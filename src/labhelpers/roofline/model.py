@@ -19,6 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import counts
+from ..counts import NBODY_FLOPS_PER_INTERACTION
+
 
 def attainable(intensity, bandwidth_gbs: float, peak_gflops: float):
     """The roofline: ``min(bandwidth * intensity, peak)`` in GFLOP/s.
@@ -99,7 +102,8 @@ def _positive(**values) -> None:
 def saxpy_counts(n: int, itemsize: int = 4) -> KernelCount:
     """``y = a x + y``: 2 flops per element; read x and y, write y."""
     _positive(n=n, itemsize=itemsize)
-    return KernelCount("SAXPY", 2 * n, 3 * n * itemsize, "each element read once, written once")
+    return KernelCount("SAXPY", counts.saxpy_flops(n), counts.saxpy_bytes(n, itemsize),
+                       "each element read once, written once")
 
 
 def reduction_counts(n: int, itemsize: int = 4) -> KernelCount:
@@ -149,25 +153,19 @@ def stencil_counts(points: int, npoints: int = 5, itemsize: int = 4, cached: boo
                        f"{npoints} reads and 1 write per point")
 
 
-#: Flops per body-body interaction in the all-pairs n-body kernel, the count of Nyland, Harris and Prins,
-#: *Fast N-Body Simulation with CUDA* (GPU Gems 3, ch. 31, 2007).
-NBODY_FLOPS_PER_INTERACTION = 20
-
-
-def nbody_counts(n: int, tile: int | None = None, body_bytes: int = 16, accel_bytes: int = 12) -> KernelCount:
-    """All-pairs n-body accelerations: ``20 n^2`` flops.
+def nbody_counts(n: int, tile: int | None = None) -> KernelCount:
+    """All-pairs n-body accelerations: ``20 n^2`` flops, bytes by :func:`labhelpers.counts.nbody_bytes`.
 
     Each body is a float4 (x, y, z, mass: 16 bytes) and each result a float3 (12 bytes). Without tiles every
-    interaction reads the other body from device memory; with shared-memory tiles of ``tile`` bodies each body
-    is read ``n / tile`` times in all.
+    interaction reads the other body from device memory; with shared-memory tiles of ``tile`` bodies each block
+    reads every body once.
     """
-    _positive(n=n, body_bytes=body_bytes, accel_bytes=accel_bytes)
-    flops = NBODY_FLOPS_PER_INTERACTION * n * n
+    _positive(n=n)
     if tile is None:
-        return KernelCount("n-body, naive", flops, n * n * body_bytes + n * (body_bytes + accel_bytes),
+        return KernelCount("n-body, naive", counts.nbody_flops(n), counts.nbody_bytes(n),
                            "every interaction loads the other body")
     _positive(tile=tile)
-    return KernelCount(f"n-body, tiles of {tile}", flops, n * n * body_bytes / tile + n * (body_bytes + accel_bytes),
+    return KernelCount(f"n-body, tiles of {tile}", counts.nbody_flops(n), counts.nbody_bytes(n, tile),
                        f"bodies loaded once per tile of {tile}")
 
 

@@ -1,7 +1,8 @@
-"""Chapter 7's figures: the roofline with its measured points, and the plots of the chapter's measurements.
+"""The one roofline plotter: :func:`plot_roofline` draws ceilings and measured points for chapters 5, 7, 8 and 9
+(:func:`roofline_title` names the GPU once). Chapter 7's other figures and its widgets are in
+:mod:`labhelpers.figures.roofline`.
 
-Each function draws on the axes it is given and returns them; tables may hold NaN timings (the simulator's
-sweeps), which are skipped or said to be missing.
+The plotter draws on the axes it is given and returns them; points with NaN (the simulator's sweeps) are skipped.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ import math
 import re
 from typing import Sequence
 
-import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 
-from .ceilings import CEILING_NAMES, LIBRARY, Ceilings
+from .ceilings import CEILING_NAMES, Ceilings
 
 _MEMORY_STYLE = {"dram_gbs": {"color": "C0"}, "l2_gbs": {"color": "C2"}}
 _COMPUTE_STYLE = {"fp32_gflops": {"color": "C3"}, "fp64_gflops": {"color": "C1"}}
@@ -66,7 +66,7 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
                   compute: Sequence[str] = ("fp32_gflops", "fp64_gflops"),
                   datasheet: Ceilings | None = None, points_label: str | None = None, highlight: str | None = None,
                   point_labels: str | None = "legend", xlim: tuple[float, float] | None = None,
-                  legend: str = "outside"):
+                  legend: str = "outside", roof_names: dict[str, str] | None = None):
     """Draw a roofline: bandwidth roofs (slanted), FMA roofs (flat), and measured points.
 
     Args:
@@ -83,12 +83,15 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
         xlim: intensity range; by default it covers the points and the ridge points.
         legend: ``"outside"`` (right of the axes), ``"below"`` (under the axes, in two columns) or a matplotlib
             location such as ``"lower right"``.
+        roof_names: legend names of roofs that are not the standard ones, e.g. ``{"fp32_gflops": "cuBLAS FP32"}``
+            when the flat roof is a library's best rather than the FMA peak.
 
     Returns:
         The axes.
     """
     if point_labels not in ("legend", "beside", None):
         raise ValueError(f"point_labels must be 'legend', 'beside' or None, got {point_labels!r}")
+    names = roof_names or {}
     mems = [(k, ceilings.value(k)) for k in memory if _finite(ceilings.value(k))]
     comps = [(k, ceilings.value(k)) for k in compute if _finite(ceilings.value(k))]
     pts = None
@@ -106,12 +109,12 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
     grid = np.geomspace(lo, hi, 400)
     for key, bw in mems:
         y = bw * grid if top is None else np.minimum(bw * grid, top)
-        ax.plot(grid, y, lw=2, label=f"{CEILING_NAMES[key][0]}: {bw:,.0f} GB/s", **_MEMORY_STYLE[key])
+        ax.plot(grid, y, lw=2, label=f"{names.get(key, CEILING_NAMES[key][0])}: {bw:,.0f} GB/s", **_MEMORY_STYLE[key])
     fastest = max([v for _, v in mems], default=None)
     for key, peak in comps:
         start = peak / fastest if fastest else lo
         xs = np.geomspace(max(start, lo), hi, 50)
-        ax.plot(xs, np.full_like(xs, peak), lw=2, label=f"{CEILING_NAMES[key][0]}: {_fmt(peak)}FLOP/s",
+        ax.plot(xs, np.full_like(xs, peak), lw=2, label=f"{names.get(key, CEILING_NAMES[key][0])}: {_fmt(peak)}FLOP/s",
                 **_COMPUTE_STYLE[key])
     if mems and comps:
         dram = ceilings.value("dram_gbs")
@@ -208,133 +211,3 @@ def _label_points(ax, pts: pd.DataFrame) -> None:
         placed.append(label.get_window_extent(renderer))
 
 
-def plot_sweep_times(ax, table: pd.DataFrame, label: str, ridge_nfma: float | None = None,
-                     ridge_label: str = "ridge"):
-    """Time per launch against FMAs per element for the intensity sweep, with an optional ridge line."""
-    ms = pd.to_numeric(table["median_ms"], errors="coerce")
-    ok = np.isfinite(ms) & (ms > 0)
-    ax.plot(table["nfma"], ms, "o-", label=f"measured ({label})")
-    if ridge_nfma is not None and math.isfinite(ridge_nfma) and ridge_nfma > 0:
-        ax.axvline(ridge_nfma, color="C3", ls="--", label=f"{ridge_label}: {ridge_nfma:.0f} FMA/element")
-    ax.set_xscale("log", base=2)
-    if ok.any():
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(mticker.NullFormatter())
-    else:
-        ax.text(0.5, 0.5, "no timings in this table", transform=ax.transAxes, ha="center")
-    ax.set_xlabel("FMAs per element (nfma)")
-    ax.set_ylabel("ms per launch")
-    ax.set_title(f"fma_per_element, 2^26 float32 ({label})", fontsize=TITLE_FONT)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=FONT, loc="upper left")
-    return ax
-
-
-def plot_timing_hygiene(ax, table: pd.DataFrame, label: str):
-    """Bar chart of :func:`~labhelpers.experiments.roofline.timing_hygiene`'s four numbers (log scale)."""
-    ms = pd.to_numeric(table["ms"], errors="coerce")
-    ax.barh(range(len(table)), ms.fillna(0), color=["C3", "C1", "C0", "C2"][: len(table)])
-    ax.set_yticks(range(len(table)), table["measurement"], fontsize=FONT)
-    ax.invert_yaxis()
-    if (ms > 0).any():
-        ax.set_xscale("log")
-    else:
-        ax.text(0.5, 0.5, "no timings in this table", transform=ax.transAxes, ha="center")
-    for i, v in enumerate(ms):
-        if math.isfinite(v):
-            ax.text(v, i, f" {v:,.3g} ms", va="center", fontsize=FONT)
-    ax.set_xlabel("milliseconds (log scale)")
-    ax.set_title(f"One kernel, four clocks ({label})", fontsize=TITLE_FONT)
-    return ax
-
-
-def plot_copy_variants(ax, table: pd.DataFrame, label: str, datasheet_gbs: float | None = None):
-    """Horizontal bars: GB/s of each copy tried for the copy ceiling, fastest on top (green: the one kept)."""
-    if not len(table):
-        ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=FONT)
-        ax.set_axis_off()
-        return ax
-    table = table.assign(gbps=pd.to_numeric(table["gbps"], errors="coerce")).sort_values(
-        "gbps", ascending=True, ignore_index=True)
-
-    def name(row) -> str:
-        if row["grid"] == LIBRARY or not _finite(row.get("access_bytes")):
-            return str(row["kernel"])
-        grid = ("one wave, grid-stride" if row["grid"] == "one wave" else str(row["grid"]))
-        return f"{row['kernel']}: {int(row['access_bytes'])} B/access, {grid}, {int(row['threads'])} thr/block"
-
-    best = table["gbps"].idxmax()
-    library = table["grid"] == LIBRARY
-    colors = ["C2" if i == best else ("0.6" if lib else "C0") for i, lib in zip(table.index, library)]
-    ax.barh(range(len(table)), table["gbps"].fillna(0), color=colors)
-    ax.set_yticks(range(len(table)), [name(r) for _, r in table.iterrows()], fontsize=FONT)
-    for i, v in enumerate(table["gbps"]):
-        if _finite(v):
-            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=FONT)
-    if datasheet_gbs:
-        ax.axvline(datasheet_gbs, color="0.4", ls="--", lw=1, label=f"datasheet: {datasheet_gbs:,.0f} GB/s")
-        ax.legend(fontsize=FONT, loc="lower right")
-    ax.set_xlim(0, max(float(table["gbps"].max()), datasheet_gbs or 0) * 1.12)
-    ax.set_xlabel("GB/s (bytes read + written, 1 GiB copied)")
-    ax.set_title(f"Copies tried for the copy ceiling; green: the fastest, kept ({label})", fontsize=TITLE_FONT)
-    return ax
-
-
-def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings | None = None):
-    """The skewed GEMM: GFLOP/s per shape (left) and the same shapes on the roofline (right)."""
-    left, right = axes
-    g = pd.to_numeric(table["gflops"], errors="coerce")
-    left.bar(range(len(table)), g.fillna(0), color="C0")
-    left.set_xticks(range(len(table)), table["shape"], rotation=60, ha="right", fontsize=FONT)
-    left.set_ylabel("GFLOP/s")
-    left.set_xlabel("m-n-k (m x n constant, k = %d)" % int(table["k"].iloc[0]))
-    left.set_title(f"cupy.matmul, float32 ({label})", fontsize=TITLE_FONT)
-    if ceilings is not None:
-        pts = table.assign(name=[f"n={int(v)}" for v in table["n"]])
-        ok = np.isfinite(g) & (g > 0)
-        if ok.any():  # the path the shapes take as n shrinks
-            right.plot(pts["intensity"][ok], g[ok], "-", color="0.75", lw=1, zorder=4)
-        plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
-                      points_label=f"shapes ({label})", xlim=(1 / 4, 1024), legend="below",
-                      point_labels="beside")
-        right.set_title("the same shapes on the roofline (labels: n; m x n and k = 1024 fixed)",
-                        fontsize=TITLE_FONT)
-    return axes
-
-
-#: The lines of :func:`plot_fft_crossover`: column, legend text, style.
-_FFT_LINES = (("numpy_ms", "numpy.fft.fft (CPU, one core)", "o-"),
-              ("cupy_ms", "cupy.fft.fft, data on the GPU", "s-"),
-              ("cupy_copies_ms", "cupy.fft.fft with the copies in and out", "^-"))
-
-
-def plot_fft_crossover(ax, table: pd.DataFrame, label: str, lecture_n: float | None = None,
-                       crossovers: dict[str, float] | None = None):
-    """Time per FFT against its length ``n`` (log-log) for the CPU and the GPU, with the crossover points.
-
-    ``table``: :func:`~labhelpers.experiments.roofline.fft_crossover`'s columns; ``lecture_n``: a length to mark
-    (the lecture's crossover); ``crossovers``: ``fft_crossover_points``' dict, each finite one marked on its line.
-    """
-    if not len(table):
-        ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=FONT)
-        ax.set_axis_off()
-        return ax
-    table = table.sort_values("n")
-    for column, name, style in _FFT_LINES:
-        ax.plot(table["n"], pd.to_numeric(table[column], errors="coerce"), style, ms=4, label=name)
-    for key, color, what in (("on_gpu", "C1", "data on the GPU"), ("with_copies", "C2", "with copies")):
-        n = (crossovers or {}).get(key, float("nan"))
-        if _finite(n):
-            ax.axvline(n, color=color, ls=":", lw=1.2, label=f"GPU faster from n = {n:,.0f} ({what})")
-    if lecture_n:
-        ax.axvline(lecture_n, color="0.4", ls="--", lw=1, label=f"the lecture's crossover: {lecture_n:,.0f}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
-    ax.set_xlabel("FFT length n (complex64)")
-    ax.set_ylabel("ms per FFT")
-    ax.set_title(f"One FFT, CPU against GPU ({label})", fontsize=TITLE_FONT)
-    ax.legend(fontsize=FONT, loc="upper left")
-    return ax

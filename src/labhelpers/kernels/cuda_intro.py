@@ -20,10 +20,10 @@ up to whole blocks and the last block usually has threads with no element to wor
   capability 2.0; :func:`fibonacci` launches it.
 * :func:`write_at`: one thread writes one element *without* a bounds check, for the chapter's
   demonstration of an error that surfaces at a later synchronising call
-  (:func:`labhelpers.experiments.intro.asynchronous_error`).
+  (:func:`labhelpers.experiments.cuda_intro.asynchronous_error`).
 
 Timing SAXPY three ways (host, GPU with transfers, GPU kernel only) is in
-:mod:`labhelpers.experiments.intro`, its figure in :mod:`labhelpers.figures.intro`.
+:mod:`labhelpers.experiments.cuda_intro`, its figure in :mod:`labhelpers.figures.cuda_intro`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from numba import cuda, float32
 
 from .. import validate
 from ..arrays import check_array, to_host
+from ..counts import saxpy_bytes, saxpy_flops  # the one table of counts; the names chapter 1 shows
 from ..launch import launch_1d
 from ..models.launch_calc import launch_2d
 
@@ -86,16 +87,6 @@ def add_2d(a, b, out):
     col, row = cuda.grid(2)  # x first: neighbouring threads of a warp take neighbouring columns
     if row < out.shape[0] and col < out.shape[1]:  # both dimensions are rounded up to whole blocks
         out[row, col] = a[row, col] + b[row, col]
-
-
-def saxpy_bytes(n: int, itemsize: int = 4) -> int:
-    """Bytes SAXPY moves through device memory: read x and y, write out."""
-    return 3 * n * itemsize
-
-
-def saxpy_flops(n: int) -> int:
-    """Floating-point operations of SAXPY: one multiply and one add per element."""
-    return 2 * n
 
 
 def saxpy_intensity(itemsize: int = 4) -> float:

@@ -3,7 +3,7 @@
 :func:`time_saxpy` times one size one way (host NumPy, GPU with the host-device transfers,
 GPU kernel only) and :func:`saxpy_three_ways` sweeps sizes and ways (``bench/cuda_intro.py``
 stores the result as reference ``ch01_saxpy_three_ways``); :func:`saxpy_summary` reads it at
-one size. The kernel and its specification are in :mod:`labhelpers.kernels.intro`.
+one size. The kernel and its specification are in :mod:`labhelpers.kernels.cuda_intro`.
 
 :func:`asynchronous_error` shows when a GPU reports an error in a kernel: not at the launch,
 which returns at once, but at the next call that waits for the GPU. On a GPU it runs in a
@@ -24,7 +24,7 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend
-from ..kernels.intro import saxpy, saxpy_bytes, saxpy_flops, saxpy_numpy, write_at
+from ..kernels.cuda_intro import saxpy, saxpy_bytes, saxpy_flops, saxpy_numpy, write_at
 from ..launch import launch_1d
 from ..sweep import STATUS_OK, sweep
 from ..timing import Timing, benchmark, wall_time
@@ -192,7 +192,7 @@ def _async_error_child() -> None:
 def asynchronous_error(timeout: float = 300) -> pd.DataFrame:
     """Launch a kernel that writes far out of bounds, and record which call reports the error.
 
-    The steps: (1) launch :func:`~labhelpers.kernels.intro.write_at` in bounds and synchronise
+    The steps: (1) launch :func:`~labhelpers.kernels.cuda_intro.write_at` in bounds and synchronise
     (this compiles it); (2) launch it again with an index 4 TiB past the end of a 16-element
     array; (3) do some host work; (4) ``cuda.synchronize()``; (5) allocate again.
 
@@ -215,7 +215,7 @@ def asynchronous_error(timeout: float = 300) -> pd.DataFrame:
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [package_root] + [p for p in sys.path if p and os.path.isdir(p)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
-    code = "import labhelpers; from labhelpers.experiments.intro import _async_error_child; _async_error_child()"
+    code = "import labhelpers; from labhelpers.experiments.cuda_intro import _async_error_child; _async_error_child()"
     try:
         proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                               timeout=timeout)

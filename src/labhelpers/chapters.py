@@ -1,0 +1,83 @@
+"""The book's chapters: one row each, the one place a chapter's names are written.
+
+A chapter has two names. Its *slug* (``01_cuda_in_python``) names its files outside the package:
+``book/<slug>.ipynb``, ``labs/<slug>_lab.ipynb``, ``labs/solutions/<slug>_lab.py`` and the reference data
+``data/reference/chNN_*.json``. Its *topic* (``cuda_intro``) names its code: ``kernels/<topic>.py``,
+``experiments/<topic>.py``, ``exercises/<topic>.py``, ``figures/<topic>.py``, ``bench/<topic>.py`` (the bench
+topic of ``bench/run_all.py``) and ``tests/test_<topic>.py``. ``tests/test_chapters.py`` fails when a chapter
+lacks one of these parts, or when ``_toc.yml`` and this table disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter of the book.
+
+    Attributes:
+        number: the chapter's number, 1 to 13.
+        slug: ``NN_words``, the stem of the chapter's notebook, lab and solutions.
+        topic: the name of its modules in the package, its bench and its test file.
+    """
+
+    number: int
+    slug: str
+    topic: str
+
+    @property
+    def notebook(self) -> str:
+        """The chapter's notebook, relative to the repository root."""
+        return f"book/{self.slug}.ipynb"
+
+    @property
+    def lab(self) -> str:
+        """The chapter's lab notebook, relative to the repository root."""
+        return f"labs/{self.slug}_lab.ipynb"
+
+    @property
+    def solutions(self) -> str:
+        """The lab's hidden solutions, relative to the repository root."""
+        return f"labs/solutions/{self.slug}_lab.py"
+
+    @property
+    def reference_prefix(self) -> str:
+        """The prefix of the chapter's reference data files (``ch01_``)."""
+        return f"ch{self.number:02d}_"
+
+
+CHAPTERS: tuple[Chapter, ...] = (
+    Chapter(1, "01_cuda_in_python", "cuda_intro"),
+    Chapter(2, "02_bsp_and_amdahl", "bsp"),
+    Chapter(3, "03_memory_hierarchy", "memory"),
+    Chapter(4, "04_scheduling", "scheduling"),
+    Chapter(5, "05_matrix_multiply", "matmul"),
+    Chapter(6, "06_reduction", "reduction"),
+    Chapter(7, "07_profiling_roofline", "roofline"),
+    Chapter(8, "08_nbody", "nbody"),
+    Chapter(9, "09_stencils", "stencil"),
+    Chapter(10, "10_scan", "scan"),
+    Chapter(11, "11_streams", "streams"),
+    Chapter(12, "12_portability", "portability"),
+    Chapter(13, "13_consistency", "consistency"),
+)
+
+TOPICS: tuple[str, ...] = tuple(c.topic for c in CHAPTERS)
+"""Every chapter's topic in chapter order: the bench topics ``bench/run_all.py`` runs."""
+
+
+def chapter(key: int | str) -> Chapter:
+    """The chapter with this number, slug or topic.
+
+    Raises:
+        KeyError: no chapter has that name; the message lists the topics.
+    """
+    for c in CHAPTERS:
+        if key in (c.number, c.slug, c.topic):
+            return c
+    raise KeyError(f"no chapter {key!r}: use a number 1-{len(CHAPTERS)}, a slug or one of {', '.join(TOPICS)}")
+
+
+__all__ = ["CHAPTERS", "TOPICS", "Chapter", "chapter"]
