@@ -42,7 +42,7 @@ from numba import cuda, float32, int32, uint32, uint64
 
 from .. import backend, validate
 from ..arrays import as_device, check_array
-from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LaunchConfigError
+from ..errors import ArgumentError, ArrayArgumentError, LaunchConfigError
 
 #: Threads of a warp.
 WARP = 32
@@ -151,13 +151,6 @@ COUNTERS: dict[str, Any] = {
 GPU_ONLY_COUNTERS = ("warp_aggregated",)
 
 
-def require_gpu(feature: str, why: str) -> None:
-    """Raise GPUOnlyError under the simulator, naming the feature and what to do."""
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{feature} needs a real GPU: {why}. Run this on a GPU (in Colab: Runtime > Change "
-                           "runtime type > GPU); without one, the chapter shows reference data.")
-
-
 def run_counter(variant: str, n: int, threads: int = 256) -> int:
     """Launch counter ``variant`` with ``n`` counting threads (``ceil(n/threads)`` blocks); return the count.
 
@@ -172,7 +165,7 @@ def run_counter(variant: str, n: int, threads: int = 256) -> int:
     n = _int(n, "n", minimum=1)
     threads = _threads(threads)
     if variant in GPU_ONLY_COUNTERS:
-        require_gpu("the warp-aggregated counter", "it uses cuda.activemask(), which the simulator lacks")
+        backend.require_gpu("the warp-aggregated counter", because="uses cuda.activemask(), which the simulator lacks")
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
     COUNTERS[variant][-(-n // threads), threads](counter, n)
     return int(counter.copy_to_host()[0])
@@ -1061,7 +1054,7 @@ def wait_loop_ptx(which: str) -> str:
     Compiled for ``(int32[::1], int32[::1])``, never launched: the plain version may never return.
     """
     _choice(which, "wait loop", ("plain", "atomic"))
-    require_gpu("compiling to PTX", "the simulator has no compiler")
+    backend.require_gpu("compiling to PTX", because="needs the CUDA compiler, which the simulator does not have")
     from numba import types
 
     sig = (types.int32[::1], types.int32[::1])

@@ -626,11 +626,10 @@ def kernel_for(key: str, threads: int = 256, unroll: int = 8):
 def require_gpu_for(key: str) -> None:
     """Raise GPUOnlyError under the simulator if variant ``key`` needs warp intrinsics."""
     v = variant(key)
-    if v.gpu_only and backend.is_simulator():
-        raise GPUOnlyError(
-            f"variant {v.key!r} ({v.label}) uses {v.needs}, which Numba's CUDA simulator does not have, "
-            "so it only runs on a real GPU (in Colab: Runtime > Change runtime type > GPU). Its measured "
-            "bandwidth is in lh.load_reference('ch06_reduction_sweep').")
+    if v.gpu_only:
+        backend.require_gpu(f"variant {v.key!r} ({v.label})",
+                            because=f"uses {v.needs}, which Numba's CUDA simulator does not have",
+                            instead="Its measured bandwidth is in lh.load_reference('ch06_reduction_sweep').")
 
 
 # ---------------------------------------------------------------------------------------------

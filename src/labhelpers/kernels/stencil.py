@@ -42,7 +42,7 @@ from numba import cuda, float32
 from .. import backend, validate
 from ..launch import ConfiguredKernel
 from ..arrays import as_device
-from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
+from ..errors import ArrayArgumentError, LaunchConfigError
 
 # ---------------------------------------------------------------------------------------------
 # Sizes that shared arrays and register strips are built with (compile-time constants)
@@ -1062,23 +1062,13 @@ def random_mask(ny: int, nx: int, density: float, seed: int = 0) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def require_cupy(what: str):
-    """Return CuPy, or raise GPUOnlyError saying that ``what`` needs a GPU with CuPy."""
-    from ..xp import HAS_CUPY, xp
-
-    if not HAS_CUPY:
-        raise GPUOnlyError(f"{what} needs a CUDA GPU with CuPy (this is the simulator or CuPy is missing): "
-                           "the chapter shows reference data measured on a GPU instead.")
-    return xp
-
-
 def cupy_jacobi_step(u, v) -> None:
     """One Jacobi step with CuPy slicing (the borders of ``v`` must already hold the boundary values). GPU only.
 
     Four slice additions and a multiplication: each makes a temporary array, so the step reads
     and writes the grid several times, where a kernel reads it once and writes it once.
     """
-    require_cupy("cupy_jacobi_step")
+    backend.require_gpu("cupy_jacobi_step", because="runs CuPy on a GPU", needs_cupy=True)
     v[1:-1, 1:-1] = QUARTER * ((u[:-2, 1:-1] + u[2:, 1:-1]) + (u[1:-1, :-2] + u[1:-1, 2:]))
 
 
@@ -1090,7 +1080,7 @@ __all__ = [
     "initial_labels", "integer_valued", "jacobi_counts", "jacobi_grid", "jacobi_marching", "jacobi_naive",
     "jacobi_reference", "jacobi_shared", "jacobi_snapshots", "label_propagation", "label_reference",
     "label_union_find", "min_index_labels", "propagate_reference", "propagation_steps_reference",
-    "random_mask", "relabel_sequential", "require_cupy", "run_box_blur", "run_filter3x3", "run_jacobi",
+    "random_mask", "relabel_sequential", "run_box_blur", "run_filter3x3", "run_jacobi",
     "run_sobel", "run_stencil1d", "same_partition", "sample_photo", "seed_tile_indices", "snake_mask",
     "sobel_magnitude", "sobel_reference", "spiral_mask", "stencil1d_global", "stencil1d_global_index",
     "stencil1d_local_halo", "stencil1d_no_barrier", "stencil1d_reference", "stencil1d_shared",

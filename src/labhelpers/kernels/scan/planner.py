@@ -12,7 +12,7 @@ from numba import cuda
 
 from ... import backend, validate
 from ...arrays import as_device
-from ...errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LaunchConfigError
+from ...errors import ArgumentError, ArrayArgumentError, LaunchConfigError
 from ...launch import ConfiguredKernel
 from .definitions import DTYPES, TypedKernel, UnknownMethodError, WARP, scan_bytes, warn_if_wraps
 from .scans import (
@@ -76,12 +76,9 @@ def method_info(key: str) -> Method:
 
 
 def require_gpu(what: str, needs: str, reference: str = "ch10_scan_methods") -> None:
-    """Raise GPUOnlyError under the simulator for something that needs a warp intrinsic."""
-    if backend.is_simulator():
-        raise GPUOnlyError(
-            f"{what} uses {needs}, which Numba's CUDA simulator does not have, so it only runs on a real GPU "
-            f"(in Colab: Runtime > Change runtime type > GPU). Its measurements are in "
-            f"lh.load_reference({reference!r}).")
+    """:func:`labhelpers.backend.require_gpu` for something that uses ``needs`` (a warp intrinsic)."""
+    backend.require_gpu(what, because=f"uses {needs}, which Numba's CUDA simulator does not have",
+                        instead=f"Its measurements are in lh.load_reference({reference!r}).")
 
 
 def _empty(dtype):
