@@ -29,6 +29,7 @@ import pandas as pd
 from .. import backend
 from ..errors import GPUOnlyError
 from ..kernels import scan as sk
+from ..launch import blocks_for
 from ..roofline import measure as roofline_measure
 from ..timing import benchmark
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
@@ -226,7 +227,7 @@ def block_scans_table(n: int = 2**24, threads: Sequence[int] = (128, 256, 512, 1
                             ("shuffle", sk.block_scan_shuffle, 1)):
         k = tk.for_dtype(np.int32)
         for t in threads:
-            blocks = -(-n // (per * t))
+            blocks = blocks_for(n, t, per)
             args = (xn, on, empty) + ((empty,) if per == 2 else ()) + (1,)
             launch = k[blocks, t]
             launch(*args)

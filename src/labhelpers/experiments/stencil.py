@@ -32,6 +32,7 @@ from .. import backend
 from ..arrays import as_device
 from ..errors import GPUOnlyError
 from ..kernels import stencil as st
+from ..launch import grid_2d
 from ..roofline.measure import time_copy
 from ..timing import benchmark, wall_time
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
@@ -143,7 +144,7 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
     img = cp.random.default_rng(1).random((n, n), dtype=cp.float32)
     img_nb = as_device(img)
     nbytes = 8 * n * n
-    grid = st._grid_2d((n, n), st.BLOCK_2D)
+    grid = grid_2d((n, n), st.BLOCK_2D)
     out = cp.empty_like(img)
     out_nb = as_device(out)
     weights = cp.asarray(st.BOX_WEIGHTS)

@@ -36,6 +36,7 @@ import pandas as pd
 from .. import backend, validate
 from ..errors import ArgumentError
 from ..kernels import streams as ks
+from ..launch import blocks_for
 from ..models import streams as model
 from ..timing import benchmark
 from .memory import transfer_sweep
@@ -269,7 +270,7 @@ def async_table(n: int = PIPELINE_N, iters: int = 2000, small_iters: int = 1_000
     pinned = cuda.pinned_array(n, dtype=np.float32)
     pageable = np.ones(n, dtype=np.float32)
     pinned[:] = 1.0
-    blocks = -(-n // ks.THREADS)
+    blocks = blocks_for(n, ks.THREADS)
     d_in.copy_to_device(pinned)
 
     def launch():
@@ -344,7 +345,7 @@ def calibrate_iters(n: int, target_ms: float, *, probe_iters: int = 256) -> int:
     target_ms = validate.number(target_ms, "target_ms", minimum=1e-6)
     d_in = cuda.device_array(n, dtype=np.float32)
     d_out = cuda.device_array(n, dtype=np.float32)
-    blocks = -(-n // ks.THREADS)
+    blocks = blocks_for(n, ks.THREADS)
     iters = probe_iters
     for _ in range(3):  # time is close to linear in iters: scale, then check once more
         t = benchmark(lambda: ks.fma_chain[blocks, ks.THREADS](d_in, d_out, ks.A, ks.B, iters), repeat=3).median_ms
@@ -401,7 +402,7 @@ def stage_times(pipe: "ks.StreamPipeline", *, repeat: int = 5) -> dict:
     Python's cost of issuing them; the kernel is timed with CUDA events.
     """
     backend.require_gpu("stage_times", because=_STREAMS, instead=_MODEL)
-    blocks = -(-pipe.n // pipe.threads)
+    blocks = blocks_for(pipe.n, pipe.threads)
     h_in, d_in, d_out, h_out = _addresses(pipe)
     nbytes = 4 * pipe.n
     h2d = statistics.median(copy_times([("H2D", d_in, h_in, nbytes)], repeat=repeat))
@@ -657,7 +658,7 @@ def managed_table(sizes: Sequence[int] = MANAGED_SIZES, *, repeat: int = 3, iter
             rows.append({"n": n, "mib": nbytes / 2**20, "case": "all", "status": "skipped: too large for the free "
                          f"memory ({free / 2**30:.1f} GiB)"})
             continue
-        blocks = -(-n // ks.THREADS)
+        blocks = blocks_for(n, ks.THREADS)
         x = np.random.default_rng(n).random(n, dtype=np.float32)
         expected = ks.fma_chain_reference(x[:4096], iters)
         host_out = np.empty(n, dtype=np.float32)

@@ -43,6 +43,7 @@ from numba import cuda, float32, int32, uint32, uint64
 from .. import backend, validate
 from ..arrays import as_device, check_array
 from ..errors import ArgumentError, ArrayArgumentError, LaunchConfigError
+from ..launch import blocks_for
 
 #: Threads of a warp.
 WARP = 32
@@ -167,7 +168,7 @@ def run_counter(variant: str, n: int, threads: int = 256) -> int:
     if variant in GPU_ONLY_COUNTERS:
         backend.require_gpu("the warp-aggregated counter", because="uses cuda.activemask(), which the simulator lacks")
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
-    COUNTERS[variant][-(-n // threads), threads](counter, n)
+    COUNTERS[variant][blocks_for(n, threads), threads](counter, n)
     return int(counter.copy_to_host()[0])
 
 
@@ -206,7 +207,7 @@ def run_atomic_grouped(n: int, group: int, reps: int = 1, threads: int = 256) ->
     if reps * group > 2**31 - 1:
         raise LaunchConfigError(f"reps * group = {reps * group} would overflow the int32 counters: lower reps")
     counts = cuda.to_device(np.zeros(-(-n // group), dtype=np.int32))
-    atomic_add_grouped[-(-n // threads), threads](counts, n, reps, group)
+    atomic_add_grouped[blocks_for(n, threads), threads](counts, n, reps, group)
     return counts.copy_to_host()
 
 
@@ -275,7 +276,7 @@ def run_float_max(x, threads: int = 256, kernel=None) -> np.float32:
     threads = _threads(threads)
     kernel = kernel or max_cas
     best = cuda.to_device(np.array([KEY_MINUS_INF], dtype=np.int32))
-    kernel[-(-host.size // threads), threads](cuda.to_device(host.view(np.int32)), best)
+    kernel[blocks_for(host.size, threads), threads](cuda.to_device(host.view(np.int32)), best)
     return np.float32(key_float(best.copy_to_host())[0])
 
 
@@ -351,7 +352,7 @@ def run_count_locked(n: int, threads: int = 32) -> int:
     threads = _threads(threads)
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
     mutex = cuda.to_device(np.zeros(1, dtype=np.int32))
-    count_locked[-(-n // threads), threads](counter, mutex, n)
+    count_locked[blocks_for(n, threads), threads](counter, mutex, n)
     return int(counter.copy_to_host()[0])
 
 
@@ -363,7 +364,7 @@ def run_pair_update_locked(values, threads: int = 64) -> tuple[int, int]:
         raise ArrayArgumentError("values is empty: pass at least one value")
     pair = cuda.to_device(np.zeros(2, dtype=np.int32))
     mutex = cuda.to_device(np.zeros(1, dtype=np.int32))
-    pair_update_locked[-(-values.shape[0] // threads), threads](cuda.to_device(np.asarray(values)), pair, mutex)
+    pair_update_locked[blocks_for(values.shape[0], threads), threads](cuda.to_device(np.asarray(values)), pair, mutex)
     got = pair.copy_to_host()
     return int(got[0]), int(got[1])
 
@@ -1025,7 +1026,7 @@ def run_shift(x, racy: bool = False, threads: int = 128) -> np.ndarray:
     if host.size == 0:
         raise ArrayArgumentError("x is empty: pass at least one value")
     out = cuda.to_device(np.full(host.size, np.nan, dtype=np.float32))
-    (shift_racy if racy else shift_synced)[-(-host.size // threads), threads](cuda.to_device(host), out)
+    (shift_racy if racy else shift_synced)[blocks_for(host.size, threads), threads](cuda.to_device(host), out)
     return out.copy_to_host()
 
 

@@ -33,8 +33,7 @@ from numba import cuda, float32
 
 from .. import validate
 from ..arrays import check_array, to_host
-from ..launch import launch_1d
-from ..models.launch_calc import launch_2d
+from ..launch import launch_1d, launch_2d
 
 #: Coefficients of the polynomial :func:`polynomial` evaluates, lowest power first:
 #: p(v) = 1 - v/2 + v^2/4 - v^3/8. Compiling :func:`polynomial` copies them into constant memory.

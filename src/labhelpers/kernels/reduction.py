@@ -39,7 +39,7 @@ import numpy as np
 from numba import cuda, float32, uint64
 
 from .. import backend
-from ..launch import ConfiguredKernel
+from ..launch import ConfiguredKernel, blocks_for
 from ..arrays import as_device, check_array
 from ..errors import GPUOnlyError, LabError, LaunchConfigError
 
@@ -775,12 +775,12 @@ class Reducer:
         elif v.key == "best":  # two slots used in turn; the kernel clears the next one (no zeroing launch)
             out = cuda.to_device(np.zeros(2, dtype=np.float32))
             blocks = self._grid(self.threads, kernel)
-            blocks = min(blocks, max(1, -(-self.n // (self.threads * self.unroll))))  # no block without a tile
+            blocks = min(blocks, blocks_for(self.n, self.threads, self.unroll))  # no block without a tile
             self.steps.append(Step(kernel, blocks, self.threads, x_d, out))
         else:
             out = cuda.device_array(1, dtype=np.float32)
             if v.launch == ATOMIC_ELEMENT:
-                blocks = max(1, -(-self.n // self.threads))
+                blocks = blocks_for(self.n, self.threads)
             else:
                 blocks = self._grid(self.threads, None)
             self.steps.append(Step(kernel, blocks, self.threads, x_d, out))
@@ -790,7 +790,7 @@ class Reducer:
     def _grid(self, threads: int, kernel) -> int:
         if self.blocks is not None:
             return int(self.blocks)
-        return max(1, min(resident_blocks(threads, kernel), -(-self.n // threads)))
+        return max(1, min(resident_blocks(threads, kernel), blocks_for(self.n, threads)))
 
     @property
     def launches(self) -> list[tuple[int, int]]:

@@ -40,7 +40,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import backend, validate
-from ..launch import ConfiguredKernel
+from ..launch import ConfiguredKernel, grid_2d
 from ..arrays import as_device
 from ..errors import ArrayArgumentError, LaunchConfigError
 
@@ -281,7 +281,7 @@ def run_stencil1d(x, radius: int = 3, variant: str = "shared", threads: int = 12
     n = int(x.shape[0])
     x_d = as_device(x)
     out = cuda.device_array(n, dtype=np.float32)
-    blocks = -(-n // threads)  # ceiling division: the last block may be partly empty
+    blocks = blocks_for(n, threads)  # ceiling division: the last block may be partly empty
     STENCIL1D[variant][blocks, threads](x_d, out, np.int64(radius))
     return out.copy_to_host()
 
@@ -429,7 +429,7 @@ def jacobi_grid(variant: str, shape: tuple[int, int], block: tuple[int, int]) ->
     ny, nx = shape
     bx, by = block
     rows_per_thread = ROWS if variant == "marching" else 1
-    return (-(-nx // bx), -(-ny // (by * rows_per_thread)))
+    return (blocks_for(nx, bx), blocks_for(ny, by, rows_per_thread))
 
 
 def _check_block_2d(block, variant: str) -> tuple[int, int]:
@@ -598,10 +598,6 @@ def _check_image(img, name: str = "img") -> tuple[int, int]:
     return int(img.shape[0]), int(img.shape[1])
 
 
-def _grid_2d(shape, block) -> tuple[int, int]:
-    return (-(-shape[1] // block[0]), -(-shape[0] // block[1]))
-
-
 def run_filter3x3(img, weights, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
     """Apply 3x3 ``weights`` (correlation, clamped borders) to the float32 image ``img``; returns NumPy.
 
@@ -613,7 +609,7 @@ def run_filter3x3(img, weights, block: tuple[int, int] = BLOCK_2D) -> np.ndarray
     validate.array(w, "weights", ndim=2, shape=(3, 3), contiguous=False, finite=True)
     block = _check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    filter3x3[_grid_2d(shape, block), block](as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
+    filter3x3[grid_2d(shape, block), block](as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
                                              out)
     return out.copy_to_host()
 
@@ -628,7 +624,7 @@ def run_sobel(img, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
     shape = _check_image(img)
     block = _check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    sobel_magnitude[_grid_2d(shape, block), block](as_device(img), out)
+    sobel_magnitude[grid_2d(shape, block), block](as_device(img), out)
     return out.copy_to_host()
 
 
@@ -851,7 +847,7 @@ class LabelPropagation:
         self._flags = cuda.device_array(self.check_every, dtype=np.int32)
         self._slots = [self._flags[k:k + 1] for k in range(self.check_every)]
         self._zeros = np.zeros(self.check_every, dtype=np.int32)
-        self.grid = _grid_2d(self.shape, self.block)
+        self.grid = grid_2d(self.shape, self.block)
 
     def run(self) -> int:
         """Label from scratch; return the number of propagation steps (the last one changed nothing)."""
@@ -891,7 +887,7 @@ class UnionFind:
         self._mask = _mask_device(self.mask)
         self._parent = cuda.device_array(self.shape[0] * self.shape[1], dtype=np.int32)
         self._labels = cuda.device_array(self.shape, dtype=np.int32)
-        self.grid = _grid_2d(self.shape, self.block)
+        self.grid = grid_2d(self.shape, self.block)
 
     def run(self) -> None:
         """Label from scratch (asynchronous on a GPU)."""

@@ -13,7 +13,7 @@ from numba import cuda
 from ... import backend, validate
 from ...arrays import as_device
 from ...errors import ArgumentError, ArrayArgumentError, LaunchConfigError
-from ...launch import ConfiguredKernel
+from ...launch import ConfiguredKernel, blocks_for
 from .definitions import DTYPES, TypedKernel, UnknownMethodError, WARP, scan_bytes, warn_if_wraps
 from .scans import (
     add_block_offsets, blelloch_scan, blelloch_scan_unpadded, block_reduce, block_scan_shuffle, chained_scan,
@@ -247,7 +247,7 @@ class Scan:
         self.launches.append(self._block_launch(kernel, blocks, src, dst, sums, flag))
         self._plan_propagate(sums, sums, blocks, 1, kernel, per_block)  # inclusive scan of the block totals
         self.launches.append(Launch("add_block_offsets", add_block_offsets.for_dtype(self.dtype),
-                                    -(-n // self.threads), self.threads, (dst, sums, per_block)))
+                                    blocks_for(n, self.threads), self.threads, (dst, sums, per_block)))
 
     def _plan_reduce_then_scan(self, src, dst, n: int, flag: int) -> None:
         per_block = 2 * self.threads
