@@ -40,7 +40,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import backend, validate
-from ..launch import ConfiguredKernel, grid_2d
+from ..launch import ConfiguredKernel, blocks_for, grid_2d
 from ..arrays import as_device
 from ..errors import ArrayArgumentError, LaunchConfigError
 
