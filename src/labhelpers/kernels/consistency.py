@@ -41,7 +41,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32, uint64
 
 from .. import backend, validate
-from ..arrays import as_device, check_array
+from ..arrays import as_device
 from ..errors import ArgumentError, ArrayArgumentError, LaunchConfigError
 from ..launch import blocks_for
 
@@ -255,7 +255,7 @@ def max_cas(x_bits, best_key):
 
 
 def _check_floats(x, name: str = "x") -> np.ndarray:
-    check_array(x, name, dtype=np.float32, ndim=1)
+    validate.array(x, name, dtype=np.float32, ndim=1)
     host = x if isinstance(x, np.ndarray) else np.asarray(x.copy_to_host() if hasattr(x, "copy_to_host") else x.get())
     if host.size == 0:
         raise ArrayArgumentError(f"{name} is empty: the maximum of no values is undefined; pass at least one value")
@@ -358,7 +358,7 @@ def run_count_locked(n: int, threads: int = 32) -> int:
 
 def run_pair_update_locked(values, threads: int = 64) -> tuple[int, int]:
     """``(sum, count)`` of an int32 vector, each block adding its share under :func:`pair_update_locked`'s lock."""
-    check_array(values, "values", dtype=np.int32, ndim=1)
+    validate.array(values, "values", dtype=np.int32, ndim=1)
     threads = _power_of_two(threads)
     if values.shape[0] == 0:
         raise ArrayArgumentError("values is empty: pass at least one value")
@@ -496,7 +496,7 @@ class LastBlockSum:
     n: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        check_array(self.x, "x", dtype=np.float32, ndim=1)
+        validate.array(self.x, "x", dtype=np.float32, ndim=1)
         self.n = int(self.x.shape[0])
         if self.n == 0:
             raise ArrayArgumentError("x is empty: pass at least one value to sum")
@@ -1020,7 +1020,7 @@ def shift_reference(x) -> np.ndarray:
 
 def run_shift(x, racy: bool = False, threads: int = 128) -> np.ndarray:
     """``out[i] = x[i + 1]`` with :func:`shift_racy` or :func:`shift_synced`; ``out[-1]`` stays NaN."""
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     threads = _threads(threads)
     host = np.asarray(x)
     if host.size == 0:

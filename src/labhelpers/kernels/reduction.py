@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .. import backend
+from .. import backend, validate
 from ..launch import ConfiguredKernel, blocks_for
-from ..arrays import as_device, check_array
+from ..arrays import as_device
 from ..errors import GPUOnlyError, LabError, LaunchConfigError
 
 #: Largest block: the size of the statically allocated shared array of the classic kernels.
@@ -742,7 +742,7 @@ class Reducer:
     n: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        check_array(self.x, "x", dtype=np.float32, ndim=1)
+        validate.array(self.x, "x", dtype=np.float32, ndim=1)
         v = variant(self.variant)
         if v.launch == ATOMIC_ELEMENT:
             if isinstance(self.threads, bool) or not isinstance(self.threads, (int, np.integer)) or not (
@@ -899,7 +899,7 @@ def run_last_warp_unsafe(x, threads: int = 256) -> np.float32:
             "the last-warp race is about how a real GPU schedules the 32 lanes of a warp and how the compiler "
             "orders their shared-memory loads and stores; the simulator runs each lane as a separate Python "
             "thread, so whatever it printed would say nothing about a GPU. Run this cell on a GPU.")
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     threads = check_block_size(threads)
     src = as_device(x)
     for _m, blocks in level_sizes(int(x.shape[0]), threads, per_thread=2):
