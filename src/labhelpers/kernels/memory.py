@@ -368,19 +368,12 @@ def lookup_reference(size: int, threads: int, reps: int, distinct: int) -> np.nd
     return LOOKUP_TABLE[idx].sum(axis=1, dtype=np.float64).astype(np.float32)
 
 
-def _check_distinct(distinct: int) -> int:
-    distinct = validate.integer(distinct, "distinct", minimum=1, maximum=32)
-    if distinct & (distinct - 1):
-        raise ValueError(f"distinct must be a power of two between 1 and 32 (addresses per warp), got {distinct}")
-    return distinct
-
-
 def run_lookup(memory: str, reps: int, distinct: int, blocks: int = 1, threads: int = 32) -> np.ndarray:
     """Launch :func:`constant_lookup` (``memory="constant"``) or :func:`global_lookup` (``"global"``).
 
     Returns ``out`` on the host.
     """
-    distinct = _check_distinct(distinct)
+    distinct = validate.power_of_two(distinct, "distinct", maximum=WARP_SIZE, what="addresses per warp")
     reps = validate.integer(reps, "reps", minimum=0, maximum=2**24 // 100)
     launch_1d(blocks * threads, threads)  # validates threads
     out_d = cuda.device_array(blocks * threads, dtype=np.float32)
