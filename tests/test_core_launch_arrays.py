@@ -37,14 +37,14 @@ def test_check_launch_reasons():
 def test_check_array_messages_name_the_fix():
     x = np.zeros((4, 4), dtype=np.float64)
     with pytest.raises(lh.ArrayArgumentError, match=r"astype\(np.float32\)"):
-        lh.check_array(x, "x", dtype=np.float32)
+        lh.validate.array(x, "x", dtype=np.float32)
     with pytest.raises(lh.ArrayArgumentError, match="ascontiguousarray"):
-        lh.check_array(x.T[:, ::2], "x")
+        lh.validate.array(x.T[:, ::2], "x")
     with pytest.raises(lh.ArrayArgumentError, match="1 dimension"):
-        lh.check_array(x, "x", ndim=1)
+        lh.validate.array(x, "x", ndim=1)
     with pytest.raises(lh.ArrayArgumentError, match="must be an array"):
-        lh.check_array([1, 2], "x")
-    lh.check_array(x, "x", dtype=np.float64, ndim=2, shape=(4, 4))
+        lh.validate.array([1, 2], "x")
+    lh.validate.array(x, "x", dtype=np.float64, ndim=2, shape=(4, 4))
 
 
 def test_device_round_trip():

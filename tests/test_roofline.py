@@ -929,7 +929,7 @@ def test_measure_ceilings_caches_per_device(monkeypatch):
             return rm.CeilingMeasurement(value, unit, f"fake {value}", ((f"fake {value}", value),))
         return measure
 
-    monkeypatch.setattr(rm, "_gpu_only", lambda what: None)
+    monkeypatch.setattr(rm.backend, "require_gpu", lambda what, **kw: None)
     monkeypatch.setattr(device, "device_info", lambda: gpu)
     monkeypatch.setattr(rm, "measure_dram_bandwidth", fake(3000.0, "GB/s"))
     monkeypatch.setattr(rm, "measure_l2_bandwidth", fake(9000.0, "GB/s"))
@@ -951,7 +951,7 @@ def test_measure_dram_bandwidth_launches_every_variant_and_keeps_the_fastest(mon
     """The DRAM toolkit's wiring under the simulator: each variant's views, grid and kernel really copy."""
     import labhelpers.timing as timing
 
-    monkeypatch.setattr(rm, "_gpu_only", lambda what: None)
+    monkeypatch.setattr(rm.backend, "require_gpu", lambda what, **kw: None)
     monkeypatch.setattr(rm, "_free_bytes", lambda: 2**30)
     library = rm.HAS_CUPY  # where CuPy is installed (a GPU), CuPy's own copy is timed after the variants
     expected = len(roofline.COPY_VARIANTS) + library

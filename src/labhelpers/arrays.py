@@ -1,8 +1,8 @@
-"""Checking and moving the arrays kernels receive.
+"""Moving the arrays kernels receive: ``to_device``, ``to_host``, ``as_device``.
 
-Numba's own messages for a wrong argument come from deep inside its type inference;
-:func:`check_array` rejects such arguments first, with a message that says what to
-change (``np.ascontiguousarray``, ``.astype(np.float32)``...).
+Checking them is :func:`labhelpers.validate.array`'s job: Numba's own messages for a wrong
+argument come from deep inside its type inference, so wrappers call it first, with a message
+that says what to change (``np.ascontiguousarray``, ``.astype(np.float32)``...).
 """
 
 from __future__ import annotations
@@ -11,32 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from . import backend, validate
+from . import backend
 from .errors import ArrayArgumentError
-
-
-def check_array(
-    a: Any,
-    name: str,
-    *,
-    dtype: Any | None = None,
-    ndim: int | None = None,
-    shape: tuple[int, ...] | None = None,
-    contiguous: bool = True,
-) -> None:
-    """Raise :class:`ArrayArgumentError` if ``a`` is not the array a kernel expects.
-
-    The same check as :func:`labhelpers.validate.array` (which it calls).
-
-    Args:
-        a: a NumPy array, a Numba device array or a CuPy array.
-        name: the argument's name, used in the message.
-        dtype: required dtype, e.g. ``np.float32``.
-        ndim: required number of dimensions.
-        shape: required shape.
-        contiguous: require C-contiguous memory (kernels index it as flat rows).
-    """
-    validate.array(a, name, dtype=dtype, ndim=ndim, shape=shape, contiguous=contiguous)
 
 
 def to_device(a: np.ndarray):

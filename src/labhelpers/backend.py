@@ -22,7 +22,7 @@ import ctypes
 import os
 import sys
 
-from .errors import NoGPUError
+from .errors import GPUOnlyError, NoGPUError
 
 ENV_VAR = "LABHELPERS_BACKEND"
 GPU = "gpu"
@@ -138,3 +138,39 @@ def is_simulator() -> bool:
 def is_gpu() -> bool:
     """True when kernels run on a real CUDA GPU."""
     return configure() == GPU
+
+
+#: What :func:`require_gpu` says a measurement does, unless the caller says more precisely.
+TIMES_GPU_WORK = "times GPU work (the simulator's times say nothing about a GPU)"
+#: What :func:`require_gpu` says the chapter does instead, unless the caller says otherwise.
+SHOWS_REFERENCE = "The chapter shows reference data measured on a real GPU instead."
+_CUPY_EXTRA = "install labhelpers with the gpu-cu12 or gpu-cu13 extra, as the README says"
+
+
+def require_gpu(what: str, *, because: str = TIMES_GPU_WORK, instead: str = SHOWS_REFERENCE,
+                needs_cupy: bool = False) -> None:
+    """Raise :class:`~labhelpers.errors.GPUOnlyError` unless ``what`` can run here: the one "needs a GPU" guard.
+
+    Every message has one shape: ``"<what> <because>, so it only runs on a real GPU, and there is no GPU
+    here: ..."`` then ``instead`` (what the chapter shows in its place); with ``needs_cupy=True`` a GPU
+    without CuPy gets ``"<what> needs CuPy, which is not installed here (...)"`` then ``instead``.
+
+    Args:
+        what: the function or feature, as the reader knows it (``"time_config"``, ``"the warp-shuffle
+            block scan"``).
+        because: why it needs a GPU, read after ``what`` (``"uses cuda.activemask(), which Numba's CUDA
+            simulator does not have"``).
+        instead: one sentence: what the chapter shows instead, or where the measurements are.
+        needs_cupy: it calls CuPy as well, so a GPU without CuPy refuses it too.
+
+    Raises:
+        GPUOnlyError: under the simulator, or (``needs_cupy``) without CuPy.
+    """
+    if is_simulator():
+        raise GPUOnlyError(f"{what} {because}, so it only runs on a real GPU, and there is no GPU here: this is "
+                           f"Numba's CUDA simulator (in Colab: Runtime > Change runtime type > GPU). {instead}")
+    if needs_cupy:
+        from .xp import HAS_CUPY  # xp imports CuPy, which must wait until the backend is chosen
+
+        if not HAS_CUPY:
+            raise GPUOnlyError(f"{what} needs CuPy, which is not installed here ({_CUPY_EXTRA}). {instead}")

@@ -69,16 +69,58 @@ class ConfiguredKernel:
         self._configured(*args)
 
 
-def blocks_for(n: int, threads: int) -> int:
-    """Blocks needed so that ``blocks * threads >= n``: the ceiling of ``n / threads``.
+def blocks_for(n: int, threads: int, per_thread: int = 1) -> int:
+    """Blocks needed so that ``blocks * threads * per_thread >= n``: the ceiling of ``n / (threads * per_thread)``,
+    at least 1 (an empty grid does not launch).
+
+    ``per_thread`` is the number of elements one thread handles (a tile of ``threads * per_thread`` per block).
 
     Raises:
-        LaunchConfigError: ``n`` or ``threads`` is not a whole number, ``n`` is negative, or ``threads``
-            is not between 1 and 1024.
+        LaunchConfigError: ``n``, ``threads`` or ``per_thread`` is not a whole number, ``n`` is negative,
+            ``threads`` is not between 1 and 1024, or ``per_thread`` is below 1.
     """
     threads = validate.threads_per_block(threads, "threads")
     n = validate.integer(n, "the number of elements n", minimum=0, error=LaunchConfigError)
-    return max(1, -(-n // threads))
+    per_thread = validate.integer(per_thread, "per_thread", minimum=1, error=LaunchConfigError)
+    return max(1, -(-n // (threads * per_thread)))
+
+
+def grid_2d(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
+    """Blocks along x and y covering a ``rows x cols`` array with ``block = (threads along x, along y)``.
+
+    x runs along columns and y along rows, matching ``col, row = cuda.grid(2)``: the grid is
+    ``(blocks_for(cols, block_x), blocks_for(rows, block_y))``.
+
+    Raises:
+        LaunchConfigError: a size or block dimension that :func:`blocks_for` refuses.
+    """
+    rows, cols = shape
+    bx, by = block
+    return blocks_for(cols, bx), blocks_for(rows, by)
+
+
+def launch_2d(shape: tuple[int, int], block: tuple[int, int] = (16, 16)) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A validated 2D launch ``(grid, block)`` covering a ``rows x cols`` matrix (the 2D :func:`launch_1d`).
+
+    x runs along columns and y along rows, matching ``col, row = cuda.grid(2)``: the
+    grid is ``(ceil(cols / block_x), ceil(rows / block_y))`` (:func:`grid_2d`).
+
+    Raises:
+        LaunchConfigError: a block dimension below 1 or above the per-dimension limit,
+            more than 1024 threads per block, or a shape that is not two positive numbers.
+
+    Example:
+        >>> launch_2d((50, 50), (16, 16))
+        ((4, 4), (16, 16))
+    """
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise LaunchConfigError(f"launch_2d needs a (rows, cols) shape of positive sizes, got {shape!r}")
+    rows, cols = (validate.integer(v, f"launch_2d's shape[{i}]", minimum=1, error=LaunchConfigError)
+                  for i, v in enumerate(shape))
+    if not isinstance(block, (tuple, list)) or len(block) != 2:
+        raise LaunchConfigError(f"block must be (threads along x, threads along y), got {block!r}")
+    bx, by = validate.block_shape(block)
+    return grid_2d((rows, cols), (bx, by)), (bx, by)
 
 
 def check_launch(

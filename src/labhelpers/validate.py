@@ -108,6 +108,22 @@ def integer(value: Any, name: str, *, minimum: int | None = None, maximum: int |
     return result
 
 
+def power_of_two(value: Any, name: str, *, minimum: int = 1, maximum: int | None = None, what: str = "",
+                 error: type[ArgumentError] = ArgumentError) -> int:
+    """``value`` as an int, if it is a whole number within ``[minimum, maximum]`` and a power of two.
+
+    ``what`` says what the number counts, in the message (``"addresses per warp"``).
+
+    Raises:
+        ArgumentError: (or ``error``) naming ``name``, the value and the fix.
+    """
+    result = integer(value, name, minimum=minimum, maximum=maximum, error=error)
+    if result < 1 or result & (result - 1):
+        counts = f" ({what})" if what else ""
+        raise error(f"{name} must be a power of two {_range_text(minimum, maximum)}{counts}, got {result}")
+    return result
+
+
 def number(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
            finite: bool = True) -> float:
     """``value`` as a float, if it is a real number (finite unless ``finite=False``) within the bounds.

@@ -38,6 +38,7 @@ from .. import backend
 from ..checkers import launch_student_kernel, require_kernel
 from ..errors import CheckFailed
 from ..kernels import consistency as k
+from ..launch import blocks_for
 from ..models import consistency as model
 from ..patching import patched
 from ..racecheck import check_in_simulator, check_races
@@ -134,7 +135,7 @@ def _watched_counter() -> tuple[Any, dict]:
 
 def _run_count(kernel, x: np.ndarray, threads: int, what: str):
     """Run a counter; return (count, stores by kind or None on a GPU)."""
-    blocks = -(-x.size // threads)
+    blocks = blocks_for(x.size, threads)
     if backend.is_simulator():
         counter, counts = _watched_counter()
     else:
@@ -148,7 +149,7 @@ def _race_check_block_counter(kernel, what: str, threads: int) -> None:
     n = 2 * threads + threads // 2 + 1
     x = np.random.default_rng(7).random(n, dtype=np.float32)
     try:
-        report = check_races(kernel, -(-n // threads), threads, x, THRESHOLD, np.zeros(1, np.int32))
+        report = check_races(kernel, blocks_for(n, threads), threads, x, THRESHOLD, np.zeros(1, np.int32))
     except IndexError as exc:
         raise CheckFailed(f"{what} indexed outside an array with n={n} ({exc}): guard the test with "
                           "`if i < x.size`, and index the shared counter with hits[0].") from None
@@ -198,7 +199,7 @@ def _check_counting(kernel, what: str, block_level: bool) -> None:
                                "not initialised" if block_level else ""))
                 raise CheckFailed(f"{what} counted {got} {where}, expected {expected}: {hint}.")
             if block_level and stores is not None:
-                blocks = -(-n // threads)
+                blocks = blocks_for(n, threads)
                 if stores["atomic"] > blocks:
                     raise CheckFailed(
                         f"{what} made {stores['atomic']} atomic additions to the global counter {where}, one per "

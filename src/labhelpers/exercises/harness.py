@@ -52,7 +52,7 @@ from numba import cuda
 from .. import backend
 from ..checkers import NUMBA_TRACE_LIMIT
 from ..errors import CheckFailed, GPUOnlyError, LaunchConfigError
-from ..launch import blocks_for
+from ..launch import blocks_for, grid_2d
 from . import typing_probe
 
 # ------------------------------------------------------------------------------------------- bug classes
@@ -378,9 +378,8 @@ def _is_2d(threads: Any) -> bool:
 def grid_for(n: Any, threads: Any, per_thread: int = 1) -> Any:
     """Blocks for size ``n``: ``blocks_for`` per dimension (x runs along columns for 2D)."""
     if _is_2d(threads):
-        rows, cols = n
-        return (blocks_for(cols, threads[0]), blocks_for(rows, threads[1]))
-    return blocks_for(-(-int(n) // per_thread), threads)
+        return grid_2d(n, threads)
+    return blocks_for(n, threads, per_thread)
 
 
 def awkward_sizes(threads: Any, per_thread: int = 1) -> list[Any]:

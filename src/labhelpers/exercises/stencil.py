@@ -17,6 +17,7 @@ from numba import cuda
 from .. import backend
 from ..checkers import launch_student_kernel
 from ..kernels import stencil as st
+from ..launch import grid_2d
 from . import harness as h
 
 #: (threads per block, radius) pairs of exercise 1: radii below, at and above the block size.
@@ -34,10 +35,6 @@ UNWRITTEN = -7
 
 def _block_2d() -> tuple[int, int]:
     return BLOCK_SIM if backend.is_simulator() else BLOCK_GPU
-
-
-def _grid_2d(shape, block) -> tuple[int, int]:
-    return h.grid_for(shape, block)
 
 
 def _border(shape) -> np.ndarray:
@@ -262,7 +259,7 @@ def check_ccl_step(kernel: Any) -> None:
     steps = 0
     while True:
         flag.copy_to_device(np.zeros(1, np.int32))
-        launch_student_kernel(kernel, _grid_2d(mask.shape, block), block, (labels, other, flag),
+        launch_student_kernel(kernel, grid_2d(mask.shape, block), block, (labels, other, flag),
                               "your propagation step")
         labels, other = other, labels
         steps += 1

@@ -30,6 +30,7 @@ from numba import cuda
 from .. import backend
 from ..errors import GPUOnlyError
 from ..kernels import consistency as k
+from ..launch import blocks_for
 from ..models import consistency as model
 from ..roofline.measure import time_copy
 from ..timing import benchmark
@@ -68,7 +69,7 @@ def atomic_throughput(n: int = 2**24, threads: int = 256, lock_n: int = 2**14, r
     if backend.is_simulator():
         raise GPUOnlyError("atomic throughput is a GPU timing: the simulator has none; see the reference data")
     rows = []
-    blocks = -(-n // threads)
+    blocks = blocks_for(n, threads)
     for kind, group in (("one address", n), ("one address per warp", 32), ("one address per thread", 1)):
         got = k.run_atomic_grouped(n, group, 1, threads)
         assert np.array_equal(got, k.grouped_counts_reference(n, 1, group)), kind
@@ -88,7 +89,7 @@ def atomic_throughput(n: int = 2**24, threads: int = 256, lock_n: int = 2**14, r
         rows.append({"kind": name, "addresses": 1, "increments": n, "atomics": atomics, "median_ms": t.median_ms})
     assert k.run_count_locked(lock_n, threads) == lock_n
     counter, mutex = _zeroed(1), _zeroed(1)
-    launch = k.count_locked[-(-lock_n // threads), threads]
+    launch = k.count_locked[blocks_for(lock_n, threads), threads]
     t = benchmark(lambda: launch(counter, mutex, lock_n), repeat=max(3, repeat // 3), label="lock")
     rows.append({"kind": "counter: spin lock per thread", "addresses": 1, "increments": lock_n,
                  "atomics": 2 * lock_n, "median_ms": t.median_ms})

@@ -33,7 +33,6 @@ from ..kernels.memory import (
     LOOKUP_TABLE,
     SHARED_WORDS,
     WARP_SIZE,
-    _check_distinct,
     chase_chain,
     constant_lookup,
     copy_footprint,
@@ -245,7 +244,7 @@ def constant_sweep(distincts: Sequence[int] = (1, 2, 4, 8, 16, 32), *, reps: int
     out_d = cuda.device_array(blocks * threads, dtype=np.float32)
     table_d = cuda.to_device(LOOKUP_TABLE)
     for d in distincts:
-        _check_distinct(d)
+        validate.power_of_two(d, "distinct", maximum=WARP_SIZE, what="addresses per warp")
 
     def run(memory: str, distinct: int) -> Timing:
         if memory == "constant":

@@ -28,13 +28,13 @@ import numpy as np
 import pandas as pd
 
 from .. import backend
-from ..errors import GPUOnlyError
 from ..host import cpu_model, host_cpu
 from ..kernels import matmul as mm
 from ..kernels import portability as pt
 from ..launch import blocks_for
 from ..roofline.measure import HOST_COPY_BYTES, measure_host_bandwidth, time_copy
 from ..timing import Timing, benchmark, wall_time
+from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
 
 #: Columns of every table of this module.
 COLUMNS: tuple[str, ...] = ("machine", "device", "kernel", "model", "size", "median_ms", "min_ms", "gbps",
@@ -158,7 +158,7 @@ def gpu_table(saxpy_n: int = GPU_SAXPY_N, matmul_n: int = GPU_MATMUL_N, *, repea
     array, bytes read + written); ``matmul`` / ``Numba`` (chapter 5's tiled kernel, tile 16), ``CUDA C``,
     ``OpenCL C``, ``cuBLAS``. SAXPY's ``gbps`` counts 12 bytes per element.
     """
-    cp = pt.require_cupy("gpu_table")
+    backend.require_gpu("gpu_table", needs_cupy=True)
     from ..device import device_info
 
     gpu = device_info().name
@@ -419,7 +419,7 @@ def data_clause_table(n: int = GPU_SAXPY_N, *, repeat: int = 5) -> pd.DataFrame:
     synchronisation: ``naive`` is the serial C on the host; ``parallel`` copies x and y in and y out around
     each of its two loops; ``data`` and ``kernels`` once around both. The result is checked each time.
     """
-    cp = pt.require_cupy("data_clause_table")
+    backend.require_gpu("data_clause_table", needs_cupy=True)
     from ..device import device_info
 
     machine = f"GPU: {device_info().name}"
@@ -466,12 +466,6 @@ def data_clause_table(n: int = GPU_SAXPY_N, *, repeat: int = 5) -> pd.DataFrame:
                      "where": "host CPU, serial C" if v == "naive" else "GPU, CUDA C with the clauses' copies",
                      "machine": machine})
     return pd.DataFrame(rows)
-
-
-def require_gpu(what: str) -> None:
-    """Raise :class:`~labhelpers.errors.GPUOnlyError` under the simulator."""
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{what} times kernels on a GPU; under the simulator the chapter shows reference data.")
 
 
 __all__ = ["COLUMNS", "cpu_name", "cpu_table", "data_clause_table", "directives_table", "gpu_table", "opencl_time",

@@ -27,10 +27,10 @@ from typing import Sequence
 import pandas as pd
 
 from .. import backend
-from ..errors import GPUOnlyError
 from ..kernels.reduction import BLOCK_SIZES, CLASSIC, VARIANTS, Reducer
 from ..sweep import sweep
 from ..timing import benchmark
+from ..xp import xp
 
 #: How tables and plots name the two yardsticks of a reduction: the copy ceiling of the GPU
 #: (:func:`labhelpers.roofline.measure_dram_bandwidth`, bytes read + written) and ``cupy.sum``.
@@ -118,14 +118,10 @@ def sweep_variants(x_d, keys: Sequence[str] = CLASSIC, threads: Sequence[int] = 
 
 def gpu_inputs(n: int = SWEEP_N, seed: int = 0):
     """Uniform [0, 1) float32 on the GPU: ``(CuPy array, its Numba view, the exact float64 sum)``. GPU only."""
-    if backend.is_simulator():
-        raise GPUOnlyError("the chapter's measurements time a GPU, and there is none here: the chapter shows "
-                           "the reference GPU's tables instead")
-    try:
-        import cupy as cp
-    except ImportError:
-        raise GPUOnlyError("the chapter's measurements need CuPy (install labhelpers with its gpu-cu12 or gpu-cu13 "
-                           "extra): its random numbers are the input and cupy.sum is the yardstick") from None
+    backend.require_gpu("gpu_inputs", needs_cupy=True,
+                        instead="The chapter shows the reference GPU's tables instead (on a GPU, CuPy's random "
+                                "numbers are the input and cupy.sum is the yardstick).")
+    cp = xp  # CuPy: require_gpu(needs_cupy=True) passed
     from numba import cuda
 
     x_cp = cp.random.default_rng(seed).random(n, dtype=cp.float32)

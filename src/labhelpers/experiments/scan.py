@@ -29,8 +29,10 @@ import pandas as pd
 from .. import backend
 from ..errors import GPUOnlyError
 from ..kernels import scan as sk
+from ..launch import blocks_for
 from ..roofline import measure as roofline_measure
 from ..timing import benchmark
+from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
 
 #: Scan sizes of the size sweep (4-byte elements).
 SIZES = tuple(2**k for k in range(16, 29, 2))
@@ -46,16 +48,6 @@ TILE_SHAPES = ((128, 16, True), (256, 8, True), (256, 16, True), (256, 32, True)
 RADIX_CONFIGS = ((3, 256, 16), (4, 256, 16), (4, 128, 16), (5, 128, 16), (6, 128, 16))
 
 
-def _cupy():
-    if backend.is_simulator():
-        raise GPUOnlyError("timing needs a real GPU: the simulator's speed says nothing about one")
-    try:
-        import cupy
-    except ImportError:  # pragma: no cover - depends on the machine
-        raise GPUOnlyError("these measurements compare with CuPy, which is not installed here") from None
-    return cupy
-
-
 def _row(**kw) -> dict:
     return kw
 
@@ -68,7 +60,7 @@ def _timing_row(timing, **kw) -> dict:
 
 def random_values(n: int, dtype=np.int32, seed: int = 0):
     """``n`` random values on the GPU (CuPy): small integers in [-8, 8] for int32, uniform [0, 1) for float32."""
-    cp = _cupy()
+    backend.require_gpu("random_values", needs_cupy=True)
     rng = cp.random.default_rng(seed)
     if np.dtype(dtype) == np.int32:
         return (rng.random(n, dtype=cp.float32) * 17).astype(cp.int32) - 8
@@ -77,7 +69,7 @@ def random_values(n: int, dtype=np.int32, seed: int = 0):
 
 def _scan_ok(got, x, inclusive: bool = True) -> bool:
     """Compare a device scan with CuPy's: exact for int32, within the float32 bound for float32."""
-    cp = _cupy()
+    backend.require_gpu("the scan check", needs_cupy=True)
     got = cp.asarray(got)
     if x.dtype == cp.int32:
         ref = cp.cumsum(x, dtype=cp.int32)
@@ -101,7 +93,7 @@ def time_copy(x, repeat: int = 20, number: int = 10):
 
 def time_cumsum(x, repeat: int = 20, number: int = 10):
     """``cupy.cumsum`` into a preallocated output of the same type (8 bytes per 4-byte element)."""
-    cp = _cupy()
+    backend.require_gpu("time_cumsum", needs_cupy=True)
     out = cp.empty_like(x)
     return benchmark(lambda: cp.cumsum(x, dtype=x.dtype, out=out), nbytes=2 * x.nbytes, repeat=repeat,
                      number=number, label="cupy.cumsum")
@@ -122,7 +114,7 @@ def cub_scan(buf) -> None:
     Raises:
         GPUOnlyError: without a GPU, or where CuPy was built without CUB.
     """
-    cp = _cupy()
+    backend.require_gpu("cub_scan", needs_cupy=True)
     try:
         from cupy.cuda import cub  # CuPy's CUB binding: part of the optional GPU extra
     except ImportError:  # pragma: no cover - depends on the CuPy build
@@ -148,7 +140,7 @@ def time_cub_scan(x, repeat: int = 20, number: int = 10):
 
 def cupy_accelerators() -> str:
     """The routine accelerators CuPy uses (``cub`` means ``cupy.cumsum``, sums and sorts go through CUB)."""
-    cp = _cupy()
+    backend.require_gpu("cupy_accelerators", needs_cupy=True)
     try:
         from cupy._core import _accelerator
 
@@ -223,7 +215,7 @@ def block_scans_table(n: int = 2**24, threads: Sequence[int] = (128, 256, 512, 1
     without padding, warp shuffles, on int32, for several block sizes. ``gbps``: ``8 n`` bytes / time."""
     from numba import cuda
 
-    cp = _cupy()
+    backend.require_gpu("block_scans_table", needs_cupy=True)
     x = random_values(n, np.int32)
     xn = cuda.as_cuda_array(x)
     out = cp.empty_like(x)
@@ -235,7 +227,7 @@ def block_scans_table(n: int = 2**24, threads: Sequence[int] = (128, 256, 512, 1
                             ("shuffle", sk.block_scan_shuffle, 1)):
         k = tk.for_dtype(np.int32)
         for t in threads:
-            blocks = -(-n // (per * t))
+            blocks = blocks_for(n, t, per)
             args = (xn, on, empty) + ((empty,) if per == 2 else ()) + (1,)
             launch = k[blocks, t]
             launch(*args)
@@ -265,7 +257,7 @@ def compaction_table(n: int = BENCH_N, fractions: Sequence[float] = (0.1, 0.5, 0
     """Keep the float32 values above a threshold: one-pass and three-kernel compaction against CuPy's
     ``x[x > t]`` (whole job) and ``x[mask]`` (mask given). Every timing includes the copy of the count to
     the host (needed to use the result). ``gbps``: ``4 (n + kept)`` bytes / time."""
-    cp = _cupy()
+    backend.require_gpu("compaction_table", needs_cupy=True)
     x = random_values(n, np.float32)
     rows = []
     for frac in fractions:
@@ -294,7 +286,7 @@ def radix_table(n: int = 2**26, configs=RADIX_CONFIGS, *, repeat: int = 5, numbe
     Columns: method, bits, threads, items, passes, median_ms, gkeys (10^9 keys/s), gbps (the passes'
     bytes / time, :func:`~labhelpers.kernels.scan.radix_pass_bytes`), ok (equal to ``cupy.sort``).
     """
-    cp = _cupy()
+    backend.require_gpu("radix_table", needs_cupy=True)
     keys = (cp.random.default_rng(1).random(n, dtype=cp.float64) * 2.0**32).astype(cp.uint32)
     ref = cp.sort(keys)
     rows = []
@@ -329,7 +321,9 @@ def bench_matrices(scale: int = 1, xp=None) -> list:
     ``scale = 1``: 16.8 million rows (Laplacian 4096 x 4096), 8 million (power law, mean 8 per row),
     8 million (half empty, four rows of 2 million non-zeros).
     """
-    xp = xp or _cupy()
+    if xp is None:
+        backend.require_gpu("bench_matrices", needs_cupy=True)
+        xp = cp
     k = 4096 // scale
     n = 2**23 // scale
     return [sk.laplacian_2d(k, xp=xp),
@@ -341,7 +335,7 @@ def spmv_table(matrices=None, methods: Sequence[str] = tuple(sk.SPMV_METHODS), *
                number: int = 5) -> pd.DataFrame:
     """Every SpMV kernel and ``cupyx.scipy.sparse``'s (cuSPARSE) on each matrix: effective bandwidth
     (:func:`~labhelpers.kernels.scan.spmv_bytes` / time) and the largest error relative to the float64 bound."""
-    cp = _cupy()
+    backend.require_gpu("spmv_table", needs_cupy=True)
     import cupyx.scipy.sparse as cps
 
     matrices = matrices if matrices is not None else bench_matrices()
@@ -372,7 +366,7 @@ def histogram_table(n: int = 2**26, bins: Sequence[int] = (16, 256, 1024), *, re
     """Global against shared-memory atomics for uniform values and for values all in one bin."""
     from numba import cuda
 
-    cp = _cupy()
+    backend.require_gpu("histogram_table", needs_cupy=True)
     rows = []
     for nb in bins:
         for data in ("uniform", "one bin"):

@@ -32,8 +32,10 @@ from .. import backend
 from ..arrays import as_device
 from ..errors import GPUOnlyError
 from ..kernels import stencil as st
+from ..launch import grid_2d
 from ..roofline.measure import time_copy
 from ..timing import benchmark, wall_time
+from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
 
 #: Jacobi configurations timed: (variant, block x, block y).
 JACOBI_CONFIGS: tuple[tuple[str, int, int], ...] = (
@@ -46,12 +48,6 @@ JACOBI_CONFIGS: tuple[tuple[str, int, int], ...] = (
 DENSITIES: tuple[float, ...] = (0.3, 0.5, 0.6, 0.7, 0.9)
 #: Image sides of the propagation-steps table.
 STEP_SIDES: tuple[int, ...] = (16, 32, 64, 128, 256)
-
-
-def _require_gpu(what: str):
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{what} times kernels on a GPU; under the simulator the chapter shows reference data.")
-    return st.require_cupy(what)
 
 
 def _local_loads(kernel) -> float:
@@ -77,7 +73,7 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
     the float32 FMA peak of chapter 7's kernel (``gflops`` only): the two roofs of the roofline.
     ``gflops`` of a step counts 4 flops per interior point.
     """
-    cp = _require_gpu("jacobi_table")
+    backend.require_gpu("jacobi_table", needs_cupy=True)
     rng = np.random.default_rng(0)
     small = (rng.random(check_n, dtype=np.float32) * 100).astype(np.float32)
     expected = st.jacobi_reference(small, 3)
@@ -142,13 +138,13 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
     Effective bandwidth counts 8 bytes per pixel (read once, written once) for every row. Each result is
     compared with CuPy's: ``max_abs_diff``.
     """
-    cp = _require_gpu("filters_table")
+    backend.require_gpu("filters_table", needs_cupy=True)
     from cupyx.scipy import ndimage as cnd
 
     img = cp.random.default_rng(1).random((n, n), dtype=cp.float32)
     img_nb = as_device(img)
     nbytes = 8 * n * n
-    grid = st._grid_2d((n, n), st.BLOCK_2D)
+    grid = grid_2d((n, n), st.BLOCK_2D)
     out = cp.empty_like(img)
     out_nb = as_device(out)
     weights = cp.asarray(st.BOX_WEIGHTS)
@@ -206,7 +202,7 @@ def ccl_table(n: int = 4096, densities: Sequence[float] = DENSITIES, *, repeat: 
     image already in host memory). GPU times are CUDA-event times of the whole call. Every GPU result
     is checked against CuPy's up to renaming, and ours against SciPy's exactly after renumbering.
     """
-    cp = _require_gpu("ccl_table")
+    backend.require_gpu("ccl_table", needs_cupy=True)
     from cupyx.scipy import ndimage as cnd
     from scipy import ndimage as snd
 
@@ -250,7 +246,7 @@ def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float
     ``path_pixels`` is the number of foreground pixels of the spiral or snake (one path).
     Union-find always needs 3 launches.
     """
-    _require_gpu("ccl_steps_table")
+    backend.require_gpu("ccl_steps_table", needs_cupy=True)
     rows = []
     for side in sides:
         shapes = [("spiral", st.spiral_mask(side)), ("snake", st.snake_mask(side, side))]
@@ -288,7 +284,7 @@ def racecheck_table(kernels: Sequence[str] = ("stencil1d_no_barrier", "stencil1d
     Columns ``kernel``, ``line_no``, ``line``. The sanitizer ships with the CUDA toolkit
     (``/usr/local/cuda/bin``); GPU only.
     """
-    _require_gpu("racecheck_table")
+    backend.require_gpu("racecheck_table", needs_cupy=True)
     exe = None
     for candidate in ("compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"):
         if subprocess.run(["which", candidate], capture_output=True).returncode == 0 or os.path.exists(candidate):

@@ -26,7 +26,6 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend, profiler, validate
-from ..errors import GPUOnlyError
 from ..kernels import stopwatch as sw
 from ..timing import Timing, benchmark, wall_time
 
@@ -64,14 +63,6 @@ for n in {sizes}:
         stopwatch.copy[(n + {threads} - 1) // {threads}, {threads}](x, out)
     cuda.synchronize()
 """
-
-
-def _require_gpu(what: str) -> None:
-    if backend.is_simulator():
-        raise GPUOnlyError(
-            f"{what} times GPU work, and there is no GPU here (the simulator's times say nothing about a GPU). "
-            "The chapter shows reference data measured on a real GPU instead."
-        )
 
 
 def profiler_times_ms(sizes: Sequence[int], *, threads: int = 256, launches: int = PROFILED_LAUNCHES,
@@ -148,7 +139,7 @@ def stopwatch_sweep(sizes: Sequence[int] = STOPWATCH_SIZES, *, threads: int = 25
     sizes = [validate.integer(n, "size", minimum=1) for n in sizes]
     threads = validate.threads_per_block(threads)
     repeat = validate.integer(repeat, "repeat", minimum=1)
-    _require_gpu("stopwatch_sweep")
+    backend.require_gpu("stopwatch_sweep")
     rows = []
     for n in sizes:
         x = cuda.to_device(np.arange(n, dtype=np.float32))

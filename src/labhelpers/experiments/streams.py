@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from .. import backend, validate
-from ..errors import ArgumentError, GPUOnlyError
+from ..errors import ArgumentError
 from ..kernels import streams as ks
+from ..launch import blocks_for
 from ..models import streams as model
 from ..timing import benchmark
 from .memory import transfer_sweep
@@ -55,10 +56,8 @@ MANAGED_SIZES: tuple[int, ...] = (2**24, 2**26, 2**28)
 HOST_MEMORY = ("pinned", "pageable")
 
 
-def _require_gpu(what: str) -> None:
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{what} measures streams and copies on a GPU; the simulator has no real streams or "
-                           "events, so the chapter shows reference data and the model instead.")
+_STREAMS = "measures streams and copies on a GPU (the simulator has no real streams or events)"
+_MODEL = "The chapter shows reference data and the model instead."
 
 
 def _cuda():
@@ -115,7 +114,7 @@ def link_table() -> pd.DataFrame:
     of the maximum generation and width), ``async_engines`` (copy engines: ``asyncEngineCount``),
     ``concurrent_kernels`` and ``concurrent_managed_access`` (device attributes).
     """
-    _require_gpu("link_table")
+    backend.require_gpu("link_table", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     dev = cuda.get_current_device()
     # keep the link busy while asking, so the "current" generation is the one copies run at
@@ -155,7 +154,7 @@ def transfer_table(sizes: Sequence[int] = TRANSFER_SIZES, *, repeat: int = 5) ->
     Columns as :func:`labhelpers.experiments.memory.transfer_sweep`: ``transfer``, ``direction``,
     ``host_memory``, ``nbytes``, ``median_ms``, ``min_ms``, ``spread``, ``gbps``, ``status``.
     """
-    _require_gpu("transfer_table")
+    backend.require_gpu("transfer_table", because=_STREAMS, instead=_MODEL)
     return transfer_sweep(list(sizes), repeat=repeat, progress=False)
 
 
@@ -221,7 +220,7 @@ def error_surfacing() -> dict:
     Returns what the launch did (it returns normally: the error does not exist yet) and what the next
     synchronising call did (it raises the kernel's error), with the host times of both.
     """
-    _require_gpu("error_surfacing")
+    backend.require_gpu("error_surfacing", because=_STREAMS, instead=_MODEL)
     proc = subprocess.run([sys.executable, "-c", _ERROR_SCRIPT], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ))
     for line in proc.stdout.splitlines():
@@ -262,7 +261,7 @@ def async_table(n: int = PIPELINE_N, iters: int = 2000, small_iters: int = 1_000
     * ``errors`` (``errors=True``): a kernel writing to an illegal address, in a separate process: the
       launch returns normally and the error is raised by the next synchronisation.
     """
-    _require_gpu("async_table")
+    backend.require_gpu("async_table", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     n = validate.integer(n, "n", minimum=1)
     rows = []
@@ -271,7 +270,7 @@ def async_table(n: int = PIPELINE_N, iters: int = 2000, small_iters: int = 1_000
     pinned = cuda.pinned_array(n, dtype=np.float32)
     pageable = np.ones(n, dtype=np.float32)
     pinned[:] = 1.0
-    blocks = -(-n // ks.THREADS)
+    blocks = blocks_for(n, ks.THREADS)
     d_in.copy_to_device(pinned)
 
     def launch():
@@ -340,13 +339,13 @@ def async_table(n: int = PIPELINE_N, iters: int = 2000, small_iters: int = 1_000
 
 def calibrate_iters(n: int, target_ms: float, *, probe_iters: int = 256) -> int:
     """FMAs per element that make ``fma_chain`` on ``n`` elements take about ``target_ms`` (GPU only)."""
-    _require_gpu("calibrate_iters")
+    backend.require_gpu("calibrate_iters", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     n = validate.integer(n, "n", minimum=1)
     target_ms = validate.number(target_ms, "target_ms", minimum=1e-6)
     d_in = cuda.device_array(n, dtype=np.float32)
     d_out = cuda.device_array(n, dtype=np.float32)
-    blocks = -(-n // ks.THREADS)
+    blocks = blocks_for(n, ks.THREADS)
     iters = probe_iters
     for _ in range(3):  # time is close to linear in iters: scale, then check once more
         t = benchmark(lambda: ks.fma_chain[blocks, ks.THREADS](d_in, d_out, ks.A, ks.B, iters), repeat=3).median_ms
@@ -369,7 +368,7 @@ def copy_times(copies: Sequence[tuple], *, repeat: int = 5) -> list[float]:
     for direction, _dst, _src, nbytes in copies:
         validate.choice(direction, "direction", ("H2D", "D2H"))
         validate.integer(nbytes, "nbytes", minimum=1)
-    _require_gpu("copy_times")
+    backend.require_gpu("copy_times", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     streams = [cuda.stream() for _ in copies]
     times = []
@@ -402,8 +401,8 @@ def stage_times(pipe: "ks.StreamPipeline", *, repeat: int = 5) -> dict:
     The copies are queued by the driver (:func:`copy_times`), so their times are the link's, without
     Python's cost of issuing them; the kernel is timed with CUDA events.
     """
-    _require_gpu("stage_times")
-    blocks = -(-pipe.n // pipe.threads)
+    backend.require_gpu("stage_times", because=_STREAMS, instead=_MODEL)
+    blocks = blocks_for(pipe.n, pipe.threads)
     h_in, d_in, d_out, h_out = _addresses(pipe)
     nbytes = 4 * pipe.n
     h2d = statistics.median(copy_times([("H2D", d_in, h_in, nbytes)], repeat=repeat))
@@ -423,7 +422,7 @@ def link_rates_table(nbytes: int = 2**28, *, repeat: int = 5) -> pd.DataFrame:
     the last row). The copy engine's own rate, with nothing of Python's bookkeeping inside the events: what
     the chapter compares with the link's theoretical maximum.
     """
-    _require_gpu("link_rates_table")
+    backend.require_gpu("link_rates_table", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     nbytes = validate.integer(nbytes, "nbytes", minimum=1)
     h_a, h_b = cuda.pinned_array(nbytes, dtype=np.uint8), cuda.pinned_array(nbytes, dtype=np.uint8)
@@ -479,7 +478,7 @@ def pipeline_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: Seq
     ``n``, ``copy_engines``. With ``pageable=True`` the best pinned configuration is run once more with
     pageable host buffers.
     """
-    _require_gpu("pipeline_table")
+    backend.require_gpu("pipeline_table", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     n = validate.integer(n, "n", minimum=1)
     kernel_share = validate.number(kernel_share, "kernel_share", minimum=1e-3)
@@ -577,7 +576,7 @@ def gantt_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: int = 
     Rows: ``streams_used``, ``order``, ``chunk``, ``stream``, ``op``, ``issue``, ``start_ms``, ``end_ms``,
     and the stages measured alone (``h2d_ms``, ``kernel_ms``, ``d2h_ms``) and ``iters``, ``n``.
     """
-    _require_gpu("gantt_table")
+    backend.require_gpu("gantt_table", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     pipe = ks.StreamPipeline(n, chunks, 1, iters if iters is not None else 1)
     pipe.h_in[:] = np.random.default_rng(0).random(n, dtype=np.float32)
@@ -647,7 +646,7 @@ def managed_table(sizes: Sequence[int] = MANAGED_SIZES, *, repeat: int = 3, iter
     D2H copy, or prefetch and/or NumPy reading managed memory), ``total_ms``; medians of ``repeat``.
     Sizes larger than a quarter of the GPU's free memory are skipped (``status`` says so).
     """
-    _require_gpu("managed_table")
+    backend.require_gpu("managed_table", because=_STREAMS, instead=_MODEL)
     cuda = _cuda()
     dev_id = cuda.get_current_device().id
     rows = []
@@ -659,7 +658,7 @@ def managed_table(sizes: Sequence[int] = MANAGED_SIZES, *, repeat: int = 3, iter
             rows.append({"n": n, "mib": nbytes / 2**20, "case": "all", "status": "skipped: too large for the free "
                          f"memory ({free / 2**30:.1f} GiB)"})
             continue
-        blocks = -(-n // ks.THREADS)
+        blocks = blocks_for(n, ks.THREADS)
         x = np.random.default_rng(n).random(n, dtype=np.float32)
         expected = ks.fma_chain_reference(x[:4096], iters)
         host_out = np.empty(n, dtype=np.float32)

@@ -41,8 +41,9 @@ import numpy as np
 from numba import cuda, float32, int32, uint32, uint64
 
 from .. import backend, validate
-from ..arrays import as_device, check_array
-from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LaunchConfigError
+from ..arrays import as_device
+from ..errors import ArgumentError, ArrayArgumentError, LaunchConfigError
+from ..launch import blocks_for
 
 #: Threads of a warp.
 WARP = 32
@@ -151,13 +152,6 @@ COUNTERS: dict[str, Any] = {
 GPU_ONLY_COUNTERS = ("warp_aggregated",)
 
 
-def require_gpu(feature: str, why: str) -> None:
-    """Raise GPUOnlyError under the simulator, naming the feature and what to do."""
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{feature} needs a real GPU: {why}. Run this on a GPU (in Colab: Runtime > Change "
-                           "runtime type > GPU); without one, the chapter shows reference data.")
-
-
 def run_counter(variant: str, n: int, threads: int = 256) -> int:
     """Launch counter ``variant`` with ``n`` counting threads (``ceil(n/threads)`` blocks); return the count.
 
@@ -172,9 +166,9 @@ def run_counter(variant: str, n: int, threads: int = 256) -> int:
     n = _int(n, "n", minimum=1)
     threads = _threads(threads)
     if variant in GPU_ONLY_COUNTERS:
-        require_gpu("the warp-aggregated counter", "it uses cuda.activemask(), which the simulator lacks")
+        backend.require_gpu("the warp-aggregated counter", because="uses cuda.activemask(), which the simulator lacks")
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
-    COUNTERS[variant][-(-n // threads), threads](counter, n)
+    COUNTERS[variant][blocks_for(n, threads), threads](counter, n)
     return int(counter.copy_to_host()[0])
 
 
@@ -213,7 +207,7 @@ def run_atomic_grouped(n: int, group: int, reps: int = 1, threads: int = 256) ->
     if reps * group > 2**31 - 1:
         raise LaunchConfigError(f"reps * group = {reps * group} would overflow the int32 counters: lower reps")
     counts = cuda.to_device(np.zeros(-(-n // group), dtype=np.int32))
-    atomic_add_grouped[-(-n // threads), threads](counts, n, reps, group)
+    atomic_add_grouped[blocks_for(n, threads), threads](counts, n, reps, group)
     return counts.copy_to_host()
 
 
@@ -261,7 +255,7 @@ def max_cas(x_bits, best_key):
 
 
 def _check_floats(x, name: str = "x") -> np.ndarray:
-    check_array(x, name, dtype=np.float32, ndim=1)
+    validate.array(x, name, dtype=np.float32, ndim=1)
     host = x if isinstance(x, np.ndarray) else np.asarray(x.copy_to_host() if hasattr(x, "copy_to_host") else x.get())
     if host.size == 0:
         raise ArrayArgumentError(f"{name} is empty: the maximum of no values is undefined; pass at least one value")
@@ -282,7 +276,7 @@ def run_float_max(x, threads: int = 256, kernel=None) -> np.float32:
     threads = _threads(threads)
     kernel = kernel or max_cas
     best = cuda.to_device(np.array([KEY_MINUS_INF], dtype=np.int32))
-    kernel[-(-host.size // threads), threads](cuda.to_device(host.view(np.int32)), best)
+    kernel[blocks_for(host.size, threads), threads](cuda.to_device(host.view(np.int32)), best)
     return np.float32(key_float(best.copy_to_host())[0])
 
 
@@ -358,19 +352,19 @@ def run_count_locked(n: int, threads: int = 32) -> int:
     threads = _threads(threads)
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
     mutex = cuda.to_device(np.zeros(1, dtype=np.int32))
-    count_locked[-(-n // threads), threads](counter, mutex, n)
+    count_locked[blocks_for(n, threads), threads](counter, mutex, n)
     return int(counter.copy_to_host()[0])
 
 
 def run_pair_update_locked(values, threads: int = 64) -> tuple[int, int]:
     """``(sum, count)`` of an int32 vector, each block adding its share under :func:`pair_update_locked`'s lock."""
-    check_array(values, "values", dtype=np.int32, ndim=1)
+    validate.array(values, "values", dtype=np.int32, ndim=1)
     threads = _power_of_two(threads)
     if values.shape[0] == 0:
         raise ArrayArgumentError("values is empty: pass at least one value")
     pair = cuda.to_device(np.zeros(2, dtype=np.int32))
     mutex = cuda.to_device(np.zeros(1, dtype=np.int32))
-    pair_update_locked[-(-values.shape[0] // threads), threads](cuda.to_device(np.asarray(values)), pair, mutex)
+    pair_update_locked[blocks_for(values.shape[0], threads), threads](cuda.to_device(np.asarray(values)), pair, mutex)
     got = pair.copy_to_host()
     return int(got[0]), int(got[1])
 
@@ -502,7 +496,7 @@ class LastBlockSum:
     n: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        check_array(self.x, "x", dtype=np.float32, ndim=1)
+        validate.array(self.x, "x", dtype=np.float32, ndim=1)
         self.n = int(self.x.shape[0])
         if self.n == 0:
             raise ArrayArgumentError("x is empty: pass at least one value to sum")
@@ -1026,13 +1020,13 @@ def shift_reference(x) -> np.ndarray:
 
 def run_shift(x, racy: bool = False, threads: int = 128) -> np.ndarray:
     """``out[i] = x[i + 1]`` with :func:`shift_racy` or :func:`shift_synced`; ``out[-1]`` stays NaN."""
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     threads = _threads(threads)
     host = np.asarray(x)
     if host.size == 0:
         raise ArrayArgumentError("x is empty: pass at least one value")
     out = cuda.to_device(np.full(host.size, np.nan, dtype=np.float32))
-    (shift_racy if racy else shift_synced)[-(-host.size // threads), threads](cuda.to_device(host), out)
+    (shift_racy if racy else shift_synced)[blocks_for(host.size, threads), threads](cuda.to_device(host), out)
     return out.copy_to_host()
 
 
@@ -1061,7 +1055,7 @@ def wait_loop_ptx(which: str) -> str:
     Compiled for ``(int32[::1], int32[::1])``, never launched: the plain version may never return.
     """
     _choice(which, "wait loop", ("plain", "atomic"))
-    require_gpu("compiling to PTX", "the simulator has no compiler")
+    backend.require_gpu("compiling to PTX", because="needs the CUDA compiler, which the simulator does not have")
     from numba import types
 
     sig = (types.int32[::1], types.int32[::1])

@@ -32,10 +32,9 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import validate
-from ..arrays import check_array, to_host
+from ..arrays import to_host
 from ..counts import saxpy_bytes, saxpy_flops  # the one table of counts; the names chapter 1 shows
-from ..launch import launch_1d
-from ..models.launch_calc import launch_2d
+from ..launch import launch_1d, launch_2d
 
 #: Coefficients of the polynomial :func:`polynomial` evaluates, lowest power first:
 #: p(v) = 1 - v/2 + v^2/4 - v^3/8. Compiling :func:`polynomial` copies them into constant memory.
@@ -107,8 +106,8 @@ def run_saxpy(a: float, x, y, threads: int = 256):
 
     Checks the arguments first: equal-length, contiguous, float32 vectors.
     """
-    check_array(x, "x", dtype=np.float32, ndim=1)
-    check_array(y, "y", dtype=np.float32, ndim=1, shape=tuple(x.shape))
+    validate.array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(y, "y", dtype=np.float32, ndim=1, shape=tuple(x.shape))
     launch = launch_1d(x.shape[0], threads)
     x_d, y_d = cuda.to_device(x), cuda.to_device(y)
     out_d = cuda.device_array_like(x_d)
@@ -127,8 +126,8 @@ def run_add_2d(a, b, block: tuple[int, int] = (16, 16)) -> np.ndarray:
         ArrayArgumentError: a wrong dtype, shape or layout.
         LaunchConfigError: a block of more than 1024 threads (or a zero dimension).
     """
-    check_array(a, "a", dtype=np.float32, ndim=2)
-    check_array(b, "b", dtype=np.float32, ndim=2, shape=tuple(a.shape))
+    validate.array(a, "a", dtype=np.float32, ndim=2)
+    validate.array(b, "b", dtype=np.float32, ndim=2, shape=tuple(a.shape))
     grid, block = launch_2d(tuple(a.shape), block)
     a_d, b_d = cuda.to_device(a), cuda.to_device(b)
     out_d = cuda.device_array_like(a_d)
@@ -225,7 +224,7 @@ def reverse_each_block_numpy(a: np.ndarray, threads: int = REVERSE_THREADS) -> n
 
 def run_polynomial(x, threads: int = 256) -> np.ndarray:
     """Launch :func:`polynomial` on a float32 vector and return ``p(x)`` as a NumPy array."""
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     launch = launch_1d(x.shape[0], threads)
     x_d = cuda.to_device(x)
     out_d = cuda.device_array_like(x_d)
@@ -235,7 +234,7 @@ def run_polynomial(x, threads: int = 256) -> np.ndarray:
 
 def run_median_filter(x, threads: int = 256) -> np.ndarray:
     """Launch :func:`median_filter` on a float32 vector and return the filtered vector."""
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     launch = launch_1d(x.shape[0], threads)
     x_d = cuda.to_device(x)
     out_d = cuda.device_array_like(x_d)
@@ -245,7 +244,7 @@ def run_median_filter(x, threads: int = 256) -> np.ndarray:
 
 def run_reverse_each_block(a) -> np.ndarray:
     """Launch :func:`reverse_each_block` (blocks of :data:`REVERSE_THREADS`) and return the result."""
-    check_array(a, "a", dtype=np.float32, ndim=1)
+    validate.array(a, "a", dtype=np.float32, ndim=1)
     launch = launch_1d(a.shape[0], REVERSE_THREADS)
     a_d = cuda.to_device(a)
     reverse_each_block[launch.blocks, launch.threads](a_d)

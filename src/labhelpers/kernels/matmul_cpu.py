@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..arrays import check_array
+from .. import validate
 from ..errors import ArrayArgumentError
 
 #: The loop orders, by name.
@@ -93,7 +93,7 @@ def cpu_matmul(a: np.ndarray, b: np.ndarray, *, order: str = "ikj", block: int =
         if not isinstance(x, np.ndarray):
             raise ArrayArgumentError(f"{name} must be a NumPy array (these loops run on the CPU), got "
                                      f"{type(x).__name__}")
-        check_array(x, name, dtype=np.float32, ndim=2)
+        validate.array(x, name, dtype=np.float32, ndim=2)
     if a.shape[1] != b.shape[0]:
         raise ArrayArgumentError(f"inner dimensions differ: a is {a.shape[0]} x {a.shape[1]} and b is "
                                  f"{b.shape[0]} x {b.shape[1]}; a's columns must equal b's rows")

@@ -21,7 +21,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from .. import validate
-from ..arrays import check_array, to_host
+from ..arrays import to_host
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import blocks_for, check_launch, launch_1d
 
@@ -68,7 +68,7 @@ def run_offset_stride_copy(src, n: int, offset: int, stride: int, threads: int =
         ArrayArgumentError: ``src`` is not a contiguous float32 vector long enough for ``n``, ``offset``, ``stride``.
         LaunchConfigError: ``threads`` is not a valid block size.
     """
-    check_array(src, "src", dtype=np.float32, ndim=1)
+    validate.array(src, "src", dtype=np.float32, ndim=1)
     need = copy_footprint(n, offset, stride)
     if src.shape[0] < need:
         raise ArrayArgumentError(
@@ -194,7 +194,7 @@ def run_block_reverse(x, threads: int = REVERSE_THREADS, dynamic: bool = False) 
         LaunchConfigError: ``threads`` is not a valid block size, or exceeds ``REVERSE_THREADS`` for the static kernel
             (its shared array has room for no more).
     """
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     threads = validate.threads_per_block(threads)
     if not dynamic and threads > REVERSE_THREADS:
         raise LaunchConfigError(
@@ -246,8 +246,8 @@ def run_two_buffers(x, y, split: bool, threads: int = 64) -> np.ndarray:
 
     Both launch with room for two buffers of ``threads`` floats (``2 * threads * 4`` bytes).
     """
-    check_array(x, "x", dtype=np.float32, ndim=1)
-    check_array(y, "y", dtype=np.float32, ndim=1, shape=x.shape)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(y, "y", dtype=np.float32, ndim=1, shape=x.shape)
     threads = validate.threads_per_block(threads)
     kernel = one_dynamic_array_split if split else two_dynamic_arrays
     out_d = cuda.device_array(x.shape[0], dtype=np.float32)
@@ -312,7 +312,7 @@ def walk_reference(next_slot: np.ndarray, start: int, steps: int) -> int:
 
 def run_pointer_chase(next_slot, start: int, steps: int) -> int:
     """Launch :func:`pointer_chase` once (one thread) and return the slot it stopped at."""
-    check_array(next_slot, "next_slot", dtype=np.uint32, ndim=1)
+    validate.array(next_slot, "next_slot", dtype=np.uint32, ndim=1)
     start = validate.integer(start, "start", minimum=0, maximum=next_slot.shape[0] - 1)
     steps = validate.integer(steps, "steps", minimum=0)
     chain_d = cuda.to_device(next_slot) if isinstance(next_slot, np.ndarray) else next_slot
@@ -368,19 +368,12 @@ def lookup_reference(size: int, threads: int, reps: int, distinct: int) -> np.nd
     return LOOKUP_TABLE[idx].sum(axis=1, dtype=np.float64).astype(np.float32)
 
 
-def _check_distinct(distinct: int) -> int:
-    distinct = validate.integer(distinct, "distinct", minimum=1, maximum=32)
-    if distinct & (distinct - 1):
-        raise ValueError(f"distinct must be a power of two between 1 and 32 (addresses per warp), got {distinct}")
-    return distinct
-
-
 def run_lookup(memory: str, reps: int, distinct: int, blocks: int = 1, threads: int = 32) -> np.ndarray:
     """Launch :func:`constant_lookup` (``memory="constant"``) or :func:`global_lookup` (``"global"``).
 
     Returns ``out`` on the host.
     """
-    distinct = _check_distinct(distinct)
+    distinct = validate.power_of_two(distinct, "distinct", maximum=WARP_SIZE, what="addresses per warp")
     reps = validate.integer(reps, "reps", minimum=0, maximum=2**24 // 100)
     launch_1d(blocks * threads, threads)  # validates threads
     out_d = cuda.device_array(blocks * threads, dtype=np.float32)
@@ -437,7 +430,7 @@ def local_array_reference(x: np.ndarray, k: int | None = None) -> np.ndarray:
 
 def run_local_array(x, k: int | None = None, threads: int = 128) -> np.ndarray:
     """Launch :func:`local_array_static` (``k=None``) or :func:`local_array_dynamic` on ``x``; return ``out``."""
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     launch = launch_1d(x.shape[0], threads)
     x_d = cuda.to_device(x) if isinstance(x, np.ndarray) else x
     out_d = cuda.device_array(x.shape[0], dtype=np.float32)
@@ -466,7 +459,7 @@ def transpose_naive(a, out):
 
 def run_transpose_naive(a, threads: tuple[int, int] = (32, 8)) -> np.ndarray:
     """Launch :func:`transpose_naive` on a 2D float32 array and return the transpose on the host."""
-    check_array(a, "a", dtype=np.float32, ndim=2)
+    validate.array(a, "a", dtype=np.float32, ndim=2)
     rows, cols = a.shape
     tx, ty = threads
     if check_launch(tx * ty):

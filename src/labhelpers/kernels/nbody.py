@@ -53,6 +53,7 @@ from ..counts import nbody_bytes as bytes_moved
 from ..counts import nbody_flops as flops
 from ..counts import nbody_interactions as interactions
 from ..errors import ArgumentError, ArrayArgumentError
+from ..launch import blocks_for
 
 # FLOPS_PER_INTERACTION (20, imported from labhelpers.counts): the convention of Nyland, Harris and Prins,
 # *Fast N-Body Simulation with CUDA* (GPU Gems 3, 2007): 3 subtractions, 6 for the squared distance plus
@@ -464,8 +465,8 @@ class Config:
     def launch(self, n: int) -> tuple[int, int]:
         """``(blocks, threads)`` for ``n`` bodies."""
         if self.kind == "naive":
-            return max(1, -(-n // self.threads)), self.threads
-        return max(1, -(-n // (self.tile * self.bodies))), self.tile
+            return blocks_for(n, self.threads), self.threads
+        return blocks_for(n, self.tile, self.bodies), self.tile
 
     @property
     def label(self) -> str:
@@ -572,7 +573,7 @@ def run_seed_tiled(pos, eps2: float = DEFAULT_EPS2, *, threads: int = 32, blocks
     """
     n = check_positions(pos, "aos")
     threads = validate.threads_per_block(threads)
-    blocks = max(1, -(-n // threads)) if blocks is None else validate.integer(blocks, "blocks", minimum=1)
+    blocks = blocks_for(n, threads) if blocks is None else validate.integer(blocks, "blocks", minimum=1)
     padded = np.full((n + threads, 4), np.nan, dtype=np.float32)
     padded[:n] = pos
     acc = cuda.to_device(np.full((n + threads, 3), np.nan, dtype=np.float32))
@@ -790,7 +791,7 @@ def simulate(pos: np.ndarray, vel: np.ndarray, dt: float, steps: int, eps2: floa
         vel_d = cuda.to_device(np.ascontiguousarray(vel, dtype=np.float32))
         acc_d = cuda.device_array((n, 3), dtype=np.float32)
         kernel, (blocks, threads) = config.kernel(), config.launch(n)
-        sblocks = max(1, -(-n // 256))
+        sblocks = blocks_for(n, 256)
         h, d = np.float32(0.5 * dt), np.float32(dt)
         kernel[blocks, threads](pos_d, e, acc_d)
         frames_p.append((pos_d.copy_to_host(), vel_d.copy_to_host()))

@@ -47,6 +47,7 @@ from numba import cuda, float32, njit, prange
 from .. import backend, validate
 from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LabError
 from ..launch import blocks_for
+from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
 from . import matmul as mm
 
 #: The listing files, in the order the chapter shows them.
@@ -383,17 +384,8 @@ def run_matmul_numba(A: np.ndarray, B: np.ndarray, tile: int = TILE) -> np.ndarr
 # ------------------------------------------------------------------------------------- CUDA C (CuPy)
 
 
-def require_cupy(what: str):
-    """CuPy, or :class:`~labhelpers.errors.GPUOnlyError` saying that ``what`` needs a GPU with CuPy."""
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{what} compiles CUDA C with NVRTC and runs it on a GPU: there is none here (this is the "
-                           "simulator), so the chapter shows reference data measured on a GPU instead.")
-    from ..xp import HAS_CUPY, xp
-
-    if not HAS_CUPY:
-        raise GPUOnlyError(f"{what} needs CuPy (install labhelpers with the gpu-cu12 or gpu-cu13 extra, as the README "
-                           "says): the chapter shows reference data instead.")
-    return xp
+#: Why CUDA C needs a GPU, in :func:`labhelpers.backend.require_gpu`'s message.
+NVRTC = "compiles CUDA C with NVRTC and runs it on a GPU"
 
 
 @functools.lru_cache(maxsize=None)
@@ -413,7 +405,7 @@ def build_cuda_c(source: str, function: str, options: Sequence[str] = (), name: 
     Raises:
         BuildError: NVRTC rejected the source (``.log`` holds its messages).
     """
-    cp = require_cupy(f"the CUDA C code {name}")
+    backend.require_gpu(f"the CUDA C code {name}", because=NVRTC, needs_cupy=True)
     try:
         module = cp.RawModule(code=source, options=("-std=c++14", *options))
         return module.get_function(function)
@@ -425,7 +417,7 @@ def run_saxpy_cuda(a: float, x: np.ndarray, y: np.ndarray, threads: int = SAXPY_
     """``a * x + y`` with ``saxpy.cu`` (CUDA C through CuPy). GPU only."""
     a = _check_saxpy(a, x, y)
     threads = validate.threads_per_block(threads)
-    cp = require_cupy("run_saxpy_cuda")
+    backend.require_gpu("run_saxpy_cuda", because=NVRTC, needs_cupy=True)
     n = x.size
     if n == 0:
         return np.empty(0, np.float32)
@@ -438,7 +430,7 @@ def run_matmul_cuda(A: np.ndarray, B: np.ndarray, tile: int = TILE) -> np.ndarra
     """``A @ B`` with ``matmul_tiled.cu`` (CUDA C through CuPy). GPU only."""
     m, k, n = _check_matmul(A, B)
     tile = validate.integer(tile, "tile", minimum=1, maximum=32)
-    cp = require_cupy("run_matmul_cuda")
+    backend.require_gpu("run_matmul_cuda", because=NVRTC, needs_cupy=True)
     A_d, B_d = cp.asarray(np.ascontiguousarray(A)), cp.asarray(np.ascontiguousarray(B))
     C_d = cp.empty((m, n), dtype=cp.float32)
     cuda_c_function("matmul_tiled.cu", "matmul_tiled", tile)(
@@ -857,7 +849,7 @@ def toolchain_status() -> pd.DataFrame:
 
         name = device_info().name
         try:
-            require_cupy("CUDA C")
+            backend.require_gpu("CUDA C", because=NVRTC, needs_cupy=True)
             rows.append({"model": "CUDA C", "runs": True, "where": f"{name} (NVRTC through CuPy)"})
         except GPUOnlyError as exc:
             rows.append({"model": "CUDA C", "runs": False, "where": str(exc)})

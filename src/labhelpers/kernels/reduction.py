@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .. import backend
-from ..launch import ConfiguredKernel
-from ..arrays import as_device, check_array
+from .. import backend, validate
+from ..launch import ConfiguredKernel, blocks_for
+from ..arrays import as_device
 from ..errors import GPUOnlyError, LabError, LaunchConfigError
 
 #: Largest block: the size of the statically allocated shared array of the classic kernels.
@@ -626,11 +626,10 @@ def kernel_for(key: str, threads: int = 256, unroll: int = 8):
 def require_gpu_for(key: str) -> None:
     """Raise GPUOnlyError under the simulator if variant ``key`` needs warp intrinsics."""
     v = variant(key)
-    if v.gpu_only and backend.is_simulator():
-        raise GPUOnlyError(
-            f"variant {v.key!r} ({v.label}) uses {v.needs}, which Numba's CUDA simulator does not have, "
-            "so it only runs on a real GPU (in Colab: Runtime > Change runtime type > GPU). Its measured "
-            "bandwidth is in lh.load_reference('ch06_reduction_sweep').")
+    if v.gpu_only:
+        backend.require_gpu(f"variant {v.key!r} ({v.label})",
+                            because=f"uses {v.needs}, which Numba's CUDA simulator does not have",
+                            instead="Its measured bandwidth is in lh.load_reference('ch06_reduction_sweep').")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -743,7 +742,7 @@ class Reducer:
     n: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        check_array(self.x, "x", dtype=np.float32, ndim=1)
+        validate.array(self.x, "x", dtype=np.float32, ndim=1)
         v = variant(self.variant)
         if v.launch == ATOMIC_ELEMENT:
             if isinstance(self.threads, bool) or not isinstance(self.threads, (int, np.integer)) or not (
@@ -776,12 +775,12 @@ class Reducer:
         elif v.key == "best":  # two slots used in turn; the kernel clears the next one (no zeroing launch)
             out = cuda.to_device(np.zeros(2, dtype=np.float32))
             blocks = self._grid(self.threads, kernel)
-            blocks = min(blocks, max(1, -(-self.n // (self.threads * self.unroll))))  # no block without a tile
+            blocks = min(blocks, blocks_for(self.n, self.threads, self.unroll))  # no block without a tile
             self.steps.append(Step(kernel, blocks, self.threads, x_d, out))
         else:
             out = cuda.device_array(1, dtype=np.float32)
             if v.launch == ATOMIC_ELEMENT:
-                blocks = max(1, -(-self.n // self.threads))
+                blocks = blocks_for(self.n, self.threads)
             else:
                 blocks = self._grid(self.threads, None)
             self.steps.append(Step(kernel, blocks, self.threads, x_d, out))
@@ -791,7 +790,7 @@ class Reducer:
     def _grid(self, threads: int, kernel) -> int:
         if self.blocks is not None:
             return int(self.blocks)
-        return max(1, min(resident_blocks(threads, kernel), -(-self.n // threads)))
+        return max(1, min(resident_blocks(threads, kernel), blocks_for(self.n, threads)))
 
     @property
     def launches(self) -> list[tuple[int, int]]:
@@ -900,7 +899,7 @@ def run_last_warp_unsafe(x, threads: int = 256) -> np.float32:
             "the last-warp race is about how a real GPU schedules the 32 lanes of a warp and how the compiler "
             "orders their shared-memory loads and stores; the simulator runs each lane as a separate Python "
             "thread, so whatever it printed would say nothing about a GPU. Run this cell on a GPU.")
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     threads = check_block_size(threads)
     src = as_device(x)
     for _m, blocks in level_sizes(int(x.shape[0]), threads, per_thread=2):

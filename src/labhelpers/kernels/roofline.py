@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, njit, prange
 
-from .. import backend, device
-from ..arrays import check_array, to_host
+from .. import backend, device, validate
+from ..arrays import to_host
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..launch import blocks_for, check_launch
 
@@ -371,7 +371,7 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
 
 
 def _float_array(a, name: str) -> None:
-    check_array(a, name, ndim=1)
+    validate.array(a, name, ndim=1)
     if np.dtype(a.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise LaunchConfigError(f"{name} has dtype {np.dtype(a.dtype)}: these kernels take float32 or float64 arrays "
                                 f"(pass {name}.astype(np.float32)).")
@@ -394,7 +394,7 @@ def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 25
         out: where to write; a new device array when omitted.
         blocks, threads: the launch; by default enough blocks to fill every SM once.
     """
-    check_array(x, "x", ndim=1)
+    validate.array(x, "x", ndim=1)
     wide = np.dtype(x.dtype) == np.dtype(np.complex128)
     if not wide:
         _float_array(x, "x")
@@ -403,7 +403,7 @@ def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 25
     if out is None:
         out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
     else:
-        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        validate.array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
         out_d = out
     if wide and not (_aligned16(x_d) and _aligned16(out_d)):
         raise LaunchConfigError("stream_copy16 needs both arrays to start on a 16-byte boundary (it moves 16 bytes "
@@ -489,7 +489,7 @@ def run_fma_per_element(x, nfma: int, a: float = 0.999, b: float = 0.001, out=No
     if out is None:
         out_d = cuda.device_array(x.shape[0], dtype=x.dtype)
     else:
-        check_array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
+        validate.array(out, "out", dtype=x.dtype, shape=tuple(x.shape))
         out_d = out
     if blocks is None:
         blocks, threads = full_grid(threads)
@@ -565,7 +565,7 @@ def reverse_in_block_reference(x: np.ndarray, block: int = REVERSE_BLOCK) -> np.
 
 def run_reverse_in_block(x, *, barrier: bool = True):
     """Reverse every tile of :data:`REVERSE_BLOCK` elements of ``x`` (float32, a multiple of that size)."""
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     if x.shape[0] == 0 or x.shape[0] % REVERSE_BLOCK:
         raise LaunchConfigError(f"reverse_in_block works on whole tiles of {REVERSE_BLOCK} elements; x has "
                                 f"{x.shape[0]} (pad it to a multiple of {REVERSE_BLOCK})")

@@ -25,7 +25,7 @@ import numpy as np
 from numba import cuda, float32, float64
 
 from .. import backend, validate
-from ..arrays import check_array, to_host
+from ..arrays import to_host
 from ..device import device_info
 from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
 from ..launch import DEFAULT_SHARED_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d
@@ -271,7 +271,7 @@ def warp_sums(x, threads: int = 256) -> np.ndarray:
     Raises:
         GPUOnlyError: under the simulator, which has no ``cuda.syncwarp()``.
     """
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     if threads % WARP_SIZE or not WARP_SIZE <= threads <= WARP_SUMS_MAX_THREADS:
         raise LaunchConfigError(f"threads={threads}: use a multiple of 32 up to {WARP_SUMS_MAX_THREADS}, so that "
                                 "warps never straddle two blocks")
@@ -377,7 +377,7 @@ def run_scale(x, a: float, threads: int = 256, ilp: int = 1, shared_bytes: int =
     ``blocks`` defaults to enough blocks for one element (``ilp`` elements) per thread; any
     smaller grid also gives the right answer, thanks to the grid-stride loop.
     """
-    check_array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(x, "x", dtype=np.float32, ndim=1)
     _check_scale_args(threads, ilp, shared_bytes)
     if blocks is not None:
         validate.grid_shape(blocks, "blocks")

@@ -40,9 +40,9 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import backend, validate
-from ..launch import ConfiguredKernel
+from ..launch import ConfiguredKernel, blocks_for, grid_2d
 from ..arrays import as_device
-from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
+from ..errors import ArrayArgumentError, LaunchConfigError
 
 # ---------------------------------------------------------------------------------------------
 # Sizes that shared arrays and register strips are built with (compile-time constants)
@@ -281,7 +281,7 @@ def run_stencil1d(x, radius: int = 3, variant: str = "shared", threads: int = 12
     n = int(x.shape[0])
     x_d = as_device(x)
     out = cuda.device_array(n, dtype=np.float32)
-    blocks = -(-n // threads)  # ceiling division: the last block may be partly empty
+    blocks = blocks_for(n, threads)  # ceiling division: the last block may be partly empty
     STENCIL1D[variant][blocks, threads](x_d, out, np.int64(radius))
     return out.copy_to_host()
 
@@ -429,7 +429,7 @@ def jacobi_grid(variant: str, shape: tuple[int, int], block: tuple[int, int]) ->
     ny, nx = shape
     bx, by = block
     rows_per_thread = ROWS if variant == "marching" else 1
-    return (-(-nx // bx), -(-ny // (by * rows_per_thread)))
+    return (blocks_for(nx, bx), blocks_for(ny, by, rows_per_thread))
 
 
 def _check_block_2d(block, variant: str) -> tuple[int, int]:
@@ -598,10 +598,6 @@ def _check_image(img, name: str = "img") -> tuple[int, int]:
     return int(img.shape[0]), int(img.shape[1])
 
 
-def _grid_2d(shape, block) -> tuple[int, int]:
-    return (-(-shape[1] // block[0]), -(-shape[0] // block[1]))
-
-
 def run_filter3x3(img, weights, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
     """Apply 3x3 ``weights`` (correlation, clamped borders) to the float32 image ``img``; returns NumPy.
 
@@ -613,7 +609,7 @@ def run_filter3x3(img, weights, block: tuple[int, int] = BLOCK_2D) -> np.ndarray
     validate.array(w, "weights", ndim=2, shape=(3, 3), contiguous=False, finite=True)
     block = _check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    filter3x3[_grid_2d(shape, block), block](as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
+    filter3x3[grid_2d(shape, block), block](as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
                                              out)
     return out.copy_to_host()
 
@@ -628,7 +624,7 @@ def run_sobel(img, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
     shape = _check_image(img)
     block = _check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    sobel_magnitude[_grid_2d(shape, block), block](as_device(img), out)
+    sobel_magnitude[grid_2d(shape, block), block](as_device(img), out)
     return out.copy_to_host()
 
 
@@ -851,7 +847,7 @@ class LabelPropagation:
         self._flags = cuda.device_array(self.check_every, dtype=np.int32)
         self._slots = [self._flags[k:k + 1] for k in range(self.check_every)]
         self._zeros = np.zeros(self.check_every, dtype=np.int32)
-        self.grid = _grid_2d(self.shape, self.block)
+        self.grid = grid_2d(self.shape, self.block)
 
     def run(self) -> int:
         """Label from scratch; return the number of propagation steps (the last one changed nothing)."""
@@ -891,7 +887,7 @@ class UnionFind:
         self._mask = _mask_device(self.mask)
         self._parent = cuda.device_array(self.shape[0] * self.shape[1], dtype=np.int32)
         self._labels = cuda.device_array(self.shape, dtype=np.int32)
-        self.grid = _grid_2d(self.shape, self.block)
+        self.grid = grid_2d(self.shape, self.block)
 
     def run(self) -> None:
         """Label from scratch (asynchronous on a GPU)."""
@@ -1062,23 +1058,13 @@ def random_mask(ny: int, nx: int, density: float, seed: int = 0) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def require_cupy(what: str):
-    """Return CuPy, or raise GPUOnlyError saying that ``what`` needs a GPU with CuPy."""
-    from ..xp import HAS_CUPY, xp
-
-    if not HAS_CUPY:
-        raise GPUOnlyError(f"{what} needs a CUDA GPU with CuPy (this is the simulator or CuPy is missing): "
-                           "the chapter shows reference data measured on a GPU instead.")
-    return xp
-
-
 def cupy_jacobi_step(u, v) -> None:
     """One Jacobi step with CuPy slicing (the borders of ``v`` must already hold the boundary values). GPU only.
 
     Four slice additions and a multiplication: each makes a temporary array, so the step reads
     and writes the grid several times, where a kernel reads it once and writes it once.
     """
-    require_cupy("cupy_jacobi_step")
+    backend.require_gpu("cupy_jacobi_step", because="runs CuPy on a GPU", needs_cupy=True)
     v[1:-1, 1:-1] = QUARTER * ((u[:-2, 1:-1] + u[2:, 1:-1]) + (u[1:-1, :-2] + u[1:-1, 2:]))
 
 
@@ -1090,7 +1076,7 @@ __all__ = [
     "initial_labels", "integer_valued", "jacobi_counts", "jacobi_grid", "jacobi_marching", "jacobi_naive",
     "jacobi_reference", "jacobi_shared", "jacobi_snapshots", "label_propagation", "label_reference",
     "label_union_find", "min_index_labels", "propagate_reference", "propagation_steps_reference",
-    "random_mask", "relabel_sequential", "require_cupy", "run_box_blur", "run_filter3x3", "run_jacobi",
+    "random_mask", "relabel_sequential", "run_box_blur", "run_filter3x3", "run_jacobi",
     "run_sobel", "run_stencil1d", "same_partition", "sample_photo", "seed_tile_indices", "snake_mask",
     "sobel_magnitude", "sobel_reference", "spiral_mask", "stencil1d_global", "stencil1d_global_index",
     "stencil1d_local_halo", "stencil1d_no_barrier", "stencil1d_reference", "stencil1d_shared",

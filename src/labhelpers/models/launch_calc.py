@@ -25,7 +25,7 @@ import pandas as pd
 from .. import validate
 from ..device import DeviceInfo
 from ..errors import LaunchConfigError
-from ..launch import MAX_THREADS_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d
+from ..launch import MAX_THREADS_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d, launch_2d  # noqa: F401  (chapter 1 calls launch_calc.launch_2d)
 
 #: Largest block extent per dimension (x, y, z) on every GPU since Fermi (CUDA C++ Programming Guide,
 #: "Technical Specifications per Compute Capability").
@@ -101,30 +101,6 @@ def summarize_launch(n: int, threads: int, *, max_threads: int = MAX_THREADS_PER
         warps=warps,
         empty_lanes=warps * WARP_SIZE - launch.total_threads,
     )
-
-
-def launch_2d(shape: tuple[int, int], block: tuple[int, int] = (16, 16)) -> tuple[tuple[int, int], tuple[int, int]]:
-    """A validated 2D launch ``(grid, block)`` covering a ``rows x cols`` matrix.
-
-    x runs along columns and y along rows, matching ``col, row = cuda.grid(2)``: the
-    grid is ``(ceil(cols / block_x), ceil(rows / block_y))``.
-
-    Raises:
-        LaunchConfigError: a block dimension below 1 or above the per-dimension limit,
-            more than 1024 threads per block, or a shape that is not two positive numbers.
-
-    Example:
-        >>> launch_2d((50, 50), (16, 16))
-        ((4, 4), (16, 16))
-    """
-    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
-        raise LaunchConfigError(f"launch_2d needs a (rows, cols) shape of positive sizes, got {shape!r}")
-    rows, cols = (validate.integer(v, f"launch_2d's shape[{i}]", minimum=1, error=LaunchConfigError)
-                  for i, v in enumerate(shape))
-    if not isinstance(block, (tuple, list)) or len(block) != 2:
-        raise LaunchConfigError(f"block must be (threads along x, threads along y), got {block!r}")
-    bx, by = validate.block_shape(block)
-    return (blocks_for(cols, bx), blocks_for(rows, by)), (bx, by)
 
 
 # --- the calculator's picture -----------------------------------------------------------------

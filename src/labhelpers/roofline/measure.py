@@ -60,13 +60,9 @@ class CeilingMeasurement:
     tried: tuple = ()
 
 
-def _gpu_only(what: str) -> None:
-    if backend.is_simulator():
-        raise GPUOnlyError(
-            f"{what} measures this machine's GPU, and there is none here (the simulator's speed says nothing "
-            "about a GPU). Use labhelpers.roofline.reference_ceilings() for the ceilings measured on the "
-            "reference GPU, or datasheet_ceilings('H100 SXM') for a datasheet."
-        )
+_MEASURES = "measures this machine's GPU (the simulator's speed says nothing about a GPU)"
+_USE_REFERENCE = ("Use labhelpers.roofline.reference_ceilings() for the ceilings measured on the reference GPU, "
+                  "or datasheet_ceilings('H100 SXM') for a datasheet.")
 
 
 def _free_bytes() -> int:
@@ -169,7 +165,7 @@ def measure_dram_bandwidth(nbytes: int = COPY_BYTES, variants: Sequence[tuple[st
         The best copy's GB/s; ``tried`` holds one dict per copy (``kernel``, ``access_bytes``, ``threads``,
         ``blocks``, ``grid``, ``gbps``, ``how``; the library's row has no access size, threads or blocks).
     """
-    _gpu_only("measure_dram_bandwidth")
+    backend.require_gpu("measure_dram_bandwidth", because=_MEASURES, instead=_USE_REFERENCE)
     nbytes = int(min(nbytes, _free_bytes() // 4)) // 16 * 16
     src = cuda.device_array(nbytes // 16, dtype=np.complex128)
     dst = cuda.device_array(nbytes // 16, dtype=np.complex128)
@@ -284,7 +280,7 @@ def measure_l2_bandwidth(working_set: int | None = None, threads: int = 256,
 
     Counts bytes read (the kernel stores nothing but one sum per thread).
     """
-    _gpu_only("measure_l2_bandwidth")
+    backend.require_gpu("measure_l2_bandwidth", because=_MEASURES, instead=_USE_REFERENCE)
     if working_set is None:
         l2 = device.device_info().l2_bytes or 2**24
         working_set = 2 ** int(math.floor(math.log2(max(l2 // 4, 2**16))))
@@ -311,7 +307,7 @@ def measure_l2_bandwidth(working_set: int | None = None, threads: int = 256,
 def measure_fma_peak(dtype=np.float32, threads_options: Sequence[int] = (256, 1024),
                      target_ms: float = 5.0) -> CeilingMeasurement:
     """FMA peak: :func:`~labhelpers.kernels.roofline.fma_chains`, eight chains per thread, every SM full."""
-    _gpu_only("measure_fma_peak")
+    backend.require_gpu("measure_fma_peak", because=_MEASURES, instead=_USE_REFERENCE)
     dtype = np.dtype(dtype).type
     guess = (fp32_peak_at_clock() if dtype is np.float32 else fp64_peak_at_clock()) or 20_000.0
     best, tried = None, []
@@ -344,7 +340,7 @@ def measure_ceilings(*, refresh: bool = False, cache: bool = True, progress: boo
     Raises:
         GPUOnlyError: under the simulator (use :func:`ceilings_or_reference`).
     """
-    _gpu_only("measure_ceilings")
+    backend.require_gpu("measure_ceilings", because=_MEASURES, instead=_USE_REFERENCE)
     info = device.device_info()
     if cache and not refresh:
         cached = load_cached_ceilings(info.name)

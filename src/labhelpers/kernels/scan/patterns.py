@@ -9,6 +9,7 @@ from numba import cuda, int32, uint32
 from ... import backend, validate
 from ...arrays import as_device
 from ...errors import ArrayArgumentError, LaunchConfigError
+from ...launch import blocks_for
 from .definitions import LOG_BANKS, scan_reference, typed_kernel
 from .tiled import GPU_TILE, SIM_TILE, tile_kernels
 from .planner import Launch, Scan, _aligned16, _check_data, _threads_for, _zeros
@@ -69,7 +70,7 @@ class Compactor:
             t = _threads_for("hillis_steele", threads)
             self._flags = cuda.device_array(self.n, dtype=np.int32)
             self._scan = Scan(self._flags, "lookback", inclusive=False, items=items)
-            blocks = -(-self.n // t)
+            blocks = blocks_for(self.n, t)
             self._steps = [Launch("keep_flags", keep_flags.for_dtype(self.dtype), blocks, t,
                                   (self.x, self.threshold, self._flags)),
                            Launch("scatter_kept", scatter_kept.for_dtype(self.dtype), blocks, t,
@@ -206,7 +207,7 @@ def radix_split(keys, bit: int = 0, threads: int | None = None) -> np.ndarray:
     k = as_device(keys)
     e = cuda.device_array(n, dtype=np.int32)
     out = cuda.device_array(n, dtype=np.uint32)
-    blocks = -(-n // t)
+    blocks = blocks_for(n, t)
     split_flags[blocks, t](k, bit, e)
     f = Scan(e, "lookback", inclusive=False)
     f.launch()

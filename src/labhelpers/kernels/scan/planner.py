@@ -12,8 +12,8 @@ from numba import cuda
 
 from ... import backend, validate
 from ...arrays import as_device
-from ...errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LaunchConfigError
-from ...launch import ConfiguredKernel
+from ...errors import ArgumentError, ArrayArgumentError, LaunchConfigError
+from ...launch import ConfiguredKernel, blocks_for
 from .definitions import DTYPES, TypedKernel, UnknownMethodError, WARP, scan_bytes, warn_if_wraps
 from .scans import (
     add_block_offsets, blelloch_scan, blelloch_scan_unpadded, block_reduce, block_scan_shuffle, chained_scan,
@@ -76,12 +76,9 @@ def method_info(key: str) -> Method:
 
 
 def require_gpu(what: str, needs: str, reference: str = "ch10_scan_methods") -> None:
-    """Raise GPUOnlyError under the simulator for something that needs a warp intrinsic."""
-    if backend.is_simulator():
-        raise GPUOnlyError(
-            f"{what} uses {needs}, which Numba's CUDA simulator does not have, so it only runs on a real GPU "
-            f"(in Colab: Runtime > Change runtime type > GPU). Its measurements are in "
-            f"lh.load_reference({reference!r}).")
+    """:func:`labhelpers.backend.require_gpu` for something that uses ``needs`` (a warp intrinsic)."""
+    backend.require_gpu(what, because=f"uses {needs}, which Numba's CUDA simulator does not have",
+                        instead=f"Its measurements are in lh.load_reference({reference!r}).")
 
 
 def _empty(dtype):
@@ -250,7 +247,7 @@ class Scan:
         self.launches.append(self._block_launch(kernel, blocks, src, dst, sums, flag))
         self._plan_propagate(sums, sums, blocks, 1, kernel, per_block)  # inclusive scan of the block totals
         self.launches.append(Launch("add_block_offsets", add_block_offsets.for_dtype(self.dtype),
-                                    -(-n // self.threads), self.threads, (dst, sums, per_block)))
+                                    blocks_for(n, self.threads), self.threads, (dst, sums, per_block)))
 
     def _plan_reduce_then_scan(self, src, dst, n: int, flag: int) -> None:
         per_block = 2 * self.threads

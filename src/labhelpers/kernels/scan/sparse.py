@@ -12,6 +12,7 @@ from numba import cuda, float32, int32
 from ... import validate
 from ...arrays import as_device, to_host
 from ...errors import ArgumentError, ArrayArgumentError
+from ...launch import blocks_for
 from .definitions import FULL_MASK, MAX_THREADS, WARP
 from .planner import Launch, _threads_for, require_gpu
 
@@ -543,20 +544,20 @@ class SpMV:
         if self.n_rows == 0:
             return
         t = self.threads
-        row_blocks = -(-self.n_rows // t)
+        row_blocks = blocks_for(self.n_rows, t)
         args = (self.d_row_ptr, self.d_col, self.d_val, self.d_x, self.y)
         if self.method == "scalar":
             self.steps.append(Launch("spmv_csr_scalar", spmv_csr_scalar, row_blocks, t, args))
         elif self.method == "warp_per_row":
             self.steps.append(Launch("spmv_csr_warp_per_row", spmv_csr_warp_per_row,
-                                     -(-self.n_rows * WARP // t), t, args))
+                                     blocks_for(self.n_rows * WARP, t), t, args))
         elif self.method in ("merge", "merge_combined"):
             tiles = -(-(self.n_rows + self.nnz) // MERGE_TILE)
             coords = cuda.device_array((tiles + 1, 2), dtype=np.int32)
             kernel = spmv_merge if self.method == "merge" else spmv_merge_combined
             self.steps += [
                 Launch("fill_zero_f32", fill_zero_f32, row_blocks, t, (self.y,)),
-                Launch("spmv_merge_partition", spmv_merge_partition, -(-(tiles + 1) // t), t,
+                Launch("spmv_merge_partition", spmv_merge_partition, blocks_for(tiles + 1, t), t,
                        (self.d_row_ptr, self.nnz, coords)),
                 Launch("spmv_" + self.method, kernel, tiles, MERGE_THREADS, args + (coords,)),
             ]
@@ -569,7 +570,7 @@ class SpMV:
             return
         products = cuda.device_array(self.nnz, dtype=np.float32)
         heads = cuda.device_array(self.nnz, dtype=np.int32)
-        nz_blocks = -(-self.nnz // t)
+        nz_blocks = blocks_for(self.nnz, t)
         self.steps += [Launch("spmv_products", spmv_products, nz_blocks, t, (self.d_col, self.d_val, self.d_x,
                                                                            products, heads)),
                        Launch("spmv_mark_heads", spmv_mark_heads, row_blocks, t, (self.d_row_ptr, heads))]
@@ -579,7 +580,7 @@ class SpMV:
 
     def _plan_segmented_scan(self, vals, heads, n: int, t: int) -> None:
         """In place: ``vals`` becomes its segmented inclusive scan (recursively over the blocks' carries)."""
-        blocks = -(-n // t)
+        blocks = blocks_for(n, t)
         seen = cuda.device_array(n, dtype=np.int32)
         bvals = cuda.device_array(blocks, dtype=np.float32)
         bheads = cuda.device_array(blocks, dtype=np.int32)
