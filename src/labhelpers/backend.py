@@ -19,6 +19,7 @@ The rule, in order:
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -170,7 +171,22 @@ def require_gpu(what: str, *, because: str = TIMES_GPU_WORK, instead: str = SHOW
         raise GPUOnlyError(f"{what} {because}, so it only runs on a real GPU, and there is no GPU here: this is "
                            f"Numba's CUDA simulator (in Colab: Runtime > Change runtime type > GPU). {instead}")
     if needs_cupy:
-        from .xp import HAS_CUPY  # xp imports CuPy, which must wait until the backend is chosen
-
-        if not HAS_CUPY:
+        if not cupy_usable():
             raise GPUOnlyError(f"{what} needs CuPy, which is not installed here ({_CUPY_EXTRA}). {instead}")
+
+
+@functools.lru_cache(maxsize=None)
+def cupy_usable() -> bool:
+    """Whether CuPy imports and runs here (never under the simulator): the one test, which :mod:`labhelpers.xp` uses.
+
+    A CuPy built for another CUDA version imports but fails at its first allocation, so one tiny array is made.
+    """
+    if is_simulator():
+        return False
+    try:
+        import cupy  # optional: the GPU extra
+
+        cupy.zeros(1)
+        return True
+    except Exception:  # noqa: BLE001  (any failure means the same: no usable CuPy)
+        return False

@@ -15,15 +15,11 @@ from . import backend
 
 
 def _load() -> tuple[ModuleType, bool]:
-    if backend.is_simulator():
+    if not backend.cupy_usable():  # the simulator, no CuPy, or a CuPy built for another CUDA version
         return np, False
-    try:
-        import cupy
+    import cupy
 
-        cupy.zeros(1)  # fails early if CuPy was built for another CUDA version
-        return cupy, True
-    except Exception:
-        return np, False
+    return cupy, True
 
 
 xp, HAS_CUPY = _load()

@@ -152,6 +152,12 @@ COUNTERS: dict[str, Any] = {
 GPU_ONLY_COUNTERS = ("warp_aggregated",)
 
 
+def require_gpu(feature: str, why: str) -> None:
+    """GPUOnlyError under the simulator, naming the feature and why (:func:`labhelpers.backend.require_gpu`)."""
+    backend.require_gpu(feature, because=why,
+                        instead="Without a GPU, the chapter shows reference data.")
+
+
 def run_counter(variant: str, n: int, threads: int = 256) -> int:
     """Launch counter ``variant`` with ``n`` counting threads (``ceil(n/threads)`` blocks); return the count.
 
@@ -166,7 +172,7 @@ def run_counter(variant: str, n: int, threads: int = 256) -> int:
     n = _int(n, "n", minimum=1)
     threads = _threads(threads)
     if variant in GPU_ONLY_COUNTERS:
-        backend.require_gpu("the warp-aggregated counter", because="uses cuda.activemask(), which the simulator lacks")
+        require_gpu("the warp-aggregated counter", "uses cuda.activemask(), which the simulator lacks")
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
     COUNTERS[variant][blocks_for(n, threads), threads](counter, n)
     return int(counter.copy_to_host()[0])
