@@ -12,6 +12,8 @@ import pandas as pd
 from matplotlib.patches import Rectangle
 
 from ..models import nbody as model
+from ..roofline.plots import plot_roofline as plot_roofline_on
+from ..roofline.plots import table_ceilings
 
 FLOPS = model.FLOPS_PER_INTERACTION
 
@@ -153,19 +155,19 @@ def plot_unit_limits(ax, limits: pd.DataFrame, achieved_ginteractions: float, la
 
 
 def plot_roofline(ax, points: pd.DataFrame, *, dram_gbs: float, fma_peak_gflops: float, label: str):
-    """n-body kernels on the roofline: ``points`` has ``kernel``, ``intensity`` (flop/byte) and ``gflops``."""
-    x = np.logspace(-1, 4, 200)
-    ax.plot(x, np.minimum(dram_gbs * x, fma_peak_gflops), "k-", lw=1.5,
-            label=f"roofline: {dram_gbs:,.0f} GB/s, {fma_peak_gflops / 1e3:,.1f} TFLOP/s")
-    for k, r in enumerate(points.itertuples()):
-        ax.plot(r.intensity, r.gflops, "o", color=f"C{k % 10}", label=f"{r.kernel}: {r.gflops / 1e3:.1f} TFLOP/s")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    """n-body kernels on the roofline: ``points`` has ``kernel``, ``intensity`` (flop/byte) and ``gflops``.
+
+    Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`, with the bandwidth and FMA peak
+    recorded beside the table (``label`` says where all of them come from).
+    """
+    gflops = _numeric(points["gflops"])
+    shown = pd.DataFrame({"name": [f"{k}: {g / 1e3:.1f} TFLOP/s" for k, g in zip(points["kernel"], gflops)],
+                          "intensity": _numeric(points["intensity"]), "gflops": gflops})
+    roofs = table_ceilings(label, dram_gbs=dram_gbs, fp32_gflops=fma_peak_gflops)
+    plot_roofline_on(ax, roofs, shown, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
+                     xlim=(0.1, 1e4), legend="outside")
     ax.set_xlabel("arithmetic intensity (flop per byte of device memory, 20 flops per interaction)")
-    ax.set_ylabel("GFLOP/s")
     ax.set_title(f"n-body on the roofline ({label})", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
     return ax
 
 

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 
 from ..kernels import stencil as st
 from ..models import stencil as model
+from ..roofline.plots import plot_roofline, table_ceilings
 
 HALO = "#f4a259"
 OWN = "#5b8fd6"
@@ -137,24 +138,21 @@ def plot_jacobi_bandwidth(table: pd.DataFrame, label: str):
 
 
 def plot_jacobi_roofline(ax, table: pd.DataFrame, label: str) -> None:
-    """The roofline (copy bandwidth, FP32 FMA peak, both from ``table``) with every Jacobi kernel at 0.5 flop/B."""
+    """The roofline (copy bandwidth, FP32 FMA peak, both from ``table``) with every Jacobi kernel at 0.5 flop/B.
+
+    Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`.
+    """
     copy = float(table.loc[table["variant"] == "copy", "gbps"].iloc[0])
     peak_rows = table.loc[table["variant"] == "fp32 FMA peak", "gflops"]
     peak = float(peak_rows.iloc[0]) if len(peak_rows) else float("nan")
-    x = np.logspace(-2, 3, 200)
-    roof = copy * x if not np.isfinite(peak) else np.minimum(copy * x, peak)
-    ax.loglog(x, roof, color="0.2", lw=1.5, label="roofline (copy bandwidth, FP32 FMA peak)")
     rows = _kernel_rows(table)
     intensity = st.JACOBI_FLOPS_PER_POINT / st.JACOBI_BYTES_PER_POINT
-    for k, (_, r) in enumerate(rows.iterrows()):
-        ax.plot([intensity], [float(r["gflops"])], "o", ms=5, color=f"C{k % 10}", label=r["kernel"])
-    if np.isfinite(peak):
-        ax.axvline(peak / copy, color="0.6", ls=":", lw=1)
-        ax.text(peak / copy, peak * 0.5, f" ridge: {peak / copy:.0f} flop/B", fontsize=8, color="0.4")
-    ax.set_xlabel("arithmetic intensity (flop/byte)")
-    ax.set_ylabel("GFLOP/s")
+    points = pd.DataFrame({"name": list(rows["kernel"]), "intensity": intensity,
+                           "gflops": pd.to_numeric(rows["gflops"], errors="coerce").to_numpy(dtype=float)})
+    roofs = table_ceilings(label, dram_gbs=copy, fp32_gflops=peak)
+    plot_roofline(ax, roofs, points, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
+                  xlim=(1e-2, 1e3), legend="outside", roof_names={"dram_gbs": "copy bandwidth"})
     ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=9)
-    ax.legend(fontsize=6, loc="lower right", ncol=2)
 
 
 def label_colors(labels: np.ndarray) -> np.ndarray:

@@ -56,6 +56,20 @@ def roofline_title(ceilings: Ceilings, points_label: str | None) -> tuple[str, s
     return f"Roofline of {ceilings.gpu} (ceilings: {ceilings.label}; kernels: {points_label})", "kernels"
 
 
+def table_ceilings(label: str, *, dram_gbs: float | None, fp32_gflops: float | None) -> Ceilings:
+    """Ceilings recorded beside a chapter's table (a bandwidth and an FP32 peak), named after the table's label.
+
+    ``label`` is a :class:`~labhelpers.measured.Measured` or reference label (``"reference: <GPU> (<date>)"`` or
+    ``"this GPU: <GPU>"``); the ceilings say they come from the same place, so the plotter's title and legend do.
+    """
+    found = _LABEL.match(label or "")
+    gpu = found["gpu"] if found else (label or "unknown GPU")
+    source = "reference" if found and found["kind"] == "reference" else "measured"
+    details = {"date": found["date"]} if found and found["date"] else {}
+    return Ceilings(gpu=gpu, dram_gbs=dram_gbs, l2_gbs=None, fp32_gflops=fp32_gflops, fp64_gflops=None,
+                    source=source, label=label, details=details)
+
+
 def _point_style(i: int, precision: str) -> tuple[str, str]:
     shapes = _POINT_SHAPES["fp64" if precision == "fp64" else "fp32"]
     return _POINT_COLORS[i % len(_POINT_COLORS)], shapes[(i // len(_POINT_COLORS)) % len(shapes)]
