@@ -696,9 +696,33 @@ def test_widgets_build():
 def test_chapter_figures_accept_nan_tables():
     hyg = pd.DataFrame({"measurement": ["a", "b"], "ms": [np.nan, 1.0], "what_it_measures": ["", ""]})
     fig, ax = plt.subplots()
-    roofline_fig.plot_timing_hygiene(ax, hyg, "test")
+    assert roofline_fig.plot_timing_hygiene(hyg, ax=ax, label="test") is fig
     fig, axes = plt.subplots(1, 2)
-    roofline_fig.plot_skewed_gemm(axes, rx.skewed_gemm_sweep(progress=False), "test", _ceilings())
+    assert roofline_fig.plot_skewed_gemm(rx.skewed_gemm_sweep(progress=False), axes=axes, label="test",
+                                         ceilings=_ceilings()) is fig
+    plt.close("all")
+
+
+def test_chapter_figures_draw_the_reference_data_on_new_figures():
+    """Chapter 7's static plots: ``plot_x(table, *, ax=None, label=...)`` returns a new Figure, titled with the label."""
+    ceilings = roofline.reference_ceilings()
+    hygiene = lh.load_reference("ch07_timing_hygiene")
+    sweep = lh.load_reference("ch07_intensity_sweep")
+    gemm = lh.load_reference("ch07_skewed_gemm")
+    fft = lh.load_reference("ch07_fft_crossover")
+    variants = lh.load_reference("ch07_copy_variants")
+    figures = [
+        roofline_fig.plot_timing_hygiene(hygiene.table, label=hygiene.label),
+        roofline_fig.plot_copy_variants(variants.table, label=variants.label, datasheet_gbs=3350.0),
+        roofline_fig.plot_sweep_times(sweep.table, label=sweep.label, ridge_nfma=ceilings.balance() * 4),
+        roofline_fig.plot_skewed_gemm(gemm.table, label=gemm.label, ceilings=ceilings),
+        roofline_fig.plot_fft_crossover(fft.table, label=fft.label, lecture_n=rx.LECTURE_FFT_CROSSOVER,
+                                        crossovers=rx.fft_crossover_points(fft.table)),
+    ]
+    for fig, ref in zip(figures, (hygiene, variants, sweep, gemm, fft)):
+        assert isinstance(fig, matplotlib.figure.Figure)
+        assert ref.label in fig.axes[0].get_title()
+    assert len(figures[3].axes) == 2
     plt.close("all")
 
 
@@ -1066,13 +1090,14 @@ def test_fft_crossover_reference_and_its_figure():
     assert points["on_gpu"] < points["with_copies"] and (table["speedup_copies"] < 1).any()
     assert points["with_copies"] <= table["n"].max() and ref.meta.get("cpu")
     fig, ax = plt.subplots()
-    assert roofline_fig.plot_fft_crossover(ax, table, ref.label, rx.LECTURE_FFT_CROSSOVER, points) is ax
+    assert roofline_fig.plot_fft_crossover(table, ax=ax, label=ref.label, lecture_n=rx.LECTURE_FFT_CROSSOVER,
+                                           crossovers=points) is fig
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert f"the lecture's crossover: {rx.LECTURE_FFT_CROSSOVER:,}" in legend
     assert f"GPU faster from n = {points['on_gpu']:,.0f} (data on the GPU)" in legend
     assert ref.gpu in ax.get_title()
     empty, ax2 = plt.subplots()
-    assert roofline_fig.plot_fft_crossover(ax2, table.iloc[:0], "none", None, None) is ax2
+    assert roofline_fig.plot_fft_crossover(table.iloc[:0], ax=ax2, label="none") is empty
     plt.close("all")
 
 

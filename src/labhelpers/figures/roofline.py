@@ -1,9 +1,9 @@
 """Chapter 7's figures (profiling and the roofline): the plots of the chapter's measurements and its two widgets.
 
 The roofline itself is drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`, which
-chapters 5, 7, 8 and 9 share. Each plot here draws on the axes it is given and returns them (``plot_x(ax, table,
-label, ...)``, the signature chapter 7 and its lab call); tables may hold NaN timings (the simulator's sweeps),
-which are skipped or said to be missing. The widgets return :func:`labhelpers.interactive_figure`'s widget.
+chapters 5, 7, 8 and 9 share. Each static plot here is ``plot_x(table, *, ax=None, label=..., ...) -> Figure``:
+it draws on ``ax`` (a new figure of the chapter's size when None) and returns its Figure; tables may hold NaN
+timings (the simulator's sweeps), which are skipped or said to be missing. The widgets return :func:`labhelpers.interactive_figure`'s widget.
 """
 
 from __future__ import annotations
@@ -12,18 +12,22 @@ import math
 
 import ipywidgets as widgets
 import matplotlib.ticker as mticker
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
+from ..plotting import figure_axes
 from ..roofline.ceilings import CEILING_NAMES, LIBRARY, Ceilings
 from ..roofline.model import bound
 from ..roofline.plots import FONT, TITLE_FONT, _finite, plot_roofline
 from ..widgets import interactive_figure
 
 
-def plot_sweep_times(ax, table: pd.DataFrame, label: str, ridge_nfma: float | None = None,
-                     ridge_label: str = "ridge"):
+def plot_sweep_times(table: pd.DataFrame, *, ax=None, label: str, ridge_nfma: float | None = None,
+                     ridge_label: str = "ridge") -> Figure:
     """Time per launch against FMAs per element for the intensity sweep, with an optional ridge line."""
+    fig, ax = figure_axes(ax, (7, 3.2))
     ms = pd.to_numeric(table["median_ms"], errors="coerce")
     ok = np.isfinite(ms) & (ms > 0)
     ax.plot(table["nfma"], ms, "o-", label=f"measured ({label})")
@@ -42,11 +46,12 @@ def plot_sweep_times(ax, table: pd.DataFrame, label: str, ridge_nfma: float | No
     ax.set_title(f"fma_per_element, 2^26 float32 ({label})", fontsize=TITLE_FONT)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=FONT, loc="upper left")
-    return ax
+    return fig
 
 
-def plot_timing_hygiene(ax, table: pd.DataFrame, label: str):
+def plot_timing_hygiene(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """Bar chart of :func:`~labhelpers.experiments.roofline.timing_hygiene`'s four numbers (log scale)."""
+    fig, ax = figure_axes(ax, (8, 2.8))
     ms = pd.to_numeric(table["ms"], errors="coerce")
     ax.barh(range(len(table)), ms.fillna(0), color=["C3", "C1", "C0", "C2"][: len(table)])
     ax.set_yticks(range(len(table)), table["measurement"], fontsize=FONT)
@@ -60,15 +65,16 @@ def plot_timing_hygiene(ax, table: pd.DataFrame, label: str):
             ax.text(v, i, f" {v:,.3g} ms", va="center", fontsize=FONT)
     ax.set_xlabel("milliseconds (log scale)")
     ax.set_title(f"One kernel, four clocks ({label})", fontsize=TITLE_FONT)
-    return ax
+    return fig
 
 
-def plot_copy_variants(ax, table: pd.DataFrame, label: str, datasheet_gbs: float | None = None):
+def plot_copy_variants(table: pd.DataFrame, *, ax=None, label: str, datasheet_gbs: float | None = None) -> Figure:
     """Horizontal bars: GB/s of each copy tried for the copy ceiling, fastest on top (green: the one kept)."""
+    fig, ax = figure_axes(ax, (8, 3.2))
     if not len(table):
         ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=FONT)
         ax.set_axis_off()
-        return ax
+        return fig
     table = table.assign(gbps=pd.to_numeric(table["gbps"], errors="coerce")).sort_values(
         "gbps", ascending=True, ignore_index=True)
 
@@ -92,11 +98,17 @@ def plot_copy_variants(ax, table: pd.DataFrame, label: str, datasheet_gbs: float
     ax.set_xlim(0, max(float(table["gbps"].max()), datasheet_gbs or 0) * 1.12)
     ax.set_xlabel("GB/s (bytes read + written, 1 GiB copied)")
     ax.set_title(f"Copies tried for the copy ceiling; green: the fastest, kept ({label})", fontsize=TITLE_FONT)
-    return ax
+    return fig
 
 
-def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings | None = None):
-    """The skewed GEMM: GFLOP/s per shape (left) and the same shapes on the roofline (right)."""
+def plot_skewed_gemm(table: pd.DataFrame, *, axes=None, label: str, ceilings: Ceilings | None = None) -> Figure:
+    """The skewed GEMM: GFLOP/s per shape (left) and the same shapes on the roofline (right).
+
+    ``axes``: a pair of axes to draw on (a new 11 x 4 figure of two when None; its layout is then tightened).
+    """
+    new = axes is None
+    if new:
+        _, axes = plt.subplots(1, 2, figsize=(11, 4))
     left, right = axes
     g = pd.to_numeric(table["gflops"], errors="coerce")
     left.bar(range(len(table)), g.fillna(0), color="C0")
@@ -114,7 +126,9 @@ def plot_skewed_gemm(axes, table: pd.DataFrame, label: str, ceilings: Ceilings |
                       point_labels="beside")
         right.set_title("the same shapes on the roofline (labels: n; m x n and k = 1024 fixed)",
                         fontsize=TITLE_FONT)
-    return axes
+    if new:
+        left.figure.tight_layout()
+    return left.figure
 
 
 #: The lines of :func:`plot_fft_crossover`: column, legend text, style.
@@ -123,17 +137,18 @@ _FFT_LINES = (("numpy_ms", "numpy.fft.fft (CPU, one core)", "o-"),
               ("cupy_copies_ms", "cupy.fft.fft with the copies in and out", "^-"))
 
 
-def plot_fft_crossover(ax, table: pd.DataFrame, label: str, lecture_n: float | None = None,
-                       crossovers: dict[str, float] | None = None):
+def plot_fft_crossover(table: pd.DataFrame, *, ax=None, label: str, lecture_n: float | None = None,
+                       crossovers: dict[str, float] | None = None) -> Figure:
     """Time per FFT against its length ``n`` (log-log) for the CPU and the GPU, with the crossover points.
 
     ``table``: :func:`~labhelpers.experiments.roofline.fft_crossover`'s columns; ``lecture_n``: a length to mark
     (the lecture's crossover); ``crossovers``: ``fft_crossover_points``' dict, each finite one marked on its line.
     """
+    fig, ax = figure_axes(ax, (8, 4.5))
     if not len(table):
         ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=FONT)
         ax.set_axis_off()
-        return ax
+        return fig
     table = table.sort_values("n")
     for column, name, style in _FFT_LINES:
         ax.plot(table["n"], pd.to_numeric(table[column], errors="coerce"), style, ms=4, label=name)
@@ -150,7 +165,7 @@ def plot_fft_crossover(ax, table: pd.DataFrame, label: str, lecture_n: float | N
     ax.set_ylabel("ms per FFT")
     ax.set_title(f"One FFT, CPU against GPU ({label})", fontsize=TITLE_FONT)
     ax.legend(fontsize=FONT, loc="upper left")
-    return ax
+    return fig
 
 
 def roofline_explorer(ceilings: Ceilings, points: pd.DataFrame, *, datasheet: Ceilings | None = None,
