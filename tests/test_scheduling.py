@@ -717,3 +717,14 @@ def test_limits_for_names_the_reference_gpus_sm():
     assert oc.limits_for((9, 0)).max_warps_per_sm == 64
     with pytest.raises(lh.ArgumentError, match="no SM preset"):
         oc.limits_for("1.0")
+
+
+def _code(path: Path) -> str:
+    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+
+
+def test_no_code_cell_of_chapter_4_or_its_lab_assumes_a_hopper_sm():
+    """Labels and printed counts come from the SM that measured the data, not '/ 64' or '64 warps' written in."""
+    for path in (CHAPTER, CHAPTER.parents[1] / "labs" / "04_scheduling_lab.ipynb"):
+        code = _code(path)
+        assert "warps / 64" not in code and "at most 64 warps" not in code, path.name
