@@ -728,3 +728,4 @@ def test_no_code_cell_of_chapter_4_or_its_lab_assumes_a_hopper_sm():
     for path in (CHAPTER, CHAPTER.parents[1] / "labs" / "04_scheduling_lab.ipynb"):
         code = _code(path)
         assert "warps / 64" not in code and "at most 64 warps" not in code, path.name
+    assert "* sm.max_warps_per_sm *" not in _code(CHAPTER)  # Little's law uses the SM that measured the data
