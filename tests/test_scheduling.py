@@ -729,3 +729,25 @@ def test_no_code_cell_of_chapter_4_or_its_lab_assumes_a_hopper_sm():
         code = _code(path)
         assert "warps / 64" not in code and "at most 64 warps" not in code, path.name
     assert "* sm.max_warps_per_sm *" not in _code(CHAPTER)  # Little's law uses the SM that measured the data
+
+
+def test_measure_throttle_with_uses_the_live_sm_on_a_t4(monkeypatch):
+    """On a T4 (driver numbers) the student's function gets the T4's SM and k stops at 16 blocks of 64 threads."""
+    t4_info = DeviceInfo(backend="gpu", name="Tesla T4", compute_capability=(7, 5), max_threads_per_sm=1024,
+                         max_blocks_per_sm=16, registers_per_sm=65536, registers_per_block=65536,
+                         max_shared_per_sm=65536, max_shared_per_block=49152, max_shared_per_block_optin=65536,
+                         extra={"reserved_shared_per_block": 0})
+    t4 = oc.device_limits(t4_info)
+    assert (t4.max_warps_per_sm, t4.shared_per_sm, t4.reserved_shared_per_block) == (32, 65536, 0)
+    seen = {}
+
+    def fake_measure(n, blocks_per_sm, shared_for):
+        seen.update(blocks=list(blocks_per_sm), shared={k: shared_for(k) for k in blocks_per_sm})
+        return "measured"
+
+    monkeypatch.setattr(ex.occ, "device_limits", lambda: t4)
+    monkeypatch.setattr(ex, "measure_throttle", fake_measure)
+    assert ex.measure_throttle_with(SOL.shared_for_blocks) == "measured"
+    assert max(seen["blocks"]) == 16 and min(seen["blocks"]) == 4
+    for k, s in seen["shared"].items():
+        assert oc.occupancy(64, 16, s, t4).blocks_per_sm == k
