@@ -197,10 +197,11 @@ LAB4 = {
                                [("return math.ceil((burst + stall) / burst)", "return (burst + stall) / burst")],
                                a.WRONG_TYPE, plain),
     "shared_for_blocks: 228 KB / k": (ex4.check_shared_for_blocks, S4.shared_for_blocks,
-                                      [("allocation = (228 * 1024 // (k + 1) // 128 + 1) * 128",
-                                        "allocation = (228 * 1024 // k // 128) * 128")], a.WRONG_ANSWER, plain),
+                                      [("allocation = (sm.shared_per_sm // (k + 1) // sm.shared_unit + 1) * sm.shared_unit",
+                                        "allocation = (sm.shared_per_sm // k // sm.shared_unit) * sm.shared_unit")],
+                                      a.WRONG_ANSWER, plain),
     "shared_for_blocks: a string": (ex4.check_shared_for_blocks, S4.shared_for_blocks,
-                                    [("return allocation - 1024", "return str(allocation - 1024)")], a.WRONG_TYPE, plain),
+                                    [("return allocation - sm.reserved_shared_per_block", "return str(allocation - sm.reserved_shared_per_block)")], a.WRONG_TYPE, plain),
 }
 
 RAW5 = "cuda.syncthreads()  # RAW: the tiles are complete before anyone reads them"

@@ -4,7 +4,9 @@ typical mistakes). Kernels run under the simulator here."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import labhelpers as lh  # first: chooses the simulator before numba.cuda is imported
 import matplotlib
@@ -611,3 +613,11 @@ def test_two_dynamic_arrays_alias_and_one_split_array_does_not():
     np.testing.assert_array_equal(memory.run_two_buffers(x, y, split=True), x + y)
     with pytest.raises(lh.ArgumentError):
         memory.run_two_buffers(x, y[:5], split=True)
+
+
+def test_chapter_3_draws_the_link_of_the_gpu_that_measured_not_pcie_gen5():
+    """The transfer plot's link line comes from the driver (or the reference GPU's link data), not a Gen5 constant."""
+    nb = json.loads((Path(__file__).resolve().parents[1] / "book" / "03_memory_hierarchy.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "Gen5" not in code and "axhline(64" not in code
+    assert 'live_or_reference(streams_exp.link_table, "ch11_link")' in code

@@ -442,8 +442,8 @@ wrong_half_even_odd = mutant(SOL.even_odd_sorted, "half = (n + 1) // 2",
     (ex.check_even_odd_sorted, SOL.even_odd_sorted,
      [SKEL["even_odd_sorted"], forgets_half_even_odd, wrong_half_even_odd]),
     (ex.check_shared_for_blocks, SOL.shared_for_blocks,
-     [SKEL["shared_for_blocks"], lambda k: 228 * 1024 // k - 1024,
-      lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128]),
+     [SKEL["shared_for_blocks"], lambda k, sm: 228 * 1024 // k - 1024,
+      lambda k, sm: (228 * 1024 // (k + 1) // 128 + 1) * 128]),
 ], ids=["blocks_per_sm", "warps_to_hide", "even_odd_sorted", "shared_for_blocks"])
 def test_checker_passes_the_solution_and_rejects_wrong_answers(checker, solution, wrongs, capsys):
     checker(solution)
@@ -464,8 +464,8 @@ def test_checker_messages_name_the_mistake():
         ex.check_warps_to_hide(lambda b, s: math.ceil(s / b))
     with pytest.raises(lh.CheckFailed, match="both even and odd"):
         ex.check_even_odd_sorted(SKEL["even_odd_sorted"])
-    with pytest.raises(lh.CheckFailed, match="1 KB the driver reserves"):
-        ex.check_shared_for_blocks(lambda k: (228 * 1024 // (k + 1) // 128 + 1) * 128)
+    with pytest.raises(lh.CheckFailed, match="1,024 B the driver reserves"):
+        ex.check_shared_for_blocks(lambda k, sm: (228 * 1024 // (k + 1) // 128 + 1) * 128)
 
 
 # =========================================================================== the vector add, warp by warp
@@ -551,15 +551,15 @@ def test_waves_of_blocks():
 
 def test_measure_throttle_with_refuses_an_unsolved_function():
     with pytest.raises(lh.CheckFailed, match="returned None"):
-        ex.measure_throttle_with(lambda k: None)
-    m = lh.live_or_reference(lambda: ex.measure_throttle_with(lambda k: None), "ch04_occupancy_throttle",
+        ex.measure_throttle_with(lambda k, sm: None)
+    m = lh.live_or_reference(lambda: ex.measure_throttle_with(lambda k, sm: None), "ch04_occupancy_throttle",
                              fallback_on=(lh.CheckFailed,))
     assert not m.is_live and len(m.table) == 22
 
 
 @sim_only
 def test_measure_throttle_with_a_solved_function_runs_the_experiment():
-    table = ex.measure_throttle_with(lambda k: oc.shared_for_blocks(k), n=4096)
+    table = ex.measure_throttle_with(lambda k, sm: oc.shared_for_blocks(k, sm), n=4096)
     assert set(table["target_blocks"]) == set(ks_exp.THROTTLE_BLOCKS)
 
 
@@ -700,3 +700,54 @@ def test_chapter_computes_the_copy_ceiling_from_the_reference_data():
     assert "4.2 TB/s" not in text and "4,150" not in text and "4,143" not in text
     cells = json.loads(CHAPTER.read_text())["cells"]
     assert any("rl.reference_ceilings()" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def test_shared_for_blocks_exercise_follows_the_sm_it_runs_on():
+    """Exercise 4 on a T4 (64 KB, no reserved bytes, 16 blocks of 64 threads): the H100 answer fails there."""
+    t4 = oc.STUDENT_GPUS[(7, 5)]
+    assert ex.shared_targets(t4) == tuple(range(4, 17))
+    assert ex.shared_targets(oc.HOPPER_H100) == ex.SHARED_TARGETS
+    ex.check_shared_for_blocks(SOL.shared_for_blocks, sm=t4, quiet=True)
+    with pytest.raises(lh.CheckFailed, match="64 KB"):
+        ex.check_shared_for_blocks(lambda k, sm: (228 * 1024 // (k + 1) // 128 + 1) * 128 - 1024, sm=t4)
+
+
+def test_limits_for_names_the_reference_gpus_sm():
+    assert oc.limits_for("7.5").max_warps_per_sm == 32
+    assert oc.limits_for((9, 0)).max_warps_per_sm == 64
+    with pytest.raises(lh.ArgumentError, match="no SM preset"):
+        oc.limits_for("1.0")
+
+
+def _code(path: Path) -> str:
+    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+
+
+def test_no_code_cell_of_chapter_4_or_its_lab_assumes_a_hopper_sm():
+    """Labels and printed counts come from the SM that measured the data, not '/ 64' or '64 warps' written in."""
+    for path in (CHAPTER, CHAPTER.parents[1] / "labs" / "04_scheduling_lab.ipynb"):
+        code = _code(path)
+        assert "warps / 64" not in code and "at most 64 warps" not in code, path.name
+    assert "* sm.max_warps_per_sm *" not in _code(CHAPTER)  # Little's law uses the SM that measured the data
+
+
+def test_measure_throttle_with_uses_the_live_sm_on_a_t4(monkeypatch):
+    """On a T4 (driver numbers) the student's function gets the T4's SM and k stops at 16 blocks of 64 threads."""
+    t4_info = DeviceInfo(backend="gpu", name="Tesla T4", compute_capability=(7, 5), max_threads_per_sm=1024,
+                         max_blocks_per_sm=16, registers_per_sm=65536, registers_per_block=65536,
+                         max_shared_per_sm=65536, max_shared_per_block=49152, max_shared_per_block_optin=65536,
+                         extra={"reserved_shared_per_block": 0})
+    t4 = oc.device_limits(t4_info)
+    assert (t4.max_warps_per_sm, t4.shared_per_sm, t4.reserved_shared_per_block) == (32, 65536, 0)
+    seen = {}
+
+    def fake_measure(n, blocks_per_sm, shared_for):
+        seen.update(blocks=list(blocks_per_sm), shared={k: shared_for(k) for k in blocks_per_sm})
+        return "measured"
+
+    monkeypatch.setattr(ex.occ, "device_limits", lambda: t4)
+    monkeypatch.setattr(ex, "measure_throttle", fake_measure)
+    assert ex.measure_throttle_with(SOL.shared_for_blocks) == "measured"
+    assert max(seen["blocks"]) == 16 and min(seen["blocks"]) == 4
+    for k, s in seen["shared"].items():
+        assert oc.occupancy(64, 16, s, t4).blocks_per_sm == k

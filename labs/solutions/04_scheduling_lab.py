@@ -50,8 +50,9 @@ def even_odd_sorted(x, out, who, steps):
             out[j] = x[j]
 
 
-def shared_for_blocks(k):
-    """Dynamic shared bytes per block that let exactly k blocks share an H100 SM."""
-    # FILL ME IN (roughly 3 lines): just above 228 KB / (k + 1) per block, reserved KB included, in 128 B units
-    allocation = (228 * 1024 // (k + 1) // 128 + 1) * 128
-    return allocation - 1024
+def shared_for_blocks(k, sm):
+    """Dynamic shared bytes per block that let exactly k blocks share an SM with the limits sm."""
+    # FILL ME IN (roughly 3 lines): just above sm.shared_per_sm / (k + 1) per block, reserved bytes included,
+    # in units of sm.shared_unit
+    allocation = (sm.shared_per_sm // (k + 1) // sm.shared_unit + 1) * sm.shared_unit
+    return allocation - sm.reserved_shared_per_block

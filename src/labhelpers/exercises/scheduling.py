@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 from .. import backend
 from ..errors import LaunchConfigError
-from ..experiments.scheduling import measure_throttle
+from ..experiments.scheduling import THROTTLE_BLOCKS, measure_throttle
 from ..kernels.scheduling import lcg_inputs, lcg_reference
 from ..models import occupancy as occ
 from ..models import warp_timeline
@@ -200,34 +200,50 @@ def check_even_odd_sorted(kernel, steps: int = 3, threads: int = EVEN_ODD_THREAD
           "(at the boundary) takes both branches.")
 
 
-#: Resident blocks per SM that exercise 4 must be able to ask for (64-thread blocks on an H100).
+#: Resident blocks per SM that exercise 4 asks for on an H100 SM (64-thread blocks); see :func:`shared_targets`.
 SHARED_TARGETS = tuple(range(4, 33))
 
 
-def check_shared_for_blocks(student: Callable[[int], int], threads: int = 64, *, quiet: bool = False) -> None:
-    """Check ``student(k) -> dynamic shared bytes per block`` that lets exactly ``k`` blocks share an H100 SM."""
-    sm = occ.HOPPER_H100
-    for k in SHARED_TARGETS:
-        s = _int_result(answers.call(student, "shared_for_blocks", k), "shared_for_blocks", k)
+def shared_targets(sm: occ.SMLimits, threads: int = 64) -> tuple[int, ...]:
+    """The ``k`` of exercise 4 on ``sm``: from 4 to the most blocks of ``threads`` threads the SM can hold
+    (32 on an H100, 16 on a T4)."""
+    most = min(sm.max_blocks_per_sm, sm.max_threads_per_sm // threads)
+    return tuple(range(4, most + 1))
+
+
+def check_shared_for_blocks(student: Callable[[int, occ.SMLimits], int], threads: int = 64, *,
+                            sm: occ.SMLimits | None = None, quiet: bool = False) -> None:
+    """Check ``student(k, sm) -> dynamic shared bytes per block`` that lets exactly ``k`` blocks share ``sm``.
+
+    ``sm`` defaults to the SM of the GPU the code runs on (:func:`labhelpers.models.occupancy.device_limits`:
+    an H100's under the simulator); ``k`` runs over :func:`shared_targets`.
+    """
+    sm = sm or occ.device_limits()
+    targets = shared_targets(sm, threads)
+    kb = sm.shared_per_sm // 1024
+    for k in targets:
+        s = _int_result(answers.call(student, "shared_for_blocks", k, sm), "shared_for_blocks", k)
         if not 0 <= s <= sm.shared_per_block:
-            raise h.failure(answers.WRONG_ANSWER, f"shared_for_blocks({k}) returned {s:,} B: a block may ask for 0 to "
-                              f"{sm.shared_per_block:,} B of dynamic shared memory without opting in.")
+            raise h.failure(answers.WRONG_ANSWER, f"shared_for_blocks({k}, sm) returned {s:,} B: a block may ask for 0 "
+                              f"to {sm.shared_per_block:,} B of dynamic shared memory without opting in.")
         result = occ.occupancy(threads, 16, s, sm)
         if result.blocks_per_sm != k:
             alloc = result.shared_allocated_per_block
             lo = -(-(sm.shared_per_sm // (k + 1) + 1) // sm.shared_unit) * sm.shared_unit
             hi = sm.shared_per_sm // k // sm.shared_unit * sm.shared_unit
+            reserved = (f"your bytes plus the {sm.reserved_shared_per_block:,} B the driver reserves"
+                        if sm.reserved_shared_per_block else "your bytes")
             raise h.failure(
-                answers.WRONG_ANSWER, f"with shared_for_blocks({k}) = {s:,} B per block an SM holds {result.blocks_per_sm} blocks of "
-                f"{threads} threads, not {k}. Each block is allocated {alloc:,} B (your bytes plus the 1 KB the driver reserves, "
-                f"rounded up to 128 B); {k} blocks share the {sm.shared_per_sm // 1024} KB exactly when that "
-                f"allocation is between {lo:,} and {hi:,} B: more than 228 KB / (k + 1), at most 228 KB / k.")
+                answers.WRONG_ANSWER, f"with shared_for_blocks({k}, sm) = {s:,} B per block an SM of {sm.name} holds "
+                f"{result.blocks_per_sm} blocks of {threads} threads, not {k}. Each block is allocated {alloc:,} B "
+                f"({reserved}, rounded up to {sm.shared_unit} B); {k} blocks share the {kb} KB exactly when that "
+                f"allocation is between {lo:,} and {hi:,} B: more than {kb} KB / (k + 1), at most {kb} KB / k.")
     if not quiet:
-        print(f"Correct: shared_for_blocks gives exactly k resident blocks for every k from {SHARED_TARGETS[0]} to "
-              f"{SHARED_TARGETS[-1]}.")
+        print(f"Correct: shared_for_blocks gives exactly k resident blocks on an SM of {sm.name} for every k from "
+              f"{targets[0]} to {targets[-1]}.")
 
 
-def measure_throttle_with(student: Callable[[int], int], n: int = 2**26):
+def measure_throttle_with(student: Callable[[int, occ.SMLimits], int], n: int = 2**26):
     """The chapter's throttle experiment (:func:`labhelpers.experiments.scheduling.measure_throttle`) with the
     student's ``shared_for_blocks``, measured only once it passes :func:`check_shared_for_blocks`.
 
@@ -237,5 +253,7 @@ def measure_throttle_with(student: Callable[[int], int], n: int = 2**26):
     Raises:
         CheckFailed: ``student`` does not pass :func:`check_shared_for_blocks` yet.
     """
-    check_shared_for_blocks(student, quiet=True)
-    return measure_throttle(n, shared_for=student)
+    sm = occ.device_limits()
+    check_shared_for_blocks(student, sm=sm, quiet=True)
+    return measure_throttle(n, blocks_per_sm=[k for k in THROTTLE_BLOCKS if k in shared_targets(sm)],
+                            shared_for=lambda k: student(k, sm))

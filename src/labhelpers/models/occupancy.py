@@ -204,6 +204,23 @@ _ARCH = {
 }
 
 
+def limits_for(compute_capability: str | tuple[int, int]) -> SMLimits:
+    """The :data:`STUDENT_GPUS` preset of a compute capability (``"7.5"`` or ``(7, 5)``), e.g. to label reference
+    data with the SM of the GPU that measured it.
+
+    Raises:
+        ArgumentError: no preset for that compute capability.
+    """
+    cc = compute_capability
+    if isinstance(cc, str):
+        major, _, minor = cc.partition(".")
+        cc = (int(major), int(minor or 0))
+    if tuple(cc) not in STUDENT_GPUS:
+        raise validate.ArgumentError(f"no SM preset for compute capability {compute_capability!r}: use one of "
+                                     f"{sorted(STUDENT_GPUS)}, or device_limits() for the GPU you run on")
+    return STUDENT_GPUS[tuple(cc)]
+
+
 def device_limits(info: DeviceInfo | None = None) -> SMLimits:
     """The :class:`SMLimits` of the GPU the code runs on; :data:`HOPPER_H100` under the simulator.
 
