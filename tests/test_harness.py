@@ -14,6 +14,7 @@ from labhelpers.errors import CheckFailed  # noqa: E402
 from labhelpers.exercises import harness as h  # noqa: E402
 
 HALF = np.float32(0.5)
+NAN32 = np.float32(math.nan)
 TILE = 64
 
 
@@ -64,6 +65,18 @@ def saxpy_no_write_last_block(a, x, y, out):
     i = cuda.grid(1)
     if i < x.size and cuda.blockIdx.x < cuda.gridDim.x - 1:
         out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_garbage_beside_nans(a, x, y, out):
+    # Like a kernel that reads shared memory nobody loaded: some outputs get a NaN, the others a wrong number.
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i] + y[i]
+        if i % 2 == 1:
+            out[i] = NAN32
+        elif i > 0:
+            out[i] += HALF
 
 
 def _keep_reference(case, x, t):
@@ -200,6 +213,11 @@ def test_int_divided_with_slash_is_float64():
 
 def test_never_written():
     _fails(SAXPY, saxpy_no_write_last_block, h.NEVER_WRITTEN)
+
+
+def test_nans_beside_wrong_numbers_are_wrong_values_not_never_written():
+    # The class must not hang on what garbage happens to hold: a NaN stored beside wrong numbers is a wrong value.
+    _fails(SAXPY, saxpy_garbage_beside_nans, h.WRONG_VALUES)
 
 
 def test_threshold():

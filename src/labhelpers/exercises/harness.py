@@ -607,7 +607,10 @@ def _compare(ex: Exercise, case: Case, got: np.ndarray, expected: np.ndarray, ou
                                    "cuda.grid(2)` with i the row (compared with shape[0]) and j the column.")
     if explained is not None:
         cls, hint = explained if case.edge is None else (cls, f"{hint} {explained[1]}")
-    elif (unwritten_got & bad).any() and not (unwritten_got & ~unwritten_expected & ~bad).any() and case.edge is None:
+    elif (unwritten_got & bad).any() and not (unwritten_got & ~unwritten_expected & ~bad).any() \
+            and not (bad & ~unwritten_got & (got_view != expected)).any() and case.edge is None:
+        # Every wrong element holds the fill (or equals its expected value and is wrong only with its row): a
+        # kernel that stored garbage beside the gaps, e.g. read unloaded shared memory, is a wrong value.
         cls, hint = NEVER_WRITTEN, ("elements still hold the checker's fill (never written): every element "
                                     "must be stored by the thread that owns it; check the conditions around the "
                                     "stores.")
