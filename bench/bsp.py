@@ -18,10 +18,8 @@ Usage on a GPU machine: ``python bench/run_all.py --only bsp [--collect DIR]``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Context, Row, report  # noqa: E402
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-os.environ.setdefault("LABHELPERS_BACKEND", "gpu")
+os.environ.setdefault("LABHELPERS_BACKEND", "gpu")  # before labhelpers is imported: it chooses the backend
 
-import labhelpers as lh  # noqa: E402
-from labhelpers import roofline  # noqa: E402
+try:
+    import labhelpers as lh  # noqa: E402,F401  (the bench modules take it from here: `from common import lh`)
+    from labhelpers import roofline  # noqa: E402
+except ModuleNotFoundError as exc:  # not installed: say how, instead of a traceback
+    if exc.name != "labhelpers":
+        raise
+    sys.exit("error: the benchmarks import the package: install it (`pip install -e .`) or set PYTHONPATH=src")
 
 #: How rows name the copy ceiling they are compared with (:meth:`Context.copy_bandwidth_gbs`).
 COPY_CEILING = "copy ceiling (best D2D copy, 1 GiB, read+write)"

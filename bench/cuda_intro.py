@@ -16,10 +16,8 @@ Usage on a GPU machine: ``python bench/run_all.py --only cuda_intro [--collect D
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Context, Row  # noqa: E402  (puts src/ on the path and asks for the GPU backend)
 

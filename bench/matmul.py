@@ -33,7 +33,6 @@ from pathlib import Path
 os.environ["CUPY_TF32"] = "0"
 os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

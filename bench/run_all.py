@@ -17,7 +17,6 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Context, report  # noqa: E402
 

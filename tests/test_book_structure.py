@@ -8,7 +8,6 @@ outputs themselves.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nbformat
@@ -16,7 +15,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 
 from notebook_tools import all_notebooks, colab_badge, setup_cell_source  # noqa: E402
 

@@ -6,13 +6,11 @@ the test skips when no Chromium is installed; in CI (``CI`` set) a missing brows
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 
 import browser_check  # noqa: E402
 

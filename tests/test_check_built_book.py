@@ -1,10 +1,8 @@
 """The built-book checker can fail: a page without MathJax, figures or widget state is reported."""
 
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 
 import check_built_book  # noqa: E402
 

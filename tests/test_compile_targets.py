@@ -20,7 +20,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools" / "compile_check"
-sys.path.insert(0, str(TOOLS))
 import check  # noqa: E402  (tools/compile_check/check.py)
 
 

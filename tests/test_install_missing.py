@@ -11,7 +11,6 @@ import pytest
 from labhelpers import install_missing as im
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 
 from notebook_tools import needs, setup_cell_source  # noqa: E402
 

@@ -156,3 +156,13 @@ def test_imports_are_at_the_top_unless_the_backend_requires_otherwise(name):
             assert all(n.split(".")[0] in LAZY_ALLOWED for n in names), f"{where}: {names} belongs at the top"
             reason = lines[node.lineno - 1].partition("#")[2] or lines[node.lineno - 2].strip().lstrip("#")
             assert reason.strip(), f"{where}: a lazy import needs a one-line reason (a comment) beside or before it"
+
+
+def test_no_script_edits_sys_path():
+    # bench/ and tools/ scripts run with the package installed (or PYTHONPATH=src), and tests import tools through
+    # pytest's `pythonpath` (pyproject.toml): a sys.path edit would hide a missing install behind a second copy.
+    root = SRC.parent
+    offenders = [f"{p.relative_to(root)}:{i}" for folder in ("src", "bench", "tools")
+                 for p in sorted((root / folder).rglob("*.py"))
+                 for i, line in enumerate(p.read_text().splitlines(), 1) if "sys.path.insert" in line]
+    assert not offenders, f"sys.path edited in {offenders}: install the package, or use pytest's pythonpath"

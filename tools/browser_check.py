@@ -26,7 +26,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_built_book import toc_pages  # noqa: E402
 

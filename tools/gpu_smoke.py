@@ -9,7 +9,6 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 os.environ.setdefault("LABHELPERS_BACKEND", "gpu")
 
 import numpy as np  # noqa: E402

@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from labhelpers._release import NO_RELEASE_HINT, RELEASE, REPOSITORY, pip_requirement  # noqa: E402
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 os.environ.setdefault("LABHELPERS_BACKEND", "gpu")
 
 import labhelpers  # noqa: E402, F401  (first: chooses the backend before numba.cuda is imported)
