@@ -20,12 +20,14 @@ from labhelpers.exercises import answers as a
 from labhelpers.exercises import bsp as ex2
 from labhelpers.exercises import consistency as ex13
 from labhelpers.exercises import cuda_intro as ex1
+from labhelpers.exercises import matmul as ex5
 from labhelpers.exercises import harness as h
 from labhelpers.exercises import measured
 from labhelpers.exercises import memory as ex3
 from labhelpers.exercises import reduction as ex6
 from labhelpers.exercises import roofline as ex7
 from labhelpers.exercises import scheduling as ex4
+from labhelpers.exercises import stencil as ex9
 from labhelpers.exercises import streams as ex11
 from labhelpers.timing import Timing
 from markers import sim_only
@@ -35,8 +37,10 @@ S1 = load_solutions("01_cuda_in_python_lab")
 S2 = load_solutions("02_bsp_and_amdahl_lab")
 S3 = load_solutions("03_memory_hierarchy_lab")
 S4 = load_solutions("04_scheduling_lab")
+S5 = load_solutions("05_matrix_multiply_lab")
 S6 = load_solutions("06_reduction_lab")
 S7 = load_solutions("07_profiling_roofline_lab")
+S9 = load_solutions("09_stencils_lab")
 S11 = load_solutions("11_streams_lab")
 S13 = load_solutions("13_consistency_lab")
 
@@ -128,9 +132,11 @@ LABS = {
           "_race_grid_stride"),
     "3": (lambda k, c: ex3.check_transpose_speed(k), S3.transpose_tiled, None, ex3, "_race_transpose"),
     "4": (lambda k, c: ex4.check_scale_threads(k, c), S4.blocks_per_sm, S4.choose_threads, ex4, "_race_scale"),
+    "5": (lambda k, c: ex5.check_tiled_speed(k, S5.TILE), S5.matmul_tiled_kernel, None, ex5, "_race_tiled"),
     "6": (lambda k, c: ex6.check_first_add_threads(k, c), S6.reduce_first_add, S6.choose_threads, ex6,
           "_race_first_add"),
     "7": (lambda k, c: ex7.check_read_sum_threads(k, c), S7.read_sum, S7.choose_threads, ex7, None),
+    "9": (lambda k, c: ex9.check_jacobi_block(k, c), S9.jacobi_step, S9.choose_block, ex9, "_race_jacobi"),
     "11": (lambda k, c: ex11.check_pipeline_choice(k, c), S11.chunked_pipeline, S11.choose_chunks_streams, ex11,
            "_race_pipeline"),
     "13": (lambda k, c: ex13.check_counter_speed(k, S13.count_atomic, c), S13.count_block, S13.choose_threads, ex13,
@@ -139,7 +145,7 @@ LABS = {
 
 
 TARGETS = {"1": ex1.VECTOR_ADD_TUNED, "2": ex2.GRID_STRIDE_TUNED, "3": ex3.TRANSPOSE_TUNED, "4": ex4.SCALE_TUNED,
-           "6": ex6.FIRST_ADD_TUNED, "7": ex7.READ_SUM_TUNED, "11": ex11.PIPELINE_TUNED, "13": ex13.COUNTER_TUNED}
+           "5": ex5.TILED_TUNED, "6": ex6.FIRST_ADD_TUNED, "9": ex9.JACOBI_TUNED, "7": ex7.READ_SUM_TUNED, "11": ex11.PIPELINE_TUNED, "13": ex13.COUNTER_TUNED}
 
 
 def plain(func):
@@ -154,8 +160,11 @@ WRONG = {
     "3: no barrier": ("3", "cuda.syncthreads()", "", h.MISSING_BARRIER, None),
     "4: partial warp dropped": ("4", "warps_per_block = math.ceil(threads / 32)", "warps_per_block = threads // 32 or 1",
                                 a.WRONG_ANSWER, plain),
+    "5: no WAR barrier": ("5", "cuda.syncthreads()  # WAR: nobody overwrites the tiles while others still read them",
+                          "", h.MISSING_BARRIER, None),
     "6: second element never added": ("6", "v += x[i + cuda.blockDim.x]", "v += float32(0)", ex6.TREE, None),
     "7: float64 accumulator": ("7", "acc = float32(0)", "acc = 0.0", h.FLOAT64, None),
+    "9: no guard": ("9", "if i < ny and j < nx:", "if True:", h.MISSING_GUARD, None),
     "11: remainder dropped": ("11", "lo, hi = c * n // chunks, (c + 1) * n // chunks",
                               "lo, hi = c * (n // chunks), (c + 1) * (n // chunks)", "never computed", plain),
     "13: final add without atomics": ("13", "cuda.atomic.add(counter, 0, hits[0])", "counter[0] += hits[0]",
