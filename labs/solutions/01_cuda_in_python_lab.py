@@ -44,3 +44,10 @@ def launch_config(n: int, threads: int) -> tuple[int, int, int]:
     idle_threads = blocks * threads - n
     warps = blocks * ((threads + 31) // 32)
     return blocks, idle_threads, warps
+
+
+def choose_threads():
+    """Threads per block for vector_add (a multiple of 32, at most 1024). Prediction: ..."""
+    # Blocks of 32 threads cap an SM at 32 blocks = 1024 threads, half of its 2048: half the latency hiding.
+    # 256 fills an SM with 8 blocks and leaves room for whole blocks on every GPU.
+    return 256

@@ -56,3 +56,9 @@ def shared_for_blocks(k, sm):
     # in units of sm.shared_unit
     allocation = (sm.shared_per_sm // (k + 1) // sm.shared_unit + 1) * sm.shared_unit
     return allocation - sm.reserved_shared_per_block
+
+
+def choose_threads():
+    """Threads per block for chapter 4's scale kernel, chosen with blocks_per_sm."""
+    # blocks_per_sm(256, 22, 0) = 8: 64 of 64 warp slots; 32 threads stop at 32 blocks = half the slots.
+    return 256

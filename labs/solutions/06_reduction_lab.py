@@ -97,3 +97,9 @@ def histogram_shared(values, counts):
     while b < NBINS:
         cuda.atomic.add(counts, b, s_counts[b])
         b += cuda.blockDim.x
+
+
+def choose_threads():
+    """Threads per block for reduce_first_add (a power of two, 32 to 1024)."""
+    # 128: enough loads in flight per SM, a short tree, few idle threads in its last levels.
+    return 128

@@ -87,3 +87,9 @@ def propagate_step(labels_in, labels_out, changed):
             if best < old:
                 changed[0] = 1
         labels_out[i, j] = best
+
+
+def choose_block():
+    """(x, y) threads per block for jacobi_step, x along a row."""
+    # 32 along a row: each warp reads whole 128-byte lines; y = 8 gives 256 threads per block.
+    return (32, 8)

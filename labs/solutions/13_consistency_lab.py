@@ -108,3 +108,9 @@ def litmus_answers():
         ("IRIW", (1, 1, 0, 0)): True,
         ("MP-reversed", (1, 0)): True,
     }
+
+
+def choose_threads():
+    """Threads per block for count_block (a power of two, 32 to 1024)."""
+    # 2^24 hits: one global atomic per 256 hits instead of one per hit.
+    return 256

@@ -14,11 +14,17 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+from numba import cuda
 
+from ..device import device_info
 from ..errors import CheckFailed
+from ..launch import blocks_for
 from ..models.amdahl import amdahl_speedup, fit_serial_fraction, karp_flatt, processors_for_speedup
+from ..refdata import load_reference
+from ..timing import benchmark
 from . import answers
 from . import harness as h
+from . import measured
 
 # --------------------------------------------------------------------------- exercise 1: Amdahl
 
@@ -241,3 +247,54 @@ def time_grid_stride(kernel, n: int | None = None, reps: int = 8) -> list:
         timings.append(benchmark(lambda: kernel[blocks, threads](x_d, LAB_A, LAB_B, reps), nbytes=8 * n,
                                  repeat=5, label=f"{blocks} x {threads} threads"))
     return timings
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Blocks of :data:`TUNED_THREADS` threads per SM the measured exercise accepts.
+TUNED_BLOCKS_PER_SM: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+TUNED_THREADS = 256
+#: Elements and updates per element of the timed launch (GPU).
+TUNED_N = 2**25
+TUNED_REPS = 8
+
+
+def _slackness_reference(k: int) -> str:
+    ref = load_reference("ch02_slackness")
+    rows = ref.table[ref.table["threads"] == TUNED_THREADS]
+    row = measured.nearest_row(rows, "fill", k * TUNED_THREADS / 2048)  # fill: threads / (SMs * 2048)
+    best = rows.loc[rows["median_ms"].idxmin()]
+    return measured.reference_text(
+        ref, f"the grid-stride kernel with {int(row.blocks)} blocks of {TUNED_THREADS} threads took "
+             f"{row.median_ms:.3g} ms, the largest grid measured ({int(best.blocks)} blocks) {best.median_ms:.3g} ms: "
+             f"ratio {best.median_ms / row.median_ms:.2f}")
+
+
+GRID_STRIDE_TUNED = measured.MeasuredExercise(
+    name="your grid of blocks per SM", target=0.85,
+    measures=f"your grid_stride_update on {TUNED_N:,} floats ({TUNED_REPS} updates each) with your blocks per SM",
+    yardstick="the same kernel launched with one thread per element", reference=_slackness_reference)
+
+
+def _race_grid_stride(kernel, k: int) -> tuple:
+    x_d = cuda.to_device(np.random.default_rng(0).random(TUNED_N, dtype=np.float32))
+    blocks = k * (device_info().sm_count or 1)
+    full = blocks_for(TUNED_N, TUNED_THREADS)
+    student = benchmark(lambda: kernel[blocks, TUNED_THREADS](x_d, LAB_A, LAB_B, TUNED_REPS), nbytes=8 * TUNED_N,
+                        repeat=10, label=f"{blocks} blocks")
+    yardstick = benchmark(lambda: kernel[full, TUNED_THREADS](x_d, LAB_A, LAB_B, TUNED_REPS), nbytes=8 * TUNED_N,
+                          repeat=10, label=f"{full} blocks")
+    return student, yardstick
+
+
+def check_grid_blocks_per_sm(kernel, choose_blocks_per_sm) -> measured.Verdict:
+    """Measured exercise: ``choose_blocks_per_sm()`` returns how many blocks of 256 threads per SM the grid-stride
+    kernel is launched with; it must be correct (the harness) and, on a GPU, reach 0.85 of the same kernel's
+    speed with one thread per element, measured in the same run.
+
+    Raises:
+        CheckFailed: the kernel is wrong (the harness's class), the choice is not allowed, or it is too slow.
+    """
+    k = measured.choose(choose_blocks_per_sm, "choose_blocks_per_sm", TUNED_BLOCKS_PER_SM)
+    return measured.check(GRID_STRIDE_TUNED, k, correct=lambda: check_grid_stride(kernel),
+                          race=lambda: _race_grid_stride(kernel, k))

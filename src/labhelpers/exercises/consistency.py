@@ -42,7 +42,10 @@ from ..launch import blocks_for
 from ..models import consistency as model
 from ..patching import patched
 from ..racecheck import check_in_simulator, check_races
+from ..refdata import load_reference
 from ..relaxed import relaxed_launch
+from . import measured
+from ..timing import benchmark
 
 #: Sizes the counting checkers try (the last, on a GPU, loses updates without atomics).
 SIZES_SIM: tuple[int, ...] = (1, 31, 33, 257, 1003)
@@ -444,3 +447,55 @@ def check_litmus_answers(answers_fn) -> None:
 
 __all__ = ["LAB_THREADS", "LITMUS_QUESTIONS", "THRESHOLD", "check_count_atomic", "check_count_block",
            "check_float_max_cas", "check_last_block_fences", "check_litmus_answers", "count_above_reference"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Block sizes the measured exercise accepts, and the elements counted on a GPU (every one a hit).
+TUNED_THREADS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+TUNED_N = 2**24
+
+
+def _counter_reference(threads: int) -> str:
+    ref = load_reference("ch13_atomic_throughput")
+    t = ref.table.set_index("kind")
+    per_thread = float(t.loc["counter: atomic per thread", "median_ms"])
+    per_block = float(t.loc["counter: block-aggregated", "median_ms"])
+    return measured.reference_text(
+        ref, f"counting {int(t.loc['counter: block-aggregated', 'increments']):,} hits with one atomic per block took "
+             f"{per_block:.3g} ms, with one atomic per hit {per_thread:.3g} ms: ratio {per_thread / per_block:.1f} "
+             f"(blocks of 256 threads; you chose {threads})")
+
+
+COUNTER_TUNED = measured.MeasuredExercise(
+    name="count_block at your block size", target=2.0,
+    measures=f"your count_block over {TUNED_N:,} elements, every one a hit, at your block size",
+    yardstick="your count_atomic (one global atomic per hit) at 256 threads", reference=_counter_reference)
+
+
+def _race_counters(count_block, count_atomic, threads: int) -> tuple:
+    x_d = cuda.to_device(np.full(TUNED_N, THRESHOLD + np.float32(1), dtype=np.float32))
+    counter = cuda.to_device(np.zeros(1, dtype=np.int32))
+    student = benchmark(lambda: count_block[blocks_for(TUNED_N, threads), threads](x_d, THRESHOLD, counter),
+                        label="count_block")
+    yardstick = benchmark(lambda: count_atomic[blocks_for(TUNED_N, 256), 256](x_d, THRESHOLD, counter),
+                          label="count_atomic")
+    return student, yardstick
+
+
+def check_counter_speed(count_block, count_atomic, choose_threads) -> measured.Verdict:
+    """Measured exercise: aggregate, then measure. Your ``count_block`` and ``count_atomic`` (exercises 1 and 2,
+    checked first); ``count_block`` at the block size ``choose_threads()`` picks must, on a GPU, be twice as fast as
+    ``count_atomic`` when every element is a hit (all atomics on one address), timed in the same run.
+
+    Raises:
+        CheckFailed: a kernel is wrong, the choice is not allowed, or too slow (``Below target``).
+    """
+    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+
+    def correct() -> None:
+        check_count_atomic(count_atomic)
+        check_count_block(count_block)
+
+    return measured.check(COUNTER_TUNED, threads, correct=correct,
+                          race=lambda: _race_counters(count_block, count_atomic, threads))

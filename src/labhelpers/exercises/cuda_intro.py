@@ -17,11 +17,16 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+from numba import cuda
 
 from .. import validate
+from ..launch import blocks_for
+from ..refdata import load_reference
+from ..timing import benchmark
 from ..models.launch_calc import summarize_launch
 from . import answers
 from . import harness as h
+from . import measured
 
 #: Threads per block of the 1D exercises (a GPU also tries :data:`THREADS_1D_GPU`).
 THREADS_1D = 64
@@ -173,5 +178,54 @@ def check_launch_config(func: Callable[[int, int], Any]) -> None:
           "(multiples of the block included), and rejects impossible blocks.")
 
 
-__all__ = ["BLOCK_2D", "THREADS_1D", "check_fill_index", "check_launch_config", "check_scale_2d",
-           "check_vector_add", "fill_index_exercise", "scale_2d_exercise", "vector_add_exercise"]
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Block sizes the measured exercise accepts (whole warps).
+TUNED_THREADS: tuple[int, ...] = tuple(range(32, 1025, 32))
+#: Elements vector_add is timed on (GPU): 2^26 floats, 768 MiB moved per call.
+TUNED_N = 2**26
+
+
+def _threads_reference(threads: int) -> str:
+    sweep = load_reference("ch04_block_size_sweep")
+    copies = load_reference("ch07_copy_variants")
+    rows = sweep.table[sweep.table["ilp"] == 1]
+    row = measured.nearest_row(rows, "threads", threads)
+    ceiling = float(copies.table["gbps"].max())
+    return measured.reference_text(
+        sweep, f"chapter 4's scale kernel (one read, one write per element, like vector_add) at {int(row.threads)} "
+               f"threads per block: {row.gbps:,.0f} GB/s, {row.gbps / ceiling:.2f} of the copy ceiling "
+               f"({ceiling:,.0f} GB/s, same run)")
+
+
+VECTOR_ADD_TUNED = measured.MeasuredExercise(
+    name="vector_add at your block size", target=0.7,
+    measures=f"your vector_add on {TUNED_N:,} floats at your block size, in GB/s (12 bytes per element)",
+    yardstick="the copy ceiling (a device-to-device copy)", reference=_threads_reference)
+
+
+def _race_vector_add(kernel: Any, threads: int) -> tuple:
+    x = cuda.to_device(np.ones(TUNED_N, np.float32))
+    y = cuda.to_device(np.ones(TUNED_N, np.float32))
+    out = cuda.device_array(TUNED_N, np.float32)
+    blocks = blocks_for(TUNED_N, threads)
+    student = benchmark(lambda: kernel[blocks, threads](x, y, out), nbytes=12 * TUNED_N, label="vector_add")
+    return student, measured.time_copy_of(12 * TUNED_N)
+
+
+def check_vector_add_threads(kernel: Any, choose_threads: Callable[[], Any]) -> measured.Verdict:
+    """Measured exercise: ``choose_threads()`` returns a block size for ``vector_add``; it must be correct at that
+    size (the harness) and, on a GPU, reach 0.7 of the copy ceiling measured in the same run.
+
+    Raises:
+        CheckFailed: the kernel is wrong (the harness's class), the choice is not a whole number of warps
+            (``Not an allowed choice``), or the GPU says it is too slow (``Below target``).
+    """
+    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    return measured.check(VECTOR_ADD_TUNED, threads, correct=lambda: check_vector_add(kernel, threads=threads),
+                          race=lambda: _race_vector_add(kernel, threads))
+
+
+__all__ = ["BLOCK_2D", "THREADS_1D", "TUNED_THREADS", "VECTOR_ADD_TUNED", "check_fill_index", "check_launch_config",
+           "check_scale_2d", "check_vector_add", "check_vector_add_threads", "fill_index_exercise",
+           "scale_2d_exercise", "vector_add_exercise"]

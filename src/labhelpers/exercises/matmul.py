@@ -26,12 +26,17 @@ import ast
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from numba import cuda
 
 from ..errors import CheckFailed, GPUOnlyError
-from ..launch import blocks_for
+from ..experiments.matmul import random_square, time_kernel
+from ..launch import blocks_for, grid_2d
+from ..refdata import load_reference
 from ..source import source_of
+from ..timing import benchmark
 from . import answers
 from . import harness as h
+from . import measured
 
 #: Block the naive checker launches, (x along columns, y along rows): deliberately not square.
 NAIVE_BLOCK = (16, 8)
@@ -376,3 +381,47 @@ def check_hazard(answer: Callable[[], Any]) -> None:
 __all__ = ["HAZARDS", "NAIVE_BLOCK", "barrier_problems", "check_barriers", "check_hazard", "check_naive",
            "check_tiled_rect", "check_tiled_square", "naive_exercise", "race_report", "run_kernel", "swap_hint",
            "tiled_rect_exercise", "tiled_square_exercise"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Matrix side the tiled kernel is timed on (GPU), and the tiles the lab's TILE may take.
+TUNED_N = 2048
+TUNED_TILES: tuple[int, ...] = (8, 16, 32)
+
+
+def _tile_reference(tile: int) -> str:
+    ref = load_reference("ch05_matmul_sweep")
+    t = ref.table[ref.table["n"] == TUNED_N]
+    naive = float(t[t["kernel"] == "naive"]["median_ms"].iloc[0])
+    row = t[t["kernel"] == f"tiled {tile}"].iloc[0]
+    return measured.reference_text(
+        ref, f"the chapter's tiled kernel with TILE = {tile} at n = {TUNED_N} took {row.median_ms:.3g} ms, the naive "
+             f"kernel {naive:.3g} ms: ratio {naive / row.median_ms:.2f}")
+
+
+TILED_TUNED = measured.MeasuredExercise(
+    name="your tiled kernel at your TILE", target=2.0,
+    measures=f"your matmul_tiled_kernel on {TUNED_N} x {TUNED_N} float32 matrices at your TILE",
+    yardstick="the chapter's naive kernel (one thread per element, no shared memory)", reference=_tile_reference)
+
+
+def _race_tiled(kernel: Any, tile: int) -> tuple:
+    a_d, b_d, _keep = random_square(TUNED_N)
+    c_d = cuda.device_array((TUNED_N, TUNED_N), dtype=np.float32)
+    grid = grid_2d((TUNED_N, TUNED_N), (tile, tile))
+    student = benchmark(lambda: kernel[grid, (tile, tile)](a_d, b_d, c_d), flops=2 * TUNED_N**3, warmup=1,
+                        repeat=10, label=f"your tiled kernel, TILE {tile}")
+    return student, time_kernel("naive", TUNED_N, repeat=10)
+
+
+def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
+    """Measured exercise: ``kernel`` (exercise 2, checked first with ``tile``) must, on a GPU, run twice as fast as
+    the chapter's naive kernel at n = 2048, timed in the same run; ``tile`` is the lab's TILE (8, 16 or 32).
+
+    Raises:
+        CheckFailed: the kernel is wrong (the harness's class), the tile is not allowed, or too slow.
+    """
+    tile = measured.allowed(tile, "TILE", TUNED_TILES)
+    return measured.check(TILED_TUNED, tile, correct=lambda: check_tiled_square(kernel, tile),
+                          race=lambda: _race_tiled(kernel, tile))

@@ -24,8 +24,10 @@ from ..errors import CheckFailed
 from ..launch import blocks_for
 from ..models import banks
 from ..timing import Timing, benchmark
+from ..refdata import load_reference
 from . import answers
 from . import harness as h
+from . import measured
 
 #: Side of the square tile of the tiled transpose (one warp wide).
 TILE = 32
@@ -241,3 +243,48 @@ def compare_transposes(kernel, naive_kernel, n: int | None = None) -> dict[str, 
         timings["tiled"] = benchmark(lambda: kernel[grid, block](a_d, out_d), nbytes=nbytes,
                                      label=f"tiled transpose {n}x{n}")
     return timings
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Matrix side the transpose is timed on (GPU).
+TUNED_SIDE = 8192
+
+
+def _transpose_reference(_choice) -> str:
+    coalescing = load_reference("ch03_coalescing_stride")
+    copies = load_reference("ch07_copy_variants")
+    row = measured.nearest_row(coalescing.table, "stride", 32)
+    ceiling = float(copies.table["gbps"].max())
+    return measured.reference_text(
+        coalescing, f"the reference set has no transpose; its strided read at stride {int(row.stride)} (a naive "
+                    f"transpose's column access) reached {row.gbps:,.0f} GB/s, {row.gbps / ceiling:.2f} of the copy "
+                    f"ceiling ({ceiling:,.0f} GB/s, same run): the tiled transpose exists to stay far above that")
+
+
+TRANSPOSE_TUNED = measured.MeasuredExercise(
+    name="your tiled transpose", target=0.5,
+    measures=f"your transpose_tiled on a {TUNED_SIDE} x {TUNED_SIDE} float32 matrix, in GB/s (read once, written once)",
+    yardstick="the copy ceiling (a device-to-device copy)", reference=_transpose_reference)
+
+
+def _race_transpose(kernel) -> tuple:
+    from numba import cuda  # noqa: PLC0415  (as compare_transposes: numba.cuda after the backend is chosen)
+
+    a_d = cuda.to_device(np.random.default_rng(0).standard_normal((TUNED_SIDE, TUNED_SIDE)).astype(np.float32))
+    out_d = cuda.device_array((TUNED_SIDE, TUNED_SIDE), dtype=np.float32)
+    grid, block = transpose_launch((TUNED_SIDE, TUNED_SIDE))
+    nbytes = 2 * TUNED_SIDE * TUNED_SIDE * 4
+    student = benchmark(lambda: kernel[grid, block](a_d, out_d), nbytes=nbytes, label="transpose_tiled")
+    return student, measured.time_copy_of(nbytes)
+
+
+def check_transpose_speed(kernel) -> measured.Verdict:
+    """Measured exercise: the tiled transpose must be correct (the harness) and, on a GPU, move its bytes at 0.5 of
+    the copy ceiling measured in the same run (a naive transpose reaches about a quarter).
+
+    Raises:
+        CheckFailed: the kernel is wrong (the harness's class) or too slow (``Below target``).
+    """
+    return measured.check(TRANSPOSE_TUNED, "tiles of 32 x 32, blocks of (32, 8)",
+                          correct=lambda: check_tiled_transpose(kernel), race=lambda: _race_transpose(kernel))

@@ -19,11 +19,16 @@ import inspect
 import textwrap
 
 import numpy as np
+from numba import cuda
 
 from .. import backend
 from ..kernels.reduction import integer_valued
+from ..launch import blocks_for
 from ..source import source_of
+from ..timing import benchmark
+from ..refdata import load_reference
 from . import harness as h
+from . import measured
 
 #: Threads per block tried under the simulator (one and two warps) and, besides, on a GPU.
 THREADS_SIM: tuple[int, ...] = (32, 64)
@@ -233,3 +238,48 @@ def check_histogram(kernel, *, bins: int = NBINS) -> None:
                         "the same time on a GPU, and a plain `+=` loses updates (the simulator runs one block after "
                         f"another, so no run here shows it). Write cuda.atomic.add({params[1]}, b, s_counts[b]).")
     h.check(histogram_exercise(bins), kernel)
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Block sizes the measured exercise accepts (powers of two: the tree halves the block).
+TUNED_THREADS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+TUNED_N = 2**26
+
+
+def _first_add_reference(threads: int) -> str:
+    ref = load_reference("ch06_reduction_sweep")
+    copies = load_reference("ch07_copy_variants")
+    rows = ref.table[ref.table["variant"] == "first_add"]
+    row = measured.nearest_row(rows, "threads", threads)
+    ceiling = float(copies.table["gbps"].max())
+    return measured.reference_text(
+        ref, f"the chapter's first-add reduction at {int(row.threads)} threads per block: {row.gbps:,.0f} GB/s, "
+             f"{row.gbps / ceiling:.2f} of the copy ceiling ({ceiling:,.0f} GB/s, same run)")
+
+
+FIRST_ADD_TUNED = measured.MeasuredExercise(
+    name="reduce_first_add at your block size", target=0.25,
+    measures=f"your reduce_first_add's pass over {TUNED_N:,} floats (one partial sum per block) at your block size, "
+             "in GB/s (4 bytes per element read)",
+    yardstick="the copy ceiling (a device-to-device copy)", reference=_first_add_reference)
+
+
+def _race_first_add(kernel, threads: int) -> tuple:
+    x_d = cuda.to_device(np.ones(TUNED_N, dtype=np.float32))
+    blocks = blocks_for(TUNED_N, 2 * threads)
+    partial = cuda.device_array(blocks, dtype=np.float32)
+    student = benchmark(lambda: kernel[blocks, threads](x_d, partial), nbytes=4 * TUNED_N, label="reduce_first_add")
+    return student, measured.time_copy_of(8 * TUNED_N)
+
+
+def check_first_add_threads(kernel, choose_threads) -> measured.Verdict:
+    """Measured exercise: ``choose_threads()`` picks the block size of ``reduce_first_add`` (exercise 2, checked
+    first); on a GPU its pass must read at 0.25 of the copy ceiling measured in the same run.
+
+    Raises:
+        CheckFailed: the kernel is wrong (the harness's class), the choice is not allowed, or too slow.
+    """
+    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    return measured.check(FIRST_ADD_TUNED, threads, correct=lambda: check_first_add_any_n(kernel),
+                          race=lambda: _race_first_add(kernel, threads))

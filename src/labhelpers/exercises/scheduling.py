@@ -18,14 +18,19 @@ import dataclasses
 from typing import Callable
 
 import numpy as np
+from numba import cuda
 from .. import backend
 from ..errors import LaunchConfigError
 from ..experiments.scheduling import THROTTLE_BLOCKS, measure_throttle
 from ..kernels.scheduling import lcg_inputs, lcg_reference
+from ..kernels.scheduling import launch_scale, scale_bytes, scale_grid
 from ..models import occupancy as occ
 from ..models import warp_timeline
+from ..timing import benchmark
+from ..refdata import load_reference
 from . import answers
 from . import harness as h
+from . import measured
 
 #: The SM of the lab's first exercise: an H100 SM, with the register file treated as one pool
 #: (the real one is split between the SM's 4 schedulers; the calculator models that).
@@ -257,3 +262,68 @@ def measure_throttle_with(student: Callable[[int, occ.SMLimits], int], n: int = 
     check_shared_for_blocks(student, sm=sm, quiet=True)
     return measure_throttle(n, blocks_per_sm=[k for k in THROTTLE_BLOCKS if k in shared_targets(sm)],
                             shared_for=lambda k: student(k, sm))
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Block sizes the measured exercise accepts (chapter 4's sweep) and the yardsticks timed beside the choice.
+TUNED_THREADS: tuple[int, ...] = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+TUNED_YARDSTICKS: tuple[int, ...] = (128, 256, 512)
+#: Registers per thread of chapter 4's scale kernel (its resource usage on the reference GPU).
+SCALE_REGISTERS = 22
+TUNED_N = 2**26
+
+
+def _block_size_reference(threads: int) -> str:
+    ref = load_reference("ch04_block_size_sweep")
+    rows = ref.table[ref.table["ilp"] == 1]
+    row = measured.nearest_row(rows, "threads", threads)
+    best = rows.loc[rows["gbps"].idxmax()]
+    return measured.reference_text(
+        ref, f"scale (one load in flight) at {int(row.threads)} threads per block, one full wave: "
+             f"{row.gbps:,.0f} GB/s at occupancy {row.occupancy:.2f}; the best block size ({int(best.threads)}) "
+             f"{best.gbps:,.0f} GB/s: ratio {row.gbps / best.gbps:.2f}")
+
+
+SCALE_TUNED = measured.MeasuredExercise(
+    name="scale at your block size", target=0.95,
+    measures=f"chapter 4's scale kernel on {TUNED_N:,} floats at your block size, one full wave of blocks, in GB/s",
+    yardstick=f"the fastest of {', '.join(map(str, TUNED_YARDSTICKS))} threads per block",
+    reference=_block_size_reference)
+
+
+def _race_scale(threads: int) -> tuple:
+    x_d = cuda.to_device(np.random.default_rng(0).random(TUNED_N, dtype=np.float32))
+    out_d = cuda.device_array_like(x_d)
+    sm = occ.device_limits()
+
+    def time_at(t: int):
+        per_sm = occ.occupancy(t, SCALE_REGISTERS, 0, sm).blocks_per_sm
+        blocks = scale_grid(TUNED_N, t, 1, per_sm)
+        return benchmark(lambda: launch_scale(x_d, out_d, 2.0, t, 1, 0, blocks), nbytes=scale_bytes(TUNED_N),
+                         label=f"{t} threads")
+
+    best = max((time_at(t) for t in TUNED_YARDSTICKS), key=lambda timing: timing.gbps)
+    return time_at(threads), best
+
+
+def check_scale_threads(blocks_per_sm: Callable[[int, int, int], int],
+                        choose_threads: Callable[[], int]) -> measured.Verdict:
+    """Measured exercise ("predict, then measure"): ``choose_threads()`` picks a block size for chapter 4's scale
+    kernel; your ``blocks_per_sm`` (exercise 1, checked first) predicts its occupancy, and on a GPU the choice must
+    reach 0.95 of the best of 128, 256 and 512 threads per block measured in the same run.
+
+    Raises:
+        CheckFailed: ``blocks_per_sm`` is wrong, the choice is not allowed, or it is too slow (``Below target``).
+    """
+    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+
+    def correct() -> None:
+        check_blocks_per_sm(blocks_per_sm)
+        k = _int_result(answers.call(blocks_per_sm, "blocks_per_sm", threads, SCALE_REGISTERS, 0), "blocks_per_sm",
+                        (threads, SCALE_REGISTERS, 0))
+        warps = -(-threads // 32)
+        print(f"Your prediction: {k} blocks of {threads} threads per SM on the lab's SM, {k * warps} of "
+              f"{LAB_SM.max_warps_per_sm} warp slots (occupancy {k * warps / LAB_SM.max_warps_per_sm:.2f}).")
+
+    return measured.check(SCALE_TUNED, threads, correct=correct, race=lambda: _race_scale(threads))

@@ -18,7 +18,10 @@ from .. import backend
 from ..checkers import launch_student_kernel
 from ..kernels import stencil as st
 from ..launch import grid_2d
+from ..timing import benchmark
+from ..refdata import load_reference
 from . import harness as h
+from . import measured
 
 #: (threads per block, radius) pairs of exercise 1: radii below, at and above the block size.
 STENCIL_CASES_SIM: tuple[tuple[int, int], ...] = ((32, 1), (32, 3), (16, 7), (8, 12))
@@ -277,3 +280,59 @@ def check_ccl_step(kernel: Any) -> None:
 
 __all__ = ["ccl_exercise", "check_ccl_step", "check_jacobi_step", "check_sobel", "check_stencil1d_any_radius",
            "jacobi_exercise", "sobel_exercise", "sobel_gradients", "sobel_scipy", "stencil_exercise"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Block shapes (x along a row, y) the measured exercise accepts, and the grid side timed on a GPU.
+TUNED_BLOCKS: tuple[tuple[int, int], ...] = ((32, 1), (32, 4), (32, 8), (32, 16), (32, 32), (64, 4), (128, 2),
+                                             (256, 1), (16, 16), (8, 8), (8, 32), (1, 256))
+TUNED_SIDE = 8192
+#: The chapter's launch of its naive Jacobi kernel, the yardstick.
+YARDSTICK_BLOCK = (32, 8)
+
+
+def _jacobi_reference(block: tuple[int, int]) -> str:
+    ref = load_reference("ch09_jacobi")
+    t = ref.table[ref.table["variant"] == "naive"]
+    best = t.loc[t["median_ms"].idxmin()]
+    match = t[(t["block_x"] == block[0]) & (t["block_y"] == block[1])]
+    if match.empty:
+        return measured.reference_text(ref, f"blocks of {block[0]} x {block[1]} were not measured; the chapter's "
+                                            f"naive kernel at its best block ({int(best.block_x)} x "
+                                            f"{int(best.block_y)}) took {best.median_ms:.3g} ms")
+    row = match.iloc[0]
+    return measured.reference_text(
+        ref, f"the chapter's naive Jacobi step with blocks of {block[0]} x {block[1]} took {row.median_ms:.3g} ms, at "
+             f"its best block ({int(best.block_x)} x {int(best.block_y)}) {best.median_ms:.3g} ms: ratio "
+             f"{best.median_ms / row.median_ms:.2f}")
+
+
+JACOBI_TUNED = measured.MeasuredExercise(
+    name="jacobi_step with your block shape", target=0.9,
+    measures=f"your jacobi_step on a {TUNED_SIDE} x {TUNED_SIDE} grid with your block shape",
+    yardstick=f"the chapter's naive Jacobi kernel with blocks of {YARDSTICK_BLOCK[0]} x {YARDSTICK_BLOCK[1]}",
+    reference=_jacobi_reference)
+
+
+def _race_jacobi(kernel: Any, block: tuple[int, int]) -> tuple:
+    shape = (TUNED_SIDE, TUNED_SIDE)
+    u = cuda.to_device(np.random.default_rng(0).random(shape, dtype=np.float32))
+    v = cuda.device_array(shape, dtype=np.float32)
+    grid, yard_grid = grid_2d(shape, block), grid_2d(shape, YARDSTICK_BLOCK)
+    nbytes = st.jacobi_counts(*shape)["nbytes"]
+    student = benchmark(lambda: kernel[grid, block](u, v), nbytes=nbytes, label="jacobi_step")
+    yardstick = benchmark(lambda: st.jacobi_naive[yard_grid, YARDSTICK_BLOCK](u, v), nbytes=nbytes, label="naive")
+    return student, yardstick
+
+
+def check_jacobi_block(kernel: Any, choose_block) -> measured.Verdict:
+    """Measured exercise: ``choose_block()`` returns the block shape ``(x, y)`` of your ``jacobi_step`` (exercise 2,
+    checked first); on a GPU it must reach 0.9 of the chapter's naive kernel at (32, 8), timed in the same run.
+
+    Raises:
+        CheckFailed: the kernel is wrong (the harness's class), the shape is not allowed, or too slow.
+    """
+    block = measured.choose(choose_block, "choose_block", TUNED_BLOCKS)
+    return measured.check(JACOBI_TUNED, block, correct=lambda: check_jacobi_step(kernel),
+                          race=lambda: _race_jacobi(kernel, block))

@@ -30,6 +30,9 @@ from .. import backend, streamrecord, validate
 from ..errors import CheckFailed
 from ..kernels import streams as ks
 from ..models import streams as model
+from ..refdata import load_reference
+from ..timing import benchmark
+from . import measured
 
 #: FMAs per element of the lab's kernel (small under the simulator).
 LAB_ITERS = ks.SIM_ITERS
@@ -320,3 +323,58 @@ def check_no_hidden_sync(pipeline) -> None:
 
 __all__ = ["GUARD", "LAB_ITERS", "check_chunked_pipeline", "check_no_hidden_sync", "check_pinned_buffers",
            "check_prediction", "loop_problems"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: (chunks, streams) the measured exercise accepts.
+TUNED_CHOICES: tuple[tuple[int, int], ...] = tuple((c, s) for c in (1, 2, 4, 8, 16, 32, 64) for s in (1, 2, 3, 4, 8))
+#: Elements the pipeline is timed on (GPU): 2^26 floats, 256 MiB each way.
+TUNED_N = 2**26
+
+
+def _pipeline_reference(choice: tuple[int, int]) -> str:
+    ref = load_reference("ch11_pipeline")
+    t = ref.table
+    rows = t[(t["issue"] == "numba") & (t["host_memory"] == "pinned") & (t["order"] == "depth-first")]
+    chunks, streams = choice
+    one = rows[(rows["chunks"] == 1) & (rows["streams"] == 1)].iloc[0]
+    match = rows[(rows["chunks"] == chunks) & (rows["streams"] == streams)]
+    if match.empty:
+        return measured.reference_text(ref, f"{chunks} chunks on {streams} streams was not measured; one chunk took "
+                                            f"{one.wall_ms:.3g} ms (chapter 11's kernel, {int(one.iters)} iterations)")
+    row = match.iloc[0]
+    return measured.reference_text(
+        ref, f"chapter 11's pipeline ({int(row.iters)} kernel iterations, {int(row.n):,} floats) with {chunks} chunks on "
+             f"{streams} streams took {row.wall_ms:.3g} ms, one chunk on one stream {one.wall_ms:.3g} ms: ratio "
+             f"{one.wall_ms / row.wall_ms:.2f}")
+
+
+PIPELINE_TUNED = measured.MeasuredExercise(
+    name="your chunks and streams", target=1.3,
+    measures=f"your chunked_pipeline on {TUNED_N:,} pinned floats with your (chunks, streams), wall time",
+    yardstick="the same pipeline with one chunk on one stream (no overlap)", reference=_pipeline_reference)
+
+
+def _race_pipeline(pipeline, chunks: int, streams: int) -> tuple:
+    h_in = cuda.pinned_array(TUNED_N, dtype=np.float32)
+    h_out = cuda.pinned_array(TUNED_N, dtype=np.float32)
+    h_in[:] = 1.0
+
+    def time(c: int, s: int):
+        return benchmark(lambda: pipeline(h_in, h_out, c, s), clock="python", repeat=5, label=f"{c} x {s}")
+
+    return time(chunks, streams), time(1, 1)
+
+
+def check_pipeline_choice(pipeline, choose_chunks_streams) -> measured.Verdict:
+    """Measured exercise: where overlap pays. ``choose_chunks_streams()`` returns ``(chunks, streams)`` for your
+    ``chunked_pipeline`` (exercise 2, checked first); on a GPU it must run 1.3 times as fast as one chunk on one
+    stream, timed in the same run.
+
+    Raises:
+        CheckFailed: the pipeline is wrong, the choice is not allowed, or too slow (``Below target``).
+    """
+    chunks, streams = measured.choose(choose_chunks_streams, "choose_chunks_streams", TUNED_CHOICES)
+    return measured.check(PIPELINE_TUNED, (chunks, streams), correct=lambda: check_chunked_pipeline(pipeline),
+                          race=lambda: _race_pipeline(pipeline, chunks, streams))
