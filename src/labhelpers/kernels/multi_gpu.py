@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float32
 
 from .. import backend, validate
 from ..errors import ArgumentError, ArrayArgumentError
-from ..launch import ConfiguredKernel, grid_2d
+from ..launch import ConfiguredKernel, blocks_for, grid_2d
+from .nbody import DEFAULT_EPS2, interaction_precise
 from .stencil import BLOCK_2D, QUARTER
 
 #: The CUDA driver's "peer access already enabled" error (enabling twice is fine).
@@ -336,5 +337,81 @@ def run_split_jacobi(u: Any, steps: int = 1, devices: Sequence[int] = (0, 0), *,
     return solver.result()
 
 
-__all__ = ["Halo", "SplitJacobi", "copy_row", "enable_peer_access", "exchange_halos_numpy", "gpu_count",
-           "halo_plan", "jacobi_slab", "join_slabs", "run_split_jacobi", "split_field", "split_rows", "use_devices"]
+@cuda.jit
+def nbody_slice(pos, lo, count, eps2, acc):
+    """Accelerations of bodies ``lo .. lo + count - 1`` of the AoS ``pos (n, 4)`` against all ``n`` bodies,
+    into ``acc[0 : count]``: one GPU's share of chapter 8's naive kernel (IEEE division and square root)."""
+    t = cuda.grid(1)
+    if t < count:
+        i = lo + t
+        xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+        ax = float32(0)
+        ay = float32(0)
+        az = float32(0)
+        for j in range(pos.shape[0]):
+            fx, fy, fz = interaction_precise(xi, yi, zi, pos[j, 0], pos[j, 1], pos[j, 2], pos[j, 3], eps2)
+            ax += fx
+            ay += fy
+            az += fz
+        acc[t, 0] = ax
+        acc[t, 1] = ay
+        acc[t, 2] = az
+
+
+def all_gather_copies(buffers: Sequence[Any], parts: Sequence[tuple[int, int]], devices: Sequence[int],
+                      streams: Sequence[Any]) -> None:
+    """All-gather by copies: rows ``parts[k]`` of ``buffers[k]`` (on GPU ``devices[k]``) into every other buffer.
+
+    What NCCL's all-gather computes, with ``g (g - 1)`` peer copies queued on the source GPUs' streams (the
+    chapter's NCCL version is in :mod:`labhelpers.experiments.multi_gpu`).
+    """
+    for k, (first, count) in enumerate(parts):
+        with cuda.gpus[devices[k]]:
+            for other in range(len(buffers)):
+                if other != k:
+                    for r in range(first, first + count):
+                        copy_row(buffers[other], r, buffers[k], r, streams[k])
+
+
+def split_nbody_accelerations(pos: Any, devices: Sequence[int] = (0, 0), eps2: float = DEFAULT_EPS2) -> np.ndarray:
+    """Accelerations of every body of the AoS ``pos (n, 4)``, the bodies shared out over ``devices``.
+
+    Each GPU starts with its own share of the bodies (:func:`split_rows`); the positions are all-gathered
+    (:func:`all_gather_copies`), as every time step must, then each GPU computes its share's accelerations
+    with :func:`nbody_slice` (a GPU missing a position computes wrong ones). Returns the ``(n, 3)`` accelerations on the host.
+
+    Raises:
+        ArgumentError: ``pos`` not float32 ``(n, 4)``, more GPUs than bodies, a GPU that does not exist.
+    """
+    validate.array(pos, "pos", dtype=np.float32, ndim=2, finite=True)
+    host = np.asarray(pos)
+    if host.shape[1] != 4:
+        raise ArrayArgumentError(f"pos must have shape (n, 4) (x, y, z, mass), got {host.shape}.")
+    ids = use_devices(devices)
+    parts = split_rows(host.shape[0], len(ids))
+    eps2 = np.float32(validate.number(eps2, "eps2", minimum=0))
+    buffers, accs, streams = [], [], []
+    for (first, count), d in zip(parts, ids):
+        with cuda.gpus[d]:
+            streams.append(cuda.stream())
+            mine = np.zeros_like(host)
+            mine[first:first + count] = host[first:first + count]  # each GPU starts with its own bodies only
+            buffers.append(cuda.to_device(mine))
+            accs.append(cuda.device_array((count, 3), dtype=np.float32))
+    all_gather_copies(buffers, parts, ids, streams)
+    for k, ((first, count), d) in enumerate(zip(parts, ids)):
+        with cuda.gpus[d]:
+            streams[k].synchronize()
+    out = []
+    for k, ((first, count), d) in enumerate(zip(parts, ids)):
+        with cuda.gpus[d]:
+            launch = ConfiguredKernel(nbody_slice, blocks_for(count, 128), 128, streams[k])
+            launch(buffers[k], first, count, eps2, accs[k])
+            out.append(accs[k].copy_to_host(stream=streams[k]))
+            streams[k].synchronize()
+    return np.concatenate(out, axis=0)
+
+
+__all__ = ["Halo", "SplitJacobi", "all_gather_copies", "copy_row", "enable_peer_access", "exchange_halos_numpy", "gpu_count",
+           "halo_plan", "jacobi_slab", "join_slabs", "nbody_slice", "run_split_jacobi",
+           "split_nbody_accelerations", "split_field", "split_rows", "use_devices"]
