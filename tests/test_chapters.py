@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "labhelpers"
 TOPIC_PACKAGES = ("kernels", "experiments", "exercises", "figures")  # one module (or package) per chapter topic
 IDS = [c.slug for c in CHAPTERS]
+#: Chapters whose reference data is measured on a machine the project has not had yet: the chapter says so and shows
+#: its models (remove the entry when the files land; chapter 14's come from tools/device_collect_multi.sh).
+AWAITING_REFERENCE = {"14_multi_gpu": "tools/device_collect_multi.sh on a 4-GPU machine"}
 
 
 def _module_or_package(folder: Path, name: str) -> bool:
@@ -31,7 +34,8 @@ def _missing_parts(c: Chapter) -> list[str]:
                if not (ROOT / p).is_file()]
     missing += [f"src/labhelpers/{pkg}/{c.topic}.py" for pkg in TOPIC_PACKAGES
                 if not _module_or_package(PACKAGE / pkg, c.topic)]
-    if not list((PACKAGE / "data" / "reference").glob(f"{c.reference_prefix}*.json")):
+    if not list((PACKAGE / "data" / "reference").glob(f"{c.reference_prefix}*.json")) and \
+            c.slug not in AWAITING_REFERENCE:
         missing.append(f"src/labhelpers/data/reference/{c.reference_prefix}*.json")
     return missing
 
@@ -54,7 +58,9 @@ def test_no_notebook_lab_or_topic_module_outside_the_chapter_list():
     assert {p.stem.removesuffix("_lab") for p in (ROOT / "labs").glob("*.ipynb")} == slugs
     assert {p.stem.removesuffix("_lab") for p in (ROOT / "labs" / "solutions").glob("*.py")} == slugs
     chapter_refdata = {p.name[:5] for p in (PACKAGE / "data" / "reference").glob("ch*.json")}
-    assert chapter_refdata == {c.reference_prefix for c in CHAPTERS}
+    awaited = {c.reference_prefix for c in CHAPTERS if c.slug in AWAITING_REFERENCE}
+    assert chapter_refdata - awaited == {c.reference_prefix for c in CHAPTERS} - awaited
+    assert chapter_refdata <= {c.reference_prefix for c in CHAPTERS}
 
 
 def test_bench_runs_every_chapter_topic():

@@ -18,7 +18,7 @@ class Chapter:
     """One chapter of the book.
 
     Attributes:
-        number: the chapter's number, 1 to 13.
+        number: the chapter's number, 1 to 14.
         slug: ``NN_words``, the stem of the chapter's notebook, lab and solutions.
         topic: the name of its modules in the package, its bench and its test file.
     """
@@ -62,6 +62,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(11, "11_streams", "streams"),
     Chapter(12, "12_portability", "portability"),
     Chapter(13, "13_consistency", "consistency"),
+    Chapter(14, "14_multi_gpu", "multi_gpu"),
 )
 
 TOPICS: tuple[str, ...] = tuple(c.topic for c in CHAPTERS)

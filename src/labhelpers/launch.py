@@ -49,23 +49,29 @@ class Launch1D:
 
 
 class ConfiguredKernel:
-    """``kernel[griddim, blockdim]``, ready to be called many times: ``launch(*args)``.
+    """``kernel[griddim, blockdim]`` (or ``kernel[griddim, blockdim, stream]``), ready to be called many times:
+    ``launch(*args)``.
 
     On a GPU the configured kernel is made once and kept (less Python per launch, which counts for
     kernels of microseconds launched in a loop); the simulator's ``kernel[...]`` configures the kernel
     object itself, so there it is configured again at every call.
     """
 
-    def __init__(self, kernel: Any, griddim: Any, blockdim: Any) -> None:
-        self.kernel, self.griddim, self.blockdim = kernel, griddim, blockdim
+    def __init__(self, kernel: Any, griddim: Any, blockdim: Any, stream: Any = None) -> None:
+        self.kernel, self.griddim, self.blockdim, self.stream = kernel, griddim, blockdim, stream
         self._configured: Any = None
+
+    def _configure(self) -> Any:
+        if self.stream is None:
+            return self.kernel[self.griddim, self.blockdim]
+        return self.kernel[self.griddim, self.blockdim, self.stream]
 
     def __call__(self, *args: Any) -> None:
         if backend.is_simulator():
-            self.kernel[self.griddim, self.blockdim](*args)
+            self._configure()(*args)
             return
         if self._configured is None:
-            self._configured = self.kernel[self.griddim, self.blockdim]
+            self._configured = self._configure()
         self._configured(*args)
 
 

@@ -388,5 +388,69 @@ def function(obj: Any, name: str, *, example: str | None = None) -> Callable:
                         "not the result of calling it.")
 
 
-__all__ = ["array", "block_shape", "choice", "function", "grid_shape", "integer", "kernel", "launch", "number",
-           "numbers", "threads_per_block"]
+def devices(value: Any, name: str = "devices", *, available: int, minimum: int = 1) -> tuple[int, ...]:
+    """``value`` as a tuple of GPU numbers, one per logical GPU, each below ``available`` (the GPUs this machine has).
+
+    A GPU number may repeat: ``(0, 0, 0)`` is three logical GPUs on GPU 0 (how the simulator, which has one pretend
+    GPU, runs a multi-GPU algorithm, and how one real GPU tests the code).
+
+    Raises:
+        ArgumentError: not a sequence of whole numbers, fewer than ``minimum`` entries, or a GPU that does not exist.
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ArgumentError(f"{name} must be a tuple of GPU numbers, one per logical GPU, e.g. (0, 1); got "
+                            f"{_describe(value)}.")
+    if len(value) < minimum:
+        raise ArgumentError(f"{name} must name at least {minimum} GPU(s), e.g. {tuple(range(minimum))}; got "
+                            f"{tuple(value)!r}.")
+    ids = tuple(integer(v, f"{name}[{k}]", minimum=0) for k, v in enumerate(value))
+    missing = sorted({d for d in ids if d >= available})
+    if missing:
+        have = f"GPUs 0-{available - 1}" if available > 1 else "GPU 0 only"
+        raise ArgumentError(f"{name}={ids!r} asks for GPU {missing[0]}, which does not exist: this machine has "
+                            f"{available} ({have}). Name GPUs below {available}; a number may repeat, e.g. "
+                            f"{(0,) * len(ids)!r} runs {len(ids)} logical GPUs on GPU 0.")
+    return ids
+
+
+def array_device(a: Any) -> int | None:
+    """The GPU holding the device array ``a`` (CuPy's ``a.device.id``, Numba's context), or None when unknown.
+
+    None for NumPy arrays and for the simulator's device arrays, which live on its one pretend GPU.
+    """
+    device = getattr(a, "device", None)
+    if device is not None and isinstance(getattr(device, "id", None), _numbers.Integral):
+        return int(device.id)
+    context = getattr(getattr(a, "gpu_data", None), "context", None)
+    number = getattr(getattr(context, "device", None), "id", None)
+    return int(number) if isinstance(number, _numbers.Integral) else None
+
+
+def on_device(a: Any, name: str, device: int) -> None:
+    """Raise :class:`ArrayArgumentError` when the device array ``a`` is known to live on another GPU than ``device``.
+
+    Nothing to check for NumPy arrays and under the simulator (one pretend GPU holds everything).
+    """
+    where = array_device(a)
+    if where is not None and where != device:
+        raise ArrayArgumentError(f"{name} lives on GPU {where}, but it is used on GPU {device}: allocate it inside "
+                                 f"`with cuda.gpus[{device}]:` (or `cupy.cuda.Device({device})`), or copy it there "
+                                 "first.")
+
+
+def divides(n: Any, name: str, parts: int, parts_name: str) -> int:
+    """``n`` as an int, if ``parts`` divides it evenly.
+
+    Raises:
+        ArgumentError: naming the two nearest multiples of ``parts``.
+    """
+    n = integer(n, name, minimum=1)
+    if n % parts:
+        lower, upper = n - n % parts, n - n % parts + parts
+        raise ArgumentError(f"{name}={n} does not divide evenly over {parts_name}={parts}: use a multiple of "
+                            f"{parts}, e.g. {upper}" + (f" or {lower}" if lower else "") + ".")
+    return n
+
+
+__all__ = ["array", "array_device", "block_shape", "choice", "devices", "divides", "function", "grid_shape", "integer",
+           "kernel", "launch", "number", "numbers", "on_device", "threads_per_block"]
