@@ -631,3 +631,28 @@ def test_mp_ptx_lines():
     lines = exc.test_instructions(exc.litmus_ptx([("MP", "none", "plain")])[0])
     assert [line.split()[0] for line in lines] == ["st.global.u32", "atom.global.exch.b32", "atom.global.or.b32",
                                                     "ld.global.u32"]
+
+
+# --- the lecture's lock_trick ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,threads", [(1, 32), (65, 32), (300, 64)])
+def test_lock_trick_kernel_sums_within_blocks(n, threads):
+    values = np.arange(1, n + 1, dtype=np.int32)
+    got = k.run_pair_update_lock_trick(values, threads)
+    if SIM:  # blocks one after the other: the trick looks right
+        assert got == (int(values.sum()), n)
+    assert lh.check_races(k.pair_update_lock_trick, 2, threads, values[: threads + 3],
+                          np.zeros(2, np.int32)).ok
+
+
+@sim_only
+def test_lock_trick_table_is_gpu_only():
+    with pytest.raises(lh.GPUOnlyError, match="one after the other"):
+        exc.lock_trick_table()
+
+
+@gpu_only
+def test_lock_trick_loses_updates_on_a_gpu_and_the_lock_does_not():
+    t = exc.lock_trick_table(n=2**18, runs=5).set_index("kernel")
+    assert t.loc["global lock (cas + fences)", "wrong_runs"] == 0
+    assert t.loc["lock_trick (syncthreads + thread 0)", "wrong_runs"] > 0

@@ -553,3 +553,30 @@ def test_instructions(ptx: str) -> list[str]:
 
 __all__ += ["PROGRAM_ORDER", "PTX_CC", "litmus_ptx", "litmus_ptx_here", "order_kept", "program_order_table",
             "ptx_accesses", "test_instructions"]
+
+
+# ============================================================================================ the lock trick
+
+LOCK_TRICK_COLUMNS = ("kernel", "runs", "wrong_runs", "worst_count", "count")
+
+
+def lock_trick_table(n: int = 2**20, threads: int = 256, runs: int = 20) -> pd.DataFrame:
+    """The lecture's ``lock_trick`` against a real lock, ``runs`` times each on ``n`` values. GPU only.
+
+    ``count`` is the number of values, ``worst_count`` the smallest count a run returned (updates lost by
+    the blocks whose thread 0 ran the "critical section" at once), ``wrong_runs`` how many runs returned a
+    wrong ``(sum, count)``.
+    """
+    backend.require_gpu("lock_trick_table", because="needs blocks that run at the same time (the simulator "
+                        "runs them one after the other, so the lock trick is always right there)")
+    values = np.ones(n, dtype=np.int32)
+    rows = []
+    for name, run in (("lock_trick (syncthreads + thread 0)", k.run_pair_update_lock_trick),
+                      ("global lock (cas + fences)", k.run_pair_update_locked)):
+        got = [run(values, threads) for _ in range(runs)]
+        rows.append({"kernel": name, "runs": runs, "wrong_runs": sum(g != (n, n) for g in got),
+                     "worst_count": min(g[1] for g in got), "count": n})
+    return pd.DataFrame(rows, columns=list(LOCK_TRICK_COLUMNS))
+
+
+__all__ += ["LOCK_TRICK_COLUMNS", "lock_trick_table"]
