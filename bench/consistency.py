@@ -10,7 +10,8 @@
 * ``ch13_litmus``: outcome counts of every litmus configuration (200 launches of 65,536 instances),
   with the rate; ``ch13_litmus_single``: the rate with one instance pair per launch;
 * ``ch13_racecheck``: the output of ``compute-sanitizer --tool racecheck`` on the racy shift kernel;
-* ``ch13_wait_loop_ptx``: the PTX of a spin on a plain load and on an atomic.
+* ``ch13_wait_loop_ptx``: the PTX of a spin on a plain load and on an atomic;
+* ``ch13_lock_trick``: the lecture's lock_trick (a barrier, thread 0 alone) against a global lock, 20 runs each.
 
 ``bench(ctx)`` returns atomics per second (ratios to one address per thread, the uncontended
 case), the warp-aggregated counter against one contended address (the usual lesson: at least
@@ -77,6 +78,9 @@ def collect(out_dir) -> None:
                              "synchronised shift kernels (256 threads per block, 1024 elements)")
     except Exception as exc:  # the sanitizer is a tool of the machine, not of the package: report, go on
         print(f"racecheck not collected: {type(exc).__name__}: {exc}")
+    save_reference("ch13_lock_trick", exp.lock_trick_table(), out_dir,
+                   notes="2**20 int32 ones, 256 threads per block, 20 runs each: the lecture's lock_trick "
+                         "(syncthreads, thread 0 updates the pair, syncthreads) against pair_update_locked")
     try:
         save_reference("ch13_wait_loop_ptx", exp.wait_loop_table(), out_dir,
                        notes="cuda.compile_ptx of wait_plain / wait_atomic for (int32[::1], int32[::1])")

@@ -51,6 +51,28 @@ def _cpu() -> pd.DataFrame:
     return _CACHE["cpu"]
 
 
+def _offload_targets() -> str:
+    """What ``gcc -v`` says it can offload to (``OFFLOAD_TARGET_NAMES``), or that it runs compute regions on the host."""
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run(["gcc", "-v"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown: gcc -v failed ({type(exc).__name__})"
+    m = re.search(r"OFFLOAD_TARGET_NAMES=(\S+)", out)
+    targets = m.group(1) if m else ""
+    if "nvptx" in targets:  # built for offloading; it offloads only if the offload compiler package is installed
+        return f"gcc built for {targets}; offload compiler {'present' if _nvptx_installed() else 'not installed'}"
+    return "none: gcc -fopenacc runs the compute regions on the host"
+
+
+def _nvptx_installed() -> bool:
+    import glob
+
+    return bool(glob.glob("/usr/lib/gcc/x86_64-linux-gnu/*/accel/nvptx-none"))
+
+
 def toolchain_table() -> pd.DataFrame:
     """What ran where: the compiler, and every OpenCL device found."""
     rows = [{"what": "C compiler (OpenACC)", "value": pt.compiler_version()}]
@@ -60,7 +82,7 @@ def toolchain_table() -> pd.DataFrame:
     except pt.ToolMissing as exc:
         rows.append({"what": "OpenCL", "value": str(exc)})
     rows.append({"what": "host CPU", "value": ex.cpu_name()})
-    rows.append({"what": "OpenACC offload", "value": "none: gcc -fopenacc runs the compute regions on the host"})
+    rows.append({"what": "OpenACC offload", "value": _offload_targets()})
     return pd.DataFrame(rows)
 
 

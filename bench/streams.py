@@ -14,7 +14,10 @@
   explicit copies.
 
 * ``ch11_link_rates``: pinned copies of 256 MiB each way and both ways at once, queued by the driver;
-* ``ch11_pipeline_kernel_bound``: the pipeline with a kernel 1.25 x as long as the H2D copy.
+* ``ch11_pipeline_kernel_bound``: the pipeline with a kernel 1.25 x as long as the H2D copy;
+* ``ch11_graphs``: 10 to 300 small kernels issued one by one against the same kernels replayed as one CUDA graph;
+* ``ch11_events``: event queries and waits between streams, and a consumer without its wait;
+* ``ch11_queues``: kernels running at once against the stream count for CUDA_DEVICE_MAX_CONNECTIONS = 1, 8, 32.
 
 ``bench(ctx)`` returns pinned H2D and D2H at 256 MiB against the link's theoretical maximum (target 80%)
 and against pageable copies; the best pipeline against its slowest stage measured alone (ratio =
@@ -71,6 +74,10 @@ def _kernel_bound():
         streams=(1, 2, 3, 4), orders=("depth-first",), pageable=False))
 
 
+def _graphs():
+    return _get("graphs", lambda: ex.graph_table())
+
+
 def _link_rates():
     return _get("link_rates", lambda: ex.link_rates_table(AT_BYTES, repeat=5))
 
@@ -114,6 +121,22 @@ def collect(out_dir) -> None:
          "cupy.cuda.runtime.memPrefetchAsync (or cuMemPrefetchAsync); to_host = into a NumPy buffer (D2H copy, or "
          "prefetch and/or NumPy reading managed memory); CUDA events for GPU work, host clock otherwise; "
          "medians of 3, fresh memory each time"),
+        ("ch11_graphs", _graphs,
+         "labhelpers.experiments.streams.graph_table: LaunchChain of 10 to 300 fma_chain launches (1 FMA, 4096 "
+         "float32, 32 blocks of 128) on one non-blocking CuPy stream (Numba launches through cuda.external_stream), "
+         "issued one by one or captured once (cupy Stream.begin_capture/end_capture) and replayed with "
+         "Graph.launch; issue_us_per_op = lh.benchmark's issue_ms / launches, gpu_us_per_op = its median GPU time "
+         "with the stream held / launches, wall_us_per_op = host clock from the first call to the stream's "
+         "synchronisation / launches (median of 10); capture_ms = capture + instantiate, once; results checked"),
+        ("ch11_events", lambda: ex.events_table(),
+         "labhelpers.experiments.streams.events_table: kernels.stopwatch.sleeper of 20 ms on s1, event recorded "
+         "after it; host clock around event.query() and event.wait(stream=s2); consumer runs = "
+         "kernels.streams.run_producer_consumer on 2^22 float32, 2000 FMAs, 20 runs each way"),
+        ("ch11_queues", lambda: ex.queue_table(),
+         "labhelpers.experiments.streams.queue_table: one process per CUDA_DEVICE_MAX_CONNECTIONS (1, 8, 32); on "
+         "each of 1-32 streams 2 sleeper kernels (1 thread, about 10 ms) issued depth-first (and breadth-first "
+         "for 8); wall_ms = host clock from the first launch to the last stream's synchronisation, median of 3; "
+         "concurrency = streams x 2 x kernel alone / wall; model = labhelpers.models.streams.queue_concurrency"),
     ]
     from labhelpers.experiments import multi_gpu
 
@@ -159,6 +182,11 @@ def bench(ctx) -> list[Row]:
                             f"H2D pinned (peer access: {bool(row['peer_access'])})", float(rates["H2D"])))
         rows.append(Row(TOPIC, "job split across 2 GPUs", "2^26 f32", float(split["speedup"].iloc[-1]), "x",
                         "2 (each GPU with its own link)", 2.0))
+    if "graphs" in _CACHE:  # collected in this run
+        g = ex.graph_summary(_CACHE["graphs"])
+        # kernels per microsecond, so that the ratio is the graph's speedup over issuing one by one
+        rows.append(Row(TOPIC, f"CUDA graph of {g['launches']} small kernels", "4096 f32", 1 / g["graph_wall_us"],
+                        "kernels/us", "the same launches one by one (Numba), same run", 1 / g["wall_us"]))
     data_gb = 4 * int(_pipeline()["n"].iloc[0]) / 1e9
     for name, table, target in (("copy-bound", _pipeline(), None), ("kernel-bound", _kernel_bound(), 1 / 1.15)):
         summary = ex.pipeline_summary(table)

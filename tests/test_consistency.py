@@ -554,3 +554,105 @@ def test_chapter_claims_hold_for_the_reference_data():
     for line_no in set(re.findall(r"Host Frame: run_shift in consistency\.py:(\d+)", text)):
         line = source.splitlines()[int(line_no) - 1]
         assert "(shift_racy if racy else shift_synced)[" in line, (line_no, line)
+
+
+# --- the compiler's order: PTX of the litmus kernels ----------------------------------------------
+
+from labhelpers.experiments import consistency as exc  # noqa: E402
+
+_FAKE_PTX = """
+.visible .entry litmus(
+\t.param .u64 litmus_param_4,
+\t.param .u64 litmus_param_25
+)
+{
+\tld.param.u64 \t%rd1, [litmus_param_4];
+\tld.param.u64 \t%rd2, [litmus_param_25];
+\tcvta.to.global.u64 \t%rd3, %rd1;
+\tcvta.to.global.u64 \t%rd4, %rd2;
+\tld.global.u32 \t%r1, [%rd4+8];
+\tmul.lo.s32 \t%r2, %r1, %r9;
+\tmul.wide.s32 \t%rd5, %r2, 4;
+\tadd.s64 \t%rd6, %rd3, %rd5;
+\tmul.wide.s32 \t%rd7, %r9, 4;
+\tadd.s64 \t%rd8, %rd3, %rd7;
+\tbar.sync \t0;
+\tst.global.u32 \t[%rd8], %r5;
+\tmembar.gl;
+\tatom.global.exch.b32 \t%r6, [%rd6], 1;
+\tatom.global.or.b32 \t%r7, [%rd6], 0;
+\tmembar.gl;
+\tld.global.u32 \t%r8, [%rd8];
+\tret;
+}
+"""
+
+
+def test_ptx_accesses_follow_the_registers_to_the_test_locations():
+    got = exc.ptx_accesses(_FAKE_PTX)
+    assert [a["what"] for a in got] == ["st x", "F", "st y", "ld y", "F", "ld x"]
+    assert got[2]["ptx"] == "atom.global.exch.b32"
+    assert exc.order_kept("MP", "device", got) == {"order": "st x, F, st y, ld y, F, ld x", "fences": 2,
+                                                   "thread 0": True, "thread 1": True}
+
+
+def test_order_kept_finds_a_reordering_and_a_missing_fence():
+    swapped = _FAKE_PTX.replace("\tst.global.u32 \t[%rd8], %r5;\n\tmembar.gl;\n\tatom.global.exch.b32 \t%r6, [%rd6], 1;",
+                                "\tatom.global.exch.b32 \t%r6, [%rd6], 1;\n\tmembar.gl;\n\tst.global.u32 \t[%rd8], %r5;")
+    found = exc.order_kept("MP", "device", exc.ptx_accesses(swapped))
+    assert found["thread 0"] is False and found["thread 1"] is True
+    no_fence = _FAKE_PTX.replace("\tmembar.gl;\n\tld.global", "\tld.global")
+    assert exc.order_kept("MP", "device", exc.ptx_accesses(no_fence))["thread 1"] is False
+    assert exc.order_kept("MP", "none", exc.ptx_accesses(no_fence))["thread 1"] is True
+    with pytest.raises(lh.ArgumentError):
+        exc.order_kept("XY", "none", [])
+
+
+def _needs_compiler():
+    import importlib.util
+
+    if importlib.util.find_spec("nvidia.cuda_nvcc") is None:
+        pytest.skip("the CUDA compiler wheels (nvidia-cuda-nvcc-cu12) are not installed")
+
+
+def test_the_compiler_keeps_program_order_in_every_litmus_kernel():
+    _needs_compiler()
+    table = exc.program_order_table()
+    assert table["compiler_kept_order"].all(), table[~table["compiler_kept_order"]]
+    fenced = table[table["fence"] != "none"]
+    assert (fenced["ptx_order"].str.count("F") == 2).all()
+    weak = table[table["weak"] > 0].set_index(["test", "fence", "access"])["weak_from"]
+    assert weak[("MP-reversed", "none", "plain")] == "interleaving (SC allows it)"
+    assert set(weak.drop(index="MP-reversed", level=0)) == {"hardware"}
+
+
+def test_mp_ptx_lines():
+    _needs_compiler()
+    lines = exc.test_instructions(exc.litmus_ptx([("MP", "none", "plain")])[0])
+    assert [line.split()[0] for line in lines] == ["st.global.u32", "atom.global.exch.b32", "atom.global.or.b32",
+                                                    "ld.global.u32"]
+
+
+# --- the lecture's lock_trick ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,threads", [(1, 32), (65, 32), (300, 64)])
+def test_lock_trick_kernel_sums_within_blocks(n, threads):
+    values = np.arange(1, n + 1, dtype=np.int32)
+    got = k.run_pair_update_lock_trick(values, threads)
+    if SIM:  # blocks one after the other: the trick looks right
+        assert got == (int(values.sum()), n)
+    assert lh.check_races(k.pair_update_lock_trick, 2, threads, values[: threads + 3],
+                          np.zeros(2, np.int32)).ok
+
+
+@sim_only
+def test_lock_trick_table_is_gpu_only():
+    with pytest.raises(lh.GPUOnlyError, match="one after the other"):
+        exc.lock_trick_table()
+
+
+@gpu_only
+def test_lock_trick_loses_updates_on_a_gpu_and_the_lock_does_not():
+    t = exc.lock_trick_table(n=2**18, runs=5).set_index("kernel")
+    assert t.loc["global lock (cas + fences)", "wrong_runs"] == 0
+    assert t.loc["lock_trick (syncthreads + thread 0)", "wrong_runs"] > 0

@@ -589,3 +589,134 @@ def test_multi_gpu_code_runs_on_one_gpu_twice():
     assert list(table["experiment"].unique()) == ["peer copy", "split job"]
     split = table[table["experiment"] == "split job"].set_index("case")
     assert split.loc["whole job, one GPU", "speedup"] == 1.0
+
+
+# --- CUDA graphs: the launch chain ----------------------------------------------------------------
+
+@pytest.mark.parametrize("n,launches,threads", [(1, 1, 32), (33, 5, 32), (129, 3, 128), (100, 7, 64)])
+def test_launch_chain_plan_and_issue_match_the_closed_form(n, launches, threads):
+    chain = ks.LaunchChain(n, launches, threads)
+    plan = chain.plan()
+    assert [p.index for p in plan] == list(range(launches))
+    assert {(p.kernel, p.blocks, p.threads) for p in plan} == {("fma_chain", -(-n // threads), threads)}
+    x = _x(n, seed=n)
+    chain.load(x)
+    s = cuda.stream()
+    chain.issue(s)
+    s.synchronize()
+    np.testing.assert_allclose(chain.result(), chain.expected(x), rtol=ks.tolerance(launches), atol=1e-6)
+    np.testing.assert_allclose(ks.run_chain(x, launches, threads), chain.expected(x), rtol=ks.tolerance(launches),
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs", [dict(n=0, launches=1), dict(n=4, launches=0), dict(n=4, launches=2.5),
+                                    dict(n=4, launches=1, threads=2048)])
+def test_launch_chain_rejects_bad_arguments(kwargs):
+    with pytest.raises(lh.ArgumentError):
+        ks.LaunchChain(**kwargs)
+
+
+@sim_only
+def test_graph_capture_and_graph_experiments_are_gpu_only():
+    from labhelpers.experiments import streams as exs
+
+    with pytest.raises(lh.GPUOnlyError, match="records a CUDA graph"):
+        ks.LaunchChain(8, 2).capture(None)
+    for fn in (exs.graph_table, exs.events_table, exs.queue_table):
+        with pytest.raises(lh.GPUOnlyError):
+            fn()
+
+
+@gpu_only
+def test_graph_replays_the_chain():
+    cupy = pytest.importorskip("cupy")
+    cs = cupy.cuda.Stream(non_blocking=True)
+    x = _x(1000)
+    chain = ks.LaunchChain(x.size, 20)
+    graph = chain.capture(cs)
+    chain.load(x)
+    cuda.synchronize()
+    graph.launch(cs)
+    graph.launch(cs)
+    cs.synchronize()
+    np.testing.assert_allclose(chain.result(), chain.expected(x, times=2), rtol=ks.tolerance(40), atol=1e-6)
+
+
+@gpu_only
+def test_graph_table_runs_small():
+    pytest.importorskip("cupy")
+    from labhelpers.experiments import streams as exs
+
+    t = exs.graph_table(launches=(10, 30), repeat=2)
+    assert list(t["mode"]) == ["op by op", "graph", "op by op", "graph"]
+    assert (t[["issue_us_per_op", "gpu_us_per_op", "wall_us_per_op"]] > 0).all().all()
+    assert exs.graph_summary(t)["launches"] == 30
+
+
+def test_launch_chain_model():
+    assert model.launch_chain_us(100, 20, 3) == pytest.approx(100 * 20 + 3)  # the host sets the pace
+    assert model.launch_chain_us(100, 2, 5) == pytest.approx(2 + 100 * 5)  # the GPU does
+    assert model.graph_chain_us(100, 10, 2) == pytest.approx(210)
+    with pytest.raises(lh.ArgumentError):
+        model.launch_chain_us(0, 1, 1)
+
+
+# --- events between streams -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 33, 257])
+def test_producer_consumer_with_event_wait_is_right(n):
+    x = _x(n, seed=3)
+    np.testing.assert_allclose(ks.run_producer_consumer(x, 5), ks.fma_chain_closed_form(x, 5),
+                               rtol=ks.tolerance(5), atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [np.ones(4, np.float64), np.ones((2, 2), np.float32), np.ones(0, np.float32)])
+def test_producer_consumer_rejects_bad_input(bad):
+    with pytest.raises(lh.ArgumentError):
+        ks.run_producer_consumer(bad)
+
+
+@gpu_only
+def test_events_table_shapes():
+    from labhelpers.experiments import streams as exs
+
+    t = exs.events_table(trials=2, n=2**16, iters=100, sleep_ms=5).set_index("case")
+    assert t.loc["event.query() while the GPU sleeps", "value"] == 0
+    assert t.loc["event.query() after it", "value"] == 1
+    assert t.filter(like="with event.wait", axis=0)["value"].iloc[0] == 0
+
+
+# --- hardware queues -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("streams,connections,expected", [(1, 8, 1), (8, 8, 8), (9, 8, 6), (16, 8, 16 * 2 / 3),
+                                                         (32, 32, 32), (4, 1, 4 * 2 / 5)])
+def test_queue_model_false_dependencies(streams, connections, expected):
+    # depth-first, 2 kernels per stream: a queue of m streams takes m + 1 kernel times
+    assert model.queue_concurrency(streams, 2, connections) == pytest.approx(expected)
+
+
+def test_queue_model_breadth_first_and_one_kernel_per_stream_have_no_false_dependency():
+    for s in (1, 9, 16, 32):
+        assert model.queue_concurrency(s, 2, 8, order="breadth-first") == pytest.approx(s)
+        assert model.queue_concurrency(s, 1, 8) == pytest.approx(s)
+    assert model.queue_time(9, 2, 10.0, 8) == pytest.approx(30.0)
+    with pytest.raises(lh.ArgumentError):
+        model.queue_time(4, 2, 1.0, connections=33)
+
+
+def test_queue_model_table_matches_the_model():
+    from labhelpers.experiments import streams as exs
+
+    t = exs.queue_model_table()
+    assert set(t["connections"]) == set(exs.QUEUE_CONNECTIONS)
+    row = t[(t["connections"] == 8) & (t["streams"] == 16) & (t["order"] == "depth-first")].iloc[0]
+    assert row["model_concurrency"] == pytest.approx(model.queue_concurrency(16, 2, 8))
+
+
+@gpu_only
+def test_queue_table_runs_small():
+    from labhelpers.experiments import streams as exs
+
+    t = exs.queue_table(connections=(8,), streams=(1, 9), kernel_ms=2.0, repeat=1)
+    assert set(t["order"]) == {"depth-first", "breadth-first"}
+    assert (t["concurrency"] > 0).all()

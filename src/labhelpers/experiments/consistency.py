@@ -300,3 +300,283 @@ __all__ = [
     "last_block_table", "litmus_campaign", "litmus_single_rate", "loop_instructions", "racecheck_report",
     "racecheck_summary", "wait_loop_table",
 ]
+
+
+# ============================================================================================ the compiler's order
+
+#: The target of :func:`litmus_ptx`: PTX for compute capability 9.0 (the reference GPU's), from NVVM, no GPU needed.
+PTX_CC = (9, 0)
+#: Program order of each litmus test's accesses to the test locations, ``F`` where the fence goes. ``x+0``
+#: is CoRR's second load of ``x`` through an address plus ``params[P_ZERO]``. Thread 0 and thread 1 of
+#: an instance: the accesses before and after the second ``F`` (MP, SB, LB), or the first one and the
+#: other two (CoRR).
+PROGRAM_ORDER: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "MP": (("st x", "F", "st y"), ("ld y", "F", "ld x")),
+    "MP-reversed": (("st x", "F", "st y"), ("ld x", "F", "ld y")),
+    "SB": (("st x", "F", "ld y"), ("st y", "F", "ld x")),
+    "LB": (("ld x", "F", "st y"), ("ld y", "F", "st x")),
+    "CoRR": (("st x",), ("ld x", "F", "ld x+0")),
+}
+#: How Numba passes a one-dimensional array to a kernel: 7 parameters (meminfo, parent, nitems, itemsize,
+#: data, shape, stride); the data pointer is the fifth.
+_FIELDS_PER_ARRAY, _DATA_FIELD = 7, 4
+_LITMUS_ARRAYS = ("mem", "results", "shuffle", "params", "barrier", "scratch")
+_PARAM_MARKERS = {4 * k.P_PERM_LOC: "y", 4 * k.P_ZERO: "zero"}  # byte offsets into params: what a load there marks
+_INSTRUCTION = re.compile(r"^(?:@!?%p\d+\s+)?([a-z][\w.]*)\s*(.*?);?$")
+_ADDRESS = re.compile(r"\[(%\w+)(?:\+(-?\d+))?\]")
+_REGISTER = re.compile(r"%\w+")
+
+_PTX_SCRIPT = """
+import json, sys
+from labhelpers.experiments import consistency
+configs = [tuple(c) for c in json.loads(sys.argv[1])]
+print("RESULT" + json.dumps(consistency.litmus_ptx_here(configs, tuple(json.loads(sys.argv[2])))))
+"""
+
+
+def _compiler_present() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("nvidia.cuda_nvcc") is not None
+
+
+def litmus_ptx_here(configs: Sequence[tuple[str, str, str]], cc: tuple[int, int] = PTX_CC) -> list[str]:
+    """The PTX of each ``(test, fence, access)`` litmus kernel, compiled in this process (not the simulator).
+
+    Device functions ask the current device for its compute capability; with no GPU it is stood in for by
+    ``cc`` while compiling (as ``tools/compile_check`` does).
+    """
+    if backend.is_simulator():
+        raise GPUOnlyError("litmus_ptx_here compiles with the CUDA compiler, which the simulator does not load: "
+                           "call litmus_ptx, which starts a compiling process")
+    from numba import types
+    from numba.cuda import compiler, dispatcher
+
+    from ..patching import patched
+
+    class _Target:
+        compute_capability = tuple(cc)
+
+    array = types.int32[::1]
+    out = []
+    for test, fence, access in configs:
+        kernel = k.make_litmus_kernel(test, fence, access)
+        with patched((dispatcher, "get_current_device", _Target), (compiler, "get_current_device", _Target)):
+            ptx, _ = cuda.compile_ptx(kernel.py_func, types.void(*[array] * 6), cc=tuple(cc))
+        out.append(ptx)
+    return out
+
+
+def litmus_ptx(configs: Sequence[tuple[str, str, str]], cc: tuple[int, int] = PTX_CC, *,
+               timeout: int = 300) -> list[str]:
+    """The PTX of each ``(test, fence, access)`` litmus kernel for compute capability ``cc``, on any machine.
+
+    Compiling needs NVVM from the ``nvidia-cuda-nvcc-cu12`` wheel (installed with numba-cuda's ``cu12``
+    extra), not a GPU. Under the simulator the compilation runs in a separate process with
+    ``LABHELPERS_BACKEND=compile`` (this process's numba-cuda is the simulator's).
+
+    Raises:
+        ToolMissing: the CUDA compiler wheels are not installed.
+    """
+    from ..kernels.portability import ToolMissing
+
+    configs = [tuple(c) for c in configs]
+    for test, fence, access in configs:
+        k.make_litmus_kernel(test, fence, access)  # checks the names (and costs nothing under the simulator)
+    if not _compiler_present():
+        raise ToolMissing("compiling to PTX needs the CUDA compiler wheels: pip install nvidia-cuda-nvcc-cu12 "
+                          "nvidia-cuda-nvrtc-cu12 (numba-cuda's cu12 extra installs them)")
+    if not backend.is_simulator():
+        return litmus_ptx_here(configs, cc)
+    env = dict(os.environ, LABHELPERS_BACKEND="compile")
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, json.dumps(configs), json.dumps(list(cc))],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    if not lines:
+        raise RuntimeError(f"compiling the litmus kernels printed no result (exit {proc.returncode}): "
+                           f"{(proc.stderr or proc.stdout)[-800:]}")
+    return json.loads(lines[-1][len("RESULT"):])
+
+
+def _operands(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return parts + [current.strip()] if current.strip() else parts
+
+
+def _access_kind(opcode: str, operands: list[str]) -> str | None:
+    """``st`` or ``ld`` for an access to a test location: plain, or the atomics Numba's litmus code uses."""
+    if opcode.startswith("st."):
+        return "st"
+    if opcode.startswith("ld."):
+        return "ld"
+    if opcode.startswith("atom.") and ".exch" in opcode:
+        return "st"
+    if opcode.startswith("atom.") and ".or" in opcode:
+        return "ld"
+    return None
+
+
+def ptx_accesses(ptx: str) -> list[dict]:
+    """The accesses to the litmus test locations and the fences, in the order the PTX lists them.
+
+    Each entry: ``what`` (``st x``, ``ld y``, ``ld x+0``, or ``F`` for a fence) and ``ptx`` (the instruction,
+    without its registers). Which array an address points into is followed through the registers from the
+    kernel's parameters (``ld.param`` of an array's data pointer); which location it is, through the value
+    loaded from ``params[P_PERM_LOC]`` (only ``y``'s address uses it) and ``params[P_ZERO]`` (CoRR's
+    second load). The test itself is straight-line code after the line-up barrier, so the listing order is
+    the order NVVM emitted; ``ptxas`` still schedules the machine code after it (see the chapter).
+    """
+    body = ptx[ptx.index(".entry"):] if ".entry" in ptx else ptx
+    taint: dict[str, frozenset] = {}
+    pointer: dict[str, tuple[str, int]] = {}  # register -> (array, constant byte offset)
+    out = []
+    for raw in body.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("//", ".", "$", "{", "}")) or line.endswith(":"):
+            continue
+        m = _INSTRUCTION.match(line)
+        if not m:
+            continue
+        opcode, rest = m.groups()
+        ops = _operands(rest)
+        if opcode.startswith(("membar", "fence")):
+            out.append({"what": "F", "ptx": opcode})
+            continue
+        if opcode.startswith("ld.param"):
+            param = re.search(r"_param_(\d+)", rest)
+            index = int(param.group(1)) if param else -1
+            array, field = divmod(index, _FIELDS_PER_ARRAY)
+            if field == _DATA_FIELD and array < len(_LITMUS_ARRAYS):
+                taint[ops[0]] = frozenset({_LITMUS_ARRAYS[array]})
+                pointer[ops[0]] = (_LITMUS_ARRAYS[array], 0)
+            else:
+                taint[ops[0]] = frozenset()
+            continue
+        address = _ADDRESS.search(rest)
+        kind = _access_kind(opcode, ops)
+        if address and kind is not None:
+            reg, offset = address.group(1), int(address.group(2) or 0)
+            where = taint.get(reg, frozenset())
+            if "mem" in where:
+                name = "y" if "y" in where else ("x+0" if "zero" in where else "x")
+                out.append({"what": f"{kind} {name}", "ptx": opcode})
+            if not opcode.startswith("st."):  # a loaded value: marked only if it is a parameter the order needs
+                mark = None
+                if reg in pointer and pointer[reg][0] == "params":
+                    mark = _PARAM_MARKERS.get(pointer[reg][1] + offset)
+                taint[ops[0]] = frozenset({mark}) if mark else frozenset()
+            continue
+        if not ops or not ops[0].startswith("%"):
+            continue
+        sources = [r for o in ops[1:] for r in _REGISTER.findall(o)]
+        taint[ops[0]] = frozenset().union(*(taint.get(r, frozenset()) for r in sources))
+        pointer.pop(ops[0], None)
+        based = [r for r in sources if r in pointer]
+        if len(based) == 1 and opcode.split(".")[0] in ("mov", "cvta", "add"):
+            constant = [o for o in ops[1:] if re.fullmatch(r"-?\d+", o)]
+            if opcode.startswith(("mov", "cvta")) or constant:
+                array, off = pointer[based[0]]
+                pointer[ops[0]] = (array, off + (int(constant[0]) if constant else 0))
+    return out
+
+
+def order_kept(test: str, fence: str, accesses: list[dict]) -> dict:
+    """Whether the PTX keeps each thread's accesses in program order (and its fence between them).
+
+    Returns ``{"thread 0": bool, "thread 1": bool, "fences": int, "order": "st x, F, st y, ..."}``.
+    """
+    k._choice(test, "litmus test", PROGRAM_ORDER)
+    k._choice(fence, "fence", k.FENCES)
+    sequence = [a["what"] for a in accesses]
+    result = {"order": ", ".join(sequence), "fences": sequence.count("F")}
+    for t, program in enumerate(PROGRAM_ORDER[test]):
+        wanted = [w for w in program if w != "F" or fence != "none"]
+        accesses_only = [w for w in wanted if w != "F"]
+        if any(sequence.count(w) != 1 for w in accesses_only):
+            result[f"thread {t}"] = False
+            continue
+        where = [sequence.index(w) for w in accesses_only]
+        kept = where == sorted(where)
+        if "F" in wanted and len(where) == 2:  # a fence between the two accesses
+            kept = kept and "F" in sequence[where[0] + 1:where[1]]
+        result[f"thread {t}"] = kept
+    return result
+
+
+def program_order_table(table: pd.DataFrame | None = None, cc: tuple[int, int] = PTX_CC) -> pd.DataFrame:
+    """For each configuration of a litmus table (default: the reference ``ch13_litmus``): did the compiler keep
+    program order? One row per ``(test, fence, access)``, with the weak outcomes counted in the table.
+
+    Columns: ``test``, ``fence``, ``access``, ``weak`` (sum over the table's pairings), ``ptx_order`` (the
+    accesses as the PTX lists them), ``kept_thread0``, ``kept_thread1``, ``compiler_kept_order`` (both), and
+    ``weak_from`` (``hardware`` where a weak outcome appeared and the PTX kept program order, ``compiler``
+    where it did not, ``none seen``, or ``interleaving (SC allows it)`` for the mutant whose "weak" outcome
+    sequential consistency allows).
+    """
+    if table is None:
+        from ..refdata import load_reference
+
+        table = load_reference("ch13_litmus").table
+    weak = table.groupby(["test", "fence", "access"], sort=False)["weak"].sum()
+    sc_allows = table.groupby(["test", "fence", "access"], sort=False)["sc_allows_target"].any() \
+        if "sc_allows_target" in table else weak * False
+    configs = list(weak.index)
+    ptxs = litmus_ptx(configs, cc)
+    rows = []
+    for (test, fence, access), ptx in zip(configs, ptxs):
+        found = order_kept(test, fence, ptx_accesses(ptx))
+        kept = bool(found["thread 0"] and found["thread 1"])
+        seen = int(weak[(test, fence, access)])
+        rows.append({"test": test, "fence": fence, "access": access, "weak": seen, "ptx_order": found["order"],
+                     "kept_thread0": bool(found["thread 0"]), "kept_thread1": bool(found["thread 1"]),
+                     "compiler_kept_order": kept,
+                     "weak_from": "none seen" if seen == 0 else "interleaving (SC allows it)"
+                     if bool(sc_allows[(test, fence, access)]) else ("hardware" if kept else "compiler")})
+    return pd.DataFrame(rows)
+
+
+def test_instructions(ptx: str) -> list[str]:
+    """The litmus accesses and fences of one kernel's PTX, one line each: ``instruction  location``."""
+    return [f"{a['ptx']:<24} {'fence' if a['what'] == 'F' else a['what']}" for a in ptx_accesses(ptx)]
+
+
+__all__ += ["PROGRAM_ORDER", "PTX_CC", "litmus_ptx", "litmus_ptx_here", "order_kept", "program_order_table",
+            "ptx_accesses", "test_instructions"]
+
+
+# ============================================================================================ the lock trick
+
+LOCK_TRICK_COLUMNS = ("kernel", "runs", "wrong_runs", "worst_count", "count")
+
+
+def lock_trick_table(n: int = 2**20, threads: int = 256, runs: int = 20) -> pd.DataFrame:
+    """The lecture's ``lock_trick`` against a real lock, ``runs`` times each on ``n`` values. GPU only.
+
+    ``count`` is the number of values, ``worst_count`` the smallest count a run returned (updates lost by
+    the blocks whose thread 0 ran the "critical section" at once), ``wrong_runs`` how many runs returned a
+    wrong ``(sum, count)``.
+    """
+    backend.require_gpu("lock_trick_table", because="needs blocks that run at the same time (the simulator "
+                        "runs them one after the other, so the lock trick is always right there)")
+    values = np.ones(n, dtype=np.int32)
+    rows = []
+    for name, run in (("lock_trick (syncthreads + thread 0)", k.run_pair_update_lock_trick),
+                      ("global lock (cas + fences)", k.run_pair_update_locked)):
+        got = [run(values, threads) for _ in range(runs)]
+        rows.append({"kernel": name, "runs": runs, "wrong_runs": sum(g != (n, n) for g in got),
+                     "worst_count": min(g[1] for g in got), "count": n})
+    return pd.DataFrame(rows, columns=list(LOCK_TRICK_COLUMNS))
+
+
+__all__ += ["LOCK_TRICK_COLUMNS", "lock_trick_table"]

@@ -793,3 +793,246 @@ def model_comparison(table: pd.DataFrame, **options) -> pd.DataFrame:
 
 
 __all__ += ["copy_slowdown", "issue_cost_ms", "model_comparison", "model_options", "numba_rows"]
+
+
+# ============================================================================================ CUDA Graphs
+
+#: Chain lengths of :func:`graph_table` (a few hundred at most: the driver's queue of pending launches is finite).
+GRAPH_LAUNCHES: tuple[int, ...] = (10, 30, 100, 300)
+#: Elements of the chain's array: 4096 float32, 32 blocks of 128 threads (a kernel of a few microseconds).
+GRAPH_N = 2**12
+GRAPH_COLUMNS = ("launches", "n", "mode", "issue_us_per_op", "gpu_us_per_op", "wall_us_per_op", "capture_ms",
+                 "status")
+GRAPH_MODES = ("op by op", "graph")
+
+
+def _host_wall_us(fn, repeat: int) -> float:
+    """Median host time (us) of ``fn()``, which must wait for its own work, after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def _check_chain(chain: "ks.LaunchChain", x: np.ndarray, times: int, what: str) -> None:
+    got = chain.result()
+    want = chain.expected(x, times)
+    if not np.allclose(got, want, rtol=ks.tolerance(times * chain.launches), atol=1e-6):
+        raise RuntimeError(f"{what}: the chain's result differs from the closed form (max error "
+                           f"{np.max(np.abs(got - want)):.3g}): the measurement is void")
+
+
+def graph_table(launches: Sequence[int] = GRAPH_LAUNCHES, n: int = GRAPH_N, *, repeat: int = 10) -> pd.DataFrame:
+    """Many small kernels issued one by one against the same kernels replayed as one CUDA graph. GPU only, CuPy.
+
+    For each chain length: the host's issue cost per kernel (``Timing.issue_ms`` of :func:`labhelpers.benchmark`
+    divided by the launches), the GPU time per kernel with the stream held (the kernels back to back), and the
+    wall time per kernel from the first call to the stream's synchronisation (host clock, median of
+    ``repeat``), which is what a program waits. ``capture_ms`` is the one-off cost of capturing and
+    instantiating the graph. Both paths are checked against the closed form before they are timed.
+    """
+    backend.require_gpu("graph_table", because=_STREAMS, instead=_MODEL, needs_cupy=True)
+    import cupy  # optional: the GPU extra (checked above)
+    from numba import cuda
+
+    n = validate.integer(n, "n", minimum=1)
+    repeat = validate.integer(repeat, "repeat", minimum=1)
+    x = np.linspace(0.0, 2.0, n, dtype=np.float32)
+    cs = cupy.cuda.Stream(non_blocking=True)
+    ns = cuda.external_stream(cs.ptr)
+    rows = []
+    for count in launches:
+        chain = ks.LaunchChain(n, count)
+        chain.load(x)
+        chain.issue(ns)
+        ns.synchronize()
+        _check_chain(chain, x, 1, f"{count} launches op by op")
+        t = benchmark(lambda: chain.issue(ns), stream=ns, repeat=repeat, label="op by op")
+        wall = _host_wall_us(lambda: (chain.issue(ns), ns.synchronize()), repeat)
+        rows.append({"launches": count, "n": n, "mode": "op by op", "issue_us_per_op": t.issue_ms * 1e3 / count,
+                     "gpu_us_per_op": t.median_ms * 1e3 / count, "wall_us_per_op": wall / count,
+                     "capture_ms": float("nan"), "status": "ok"})
+        t0 = time.perf_counter()
+        graph = chain.capture(cs)
+        capture_ms = (time.perf_counter() - t0) * 1e3
+        chain.load(x)
+        graph.launch(cs)
+        cs.synchronize()
+        _check_chain(chain, x, 1, f"{count} launches as a graph")
+        tg = benchmark(lambda: graph.launch(cs), stream=ns, repeat=repeat, label="graph")
+        wall_g = _host_wall_us(lambda: (graph.launch(cs), cs.synchronize()), repeat)
+        rows.append({"launches": count, "n": n, "mode": "graph", "issue_us_per_op": tg.issue_ms * 1e3 / count,
+                     "gpu_us_per_op": tg.median_ms * 1e3 / count, "wall_us_per_op": wall_g / count,
+                     "capture_ms": capture_ms, "status": "ok"})
+    return pd.DataFrame(rows, columns=list(GRAPH_COLUMNS))
+
+
+def graph_summary(table: pd.DataFrame) -> dict:
+    """At the longest chain: wall time per kernel op by op and as a graph, their ratio, and the host's issue costs."""
+    longest = table[table["launches"] == table["launches"].max()].set_index("mode")
+    one, graph = longest.loc["op by op"], longest.loc["graph"]
+    return {"launches": int(table["launches"].max()), "wall_us": float(one["wall_us_per_op"]),
+            "graph_wall_us": float(graph["wall_us_per_op"]), "speedup": float(one["wall_us_per_op"] /
+                                                                              graph["wall_us_per_op"]),
+            "issue_us": float(one["issue_us_per_op"]), "graph_issue_us": float(graph["issue_us_per_op"]),
+            "gpu_us": float(one["gpu_us_per_op"]), "graph_gpu_us": float(graph["gpu_us_per_op"])}
+
+
+# ============================================================================================ events and queues
+
+EVENT_COLUMNS = ("case", "value", "unit")
+
+
+def events_table(trials: int = 20, n: int = 2**22, iters: int = 2000, sleep_ms: float = 20.0) -> pd.DataFrame:
+    """Events between streams, measured: a query that does not block, a wait that the host does not wait for,
+    and what the consumer of :func:`~labhelpers.kernels.streams.run_producer_consumer` reads without it. GPU only.
+    """
+    backend.require_gpu("events_table", because=_STREAMS, instead=_MODEL)
+    from numba import cuda
+
+    from ..kernels import stopwatch
+
+    s1, s2 = cuda.stream(), cuda.stream()
+    steps = stopwatch.sleep_steps(sleep_ms)
+    stopwatch.sleeper[1, 1, s1](1)
+    cuda.synchronize()
+    busy = cuda.event()
+    stopwatch.sleeper[1, 1, s1](steps)
+    busy.record(stream=s1)
+    t0 = time.perf_counter()
+    early = busy.query()
+    query_us = (time.perf_counter() - t0) * 1e6
+    t1 = time.perf_counter()
+    busy.wait(stream=s2)
+    wait_us = (time.perf_counter() - t1) * 1e6
+    after = cuda.event()
+    after.record(stream=s2)
+    t2 = time.perf_counter()
+    after.synchronize()
+    blocked_ms = (time.perf_counter() - t2) * 1e3
+    late = busy.query()
+    x = np.linspace(0.0, 1.0, n, dtype=np.float32)
+    want = ks.fma_chain_closed_form(x, iters)
+    wrong = {True: 0, False: 0}
+    for wait in (True, False):
+        for _ in range(trials):
+            got = ks.run_producer_consumer(x, iters, wait=wait)
+            wrong[wait] += int(not np.allclose(got, want, rtol=ks.tolerance(iters), atol=1e-6))
+    rows = [("event.query() while the GPU sleeps", float(early), "True=1"),
+            ("event.query() call", query_us, "us"),
+            ("event.wait(stream=s2) call", wait_us, "us"),
+            ("s2's next event waited for s1's sleep", blocked_ms, "ms"),
+            (f"sleep on s1 ({sleep_ms:g} ms asked)", sleep_ms, "ms"),
+            ("event.query() after it", float(late), "True=1"),
+            (f"consumer with event.wait: wrong runs of {trials}", wrong[True], "runs"),
+            (f"consumer without event.wait: wrong runs of {trials}", wrong[False], "runs")]
+    return pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+
+
+#: Stream counts and connection counts of :func:`queue_table`.
+QUEUE_STREAMS: tuple[int, ...] = (1, 2, 4, 8, 9, 12, 16, 24, 32)
+QUEUE_CONNECTIONS: tuple[int, ...] = (1, 8, 32)
+QUEUE_COLUMNS = ("connections", "streams", "kernels_per_stream", "order", "kernel_ms", "wall_ms", "concurrency",
+                 "model_concurrency", "status")
+
+_QUEUE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from labhelpers.experiments import streams
+    rows = streams.queue_rows_here(json.loads(sys.argv[1]))
+    print("RESULT" + json.dumps(rows))
+""")
+
+
+def queue_rows_here(spec: dict) -> list[dict]:
+    """The rows of :func:`queue_table` for this process's ``CUDA_DEVICE_MAX_CONNECTIONS`` (run in a fresh process).
+
+    ``spec``: ``streams`` (list), ``kernels_per_stream``, ``kernel_ms``, ``orders`` (list), ``repeat``. Every
+    kernel is one thread of :func:`~labhelpers.kernels.stopwatch.sleeper`; the wall time runs from the first
+    launch to the last stream's synchronisation (host clock, median of ``repeat``).
+    """
+    backend.require_gpu("queue_rows_here", because=_STREAMS, instead=_MODEL)
+    from numba import cuda
+
+    from ..kernels import stopwatch
+
+    connections = int(os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", model.DEFAULT_CONNECTIONS))
+    per = int(spec["kernels_per_stream"])
+    steps = stopwatch.sleep_steps(float(spec["kernel_ms"]))
+    all_streams = [cuda.stream() for _ in range(max(spec["streams"]))]
+    stopwatch.sleeper[1, 1](1)
+    cuda.synchronize()
+
+    def one(streams: list, issued: list[tuple[int, int]]) -> float:
+        t0 = time.perf_counter()
+        for s, _ in issued:
+            stopwatch.sleeper[1, 1, streams[s]](steps)
+        for s in streams:
+            s.synchronize()
+        return (time.perf_counter() - t0) * 1e3
+
+    alone = statistics.median(one(all_streams[:1], [(0, 0)]) for _ in range(int(spec["repeat"])))
+    rows = []
+    for order in spec["orders"]:
+        for count in spec["streams"]:
+            if order == "depth-first":
+                issued = [(s, k) for s in range(count) for k in range(per)]
+            else:
+                issued = [(s, k) for k in range(per) for s in range(count)]
+            wall = statistics.median(one(all_streams[:count], issued) for _ in range(int(spec["repeat"])))
+            rows.append({"connections": connections, "streams": count, "kernels_per_stream": per, "order": order,
+                         "kernel_ms": alone, "wall_ms": wall, "concurrency": count * per * alone / wall,
+                         "model_concurrency": model.queue_concurrency(count, per, connections, order=order),
+                         "status": "ok"})
+    return rows
+
+
+def queue_table(connections: Sequence[int] = QUEUE_CONNECTIONS, streams: Sequence[int] = QUEUE_STREAMS, *,
+                kernels_per_stream: int = 2, kernel_ms: float = 10.0, repeat: int = 3,
+                timeout: int = 300) -> pd.DataFrame:
+    """Kernels running at once against the number of streams, for each ``CUDA_DEVICE_MAX_CONNECTIONS``. GPU only.
+
+    The variable is read when the CUDA context is created, so each connection count runs in a fresh Python
+    process (:func:`queue_rows_here`). With the default count (8) there are only 8 hardware queues: streams 0
+    and 8 share one, and a kernel waiting for its own stream holds back the other stream's kernel behind it.
+    Depth-first issue shows it; breadth-first (for the default count) does not.
+    """
+    backend.require_gpu("queue_table", because=_STREAMS, instead=_MODEL)
+    for c in connections:
+        validate.integer(c, "connections", minimum=1, maximum=model.MAX_CONNECTIONS)
+    rows: list[dict] = []
+    for c in connections:
+        orders = ["depth-first", "breadth-first"] if c == model.DEFAULT_CONNECTIONS else ["depth-first"]
+        spec = {"streams": [int(s) for s in streams], "kernels_per_stream": int(kernels_per_stream),
+                "kernel_ms": float(kernel_ms), "orders": orders, "repeat": int(repeat)}
+        env = dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS=str(c))
+        proc = subprocess.run([sys.executable, "-c", _QUEUE_SCRIPT, json.dumps(spec)], capture_output=True,
+                              text=True, timeout=timeout, env=env)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+        if not lines:
+            raise RuntimeError(f"the queue measurement with CUDA_DEVICE_MAX_CONNECTIONS={c} printed no result (exit "
+                               f"{proc.returncode}): {(proc.stderr or proc.stdout)[-800:]}")
+        rows.extend(json.loads(lines[-1][len("RESULT"):]))
+    return pd.DataFrame(rows, columns=list(QUEUE_COLUMNS))
+
+
+def queue_model_table(connections: Sequence[int] = QUEUE_CONNECTIONS, streams: Sequence[int] = QUEUE_STREAMS, *,
+                      kernels_per_stream: int = 2) -> pd.DataFrame:
+    """What :func:`queue_table` measures, from the model alone (the simulator's figure): same columns, no times."""
+    rows = []
+    for c in connections:
+        orders = ["depth-first", "breadth-first"] if c == model.DEFAULT_CONNECTIONS else ["depth-first"]
+        for order in orders:
+            for s in streams:
+                m = model.queue_concurrency(s, kernels_per_stream, c, order=order)
+                rows.append({"connections": c, "streams": s, "kernels_per_stream": kernels_per_stream,
+                             "order": order, "kernel_ms": float("nan"), "wall_ms": float("nan"),
+                             "concurrency": float("nan"), "model_concurrency": m, "status": "model"})
+    return pd.DataFrame(rows, columns=list(QUEUE_COLUMNS))
+
+
+__all__ += ["EVENT_COLUMNS", "GRAPH_COLUMNS", "GRAPH_LAUNCHES", "GRAPH_MODES", "GRAPH_N", "QUEUE_COLUMNS",
+            "QUEUE_CONNECTIONS", "QUEUE_STREAMS", "events_table", "graph_summary", "graph_table", "queue_model_table",
+            "queue_rows_here", "queue_table"]

@@ -210,3 +210,55 @@ def plot_multi_gpu(ax, h2d_ms: float, kernel_ms: float, d2h_ms: float, *, chunks
 
 __all__ = ["OP_COLORS", "draw_pipeline", "plot_gantt", "plot_gantt_pair", "plot_managed", "plot_model_vs_measured",
            "plot_multi_gpu", "plot_pipeline_sweep", "plot_transfers"]
+
+
+# ============================================================================================ graphs and queues
+
+
+def plot_launch_chain(ax, issue_us: float, kernel_us: float, graph_launch_us: float, *,
+                      table: pd.DataFrame | None = None, label: str = "",
+                      launches=(1, 3, 10, 30, 100, 300, 1000)) -> None:
+    """Time per kernel against the chain's length: issued one by one and replayed as a graph, the model's lines
+    (with the costs given, named in the legend) and, when a :func:`~labhelpers.experiments.streams.graph_table`
+    is given, its measured wall times per kernel as points."""
+    counts = np.asarray(launches, dtype=int)
+    one = [model.launch_chain_us(int(k), issue_us, kernel_us) / k for k in counts]
+    graph = [model.graph_chain_us(int(k), graph_launch_us, kernel_us) / k for k in counts]
+    ax.plot(counts, one, "--", color="#e45756",
+            label=f"model, one by one ({issue_us:.3g} us to issue, {kernel_us:.3g} us to run)")
+    ax.plot(counts, graph, "--", color="#4c78a8", label=f"model, one graph ({graph_launch_us:.3g} us to launch it)")
+    if table is not None:
+        for mode, color in (("op by op", "#e45756"), ("graph", "#4c78a8")):
+            part = table[table["mode"] == mode].sort_values("launches")
+            ax.plot(part["launches"], part["wall_us_per_op"], "o-", color=color, label=f"{mode}: {label}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("kernels in the chain")
+    ax.set_ylabel("wall time per kernel (us)")
+    ax.legend(fontsize=8)
+
+
+def plot_queues(ax, table: pd.DataFrame, label: str = "") -> None:
+    """Kernels running at once against the number of streams, one line per connection count and issue order.
+
+    Measured concurrency (a :func:`~labhelpers.experiments.streams.queue_table`) as points and lines, the
+    model as dashed lines; a :func:`~labhelpers.experiments.streams.queue_model_table` has the model only.
+    """
+    colors = {1: "#9d755d", 8: "#e45756", 32: "#4c78a8"}
+    for (c, order), part in table.groupby(["connections", "order"], sort=False):
+        part = part.sort_values("streams")
+        color = colors.get(int(c), "#777777")
+        style = ":" if order == "breadth-first" else "--"
+        name = f"{int(c)} connection{'s' if c != 1 else ''}, {order}"
+        ax.plot(part["streams"], part["model_concurrency"], style, color=color, label=f"model: {name}")
+        measured = part["concurrency"].dropna()
+        if len(measured):
+            ax.plot(part.loc[measured.index, "streams"], measured, "o-", ms=4, color=color, label=f"{name}: {label}")
+    top = int(table["streams"].max())
+    ax.plot([1, top], [1, top], color="#bbbbbb", lw=0.8, zorder=0)
+    ax.set_xlabel("streams (2 dependent kernels each, issued stream by stream)")
+    ax.set_ylabel("kernels running at once")
+    ax.legend(fontsize=8)
+
+
+__all__ += ["plot_launch_chain", "plot_queues"]

@@ -1078,3 +1078,48 @@ __all__ = [
     "run_count_locked", "run_counter", "run_float_max", "run_pair_update_locked", "run_shift",
     "shift_racy", "shift_reference", "shift_synced", "sum_last_block", "wait_loop_ptx",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. The lecture's lock_trick: a barrier is not a lock (added at the end: earlier line numbers are quoted)
+# ---------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def pair_update_lock_trick(values, pair):
+    """PITFALL (the lecture notes' ``lock_trick``): ``syncthreads``, then thread 0 alone updates ``pair``, then
+    ``syncthreads``. It serialises the threads of *one block* only: thread 0 of every other block runs the same
+    critical section at the same time, and their plain loads and stores of ``pair`` lose updates.
+    """
+    s = cuda.shared.array(MAX_THREADS, int32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[tid] = values[i] if i < values.size else 0
+    cuda.syncthreads()  # RAW: every value is in shared memory before the tree reads it
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if tid < stride:
+            s[tid] += s[tid + stride]
+        cuda.syncthreads()  # RAW: this level's sums are written before the next level reads them
+        stride //= 2
+    if tid == 0:  # the "critical section": one thread per block, but one per block of the whole grid
+        count = min(cuda.blockDim.x, values.size - cuda.blockIdx.x * cuda.blockDim.x)
+        pair[0] += s[0]
+        pair[1] += count
+    cuda.syncthreads()  # the lecture's second barrier: orders nothing for the other blocks
+
+
+def run_pair_update_lock_trick(values, threads: int = 64) -> tuple[int, int]:
+    """``(sum, count)`` with :func:`pair_update_lock_trick`: right under the simulator (its blocks run one after
+    the other), wrong on a GPU as soon as two blocks update ``pair`` at once."""
+    validate.array(values, "values", dtype=np.int32, ndim=1)
+    threads = _power_of_two(threads)
+    if values.shape[0] == 0:
+        raise ArrayArgumentError("values is empty: pass at least one value")
+    pair = cuda.to_device(np.zeros(2, dtype=np.int32))
+    pair_update_lock_trick[blocks_for(values.shape[0], threads), threads](cuda.to_device(np.asarray(values)), pair)
+    got = pair.copy_to_host()
+    return int(got[0]), int(got[1])
+
+
+__all__ += ["pair_update_lock_trick", "run_pair_update_lock_trick"]

@@ -13,6 +13,9 @@
                                     driver (``"driver"``: a few microseconds of host time instead of 20-100)
  ``run_pipeline``                   the checked host wrapper: any ``n``, any number of chunks
  ``reversed_d2h_pipeline``          PITFALL: the D2H copy with its arguments reversed (the output stays unwritten)
+ ``LaunchChain``                    many small dependent launches, issued one by one or captured once into a
+                                    CUDA graph (CuPy's stream capture, Numba launching on the CuPy stream)
+ ``run_producer_consumer``          two streams ordered by an event: ``event.record(s1)``, ``event.wait(s2)``
 =================================  ==========================================================================
 
 The pipeline keeps one device slice per chunk (the device buffers hold the whole job): with buffers
@@ -31,6 +34,7 @@ from numba import cuda
 
 from .. import backend, validate
 from ..errors import ArgumentError, GPUOnlyError
+from ..launch import blocks_for
 from ..models.streams import OPS, ORDERS, chunk_bounds, issue_order
 
 #: The FMA's multiplier and addend: ``v = A * v + B`` has the fixed point 1 and shrinks ``v - 1`` by
@@ -371,3 +375,156 @@ def is_page_locked(a) -> bool:
 
 
 __all__ += ["is_page_locked", "pipeline_with_hidden_syncs"]
+
+
+# ============================================================================================ CUDA Graphs
+
+#: Threads per block of :class:`LaunchChain`'s small kernels.
+CHAIN_THREADS = 128
+
+
+@dataclass(frozen=True)
+class PlannedLaunch:
+    """One launch of a :class:`LaunchChain`: the kernel's name, its grid and block, and its place in the chain."""
+
+    index: int
+    kernel: str
+    blocks: int
+    threads: int
+
+
+@dataclass
+class LaunchChain:
+    """``launches`` small dependent kernels on one device array: ``x = fma_chain(x, 1 FMA)``, again and again.
+
+    The work of a solver's time step or a network's layers in miniature: every kernel is microseconds long,
+    so the host's cost of issuing each launch (tens of microseconds through Numba) decides the time, not the
+    GPU. :meth:`plan` lists the launches (the same on both backends); :meth:`issue` launches them one by one
+    on a Numba stream; :meth:`capture` (GPU only, CuPy) records the same launches once into a CUDA graph,
+    which ``graph.launch(stream)`` then replays with one call of the host.
+
+    >>> chain = LaunchChain(n=4096, launches=100)
+    >>> chain.load(x); chain.issue(s); s.synchronize(); chain.result()   # op by op
+    >>> graph = chain.capture(cupy_stream); graph.launch(cupy_stream)    # the same work as one graph
+    """
+
+    n: int
+    launches: int
+    threads: int = CHAIN_THREADS
+
+    def __post_init__(self) -> None:
+        self.n = validate.integer(self.n, "n", minimum=1)
+        self.launches = validate.integer(self.launches, "launches", minimum=1, maximum=100_000)
+        self.threads = validate.threads_per_block(self.threads)
+        self.blocks = blocks_for(self.n, self.threads)
+        self.d = cuda.to_device(np.zeros(self.n, dtype=np.float32))
+        self._configured: dict[int, Any] = {}
+
+    def plan(self) -> list[PlannedLaunch]:
+        """The launches :meth:`issue` makes and :meth:`capture` records, in order (no GPU needed)."""
+        return [PlannedLaunch(i, "fma_chain", self.blocks, self.threads) for i in range(self.launches)]
+
+    def load(self, x) -> None:
+        """Copy ``x`` (float32, ``n`` elements) into the chain's device array."""
+        validate.array(x, "x", dtype=np.float32, ndim=1, shape=(self.n,))
+        self.d.copy_to_device(np.ascontiguousarray(x))
+
+    def result(self) -> np.ndarray:
+        """The device array, copied to the host (waits for the work queued before it on the default stream)."""
+        return self.d.copy_to_host()
+
+    def _kernel_on(self, stream) -> Any:
+        if backend.is_simulator():  # the simulator configures the kernel object itself: configure at every call
+            return fma_chain[self.blocks, self.threads, stream]
+        key = id(stream)
+        if key not in self._configured:  # configured once per stream: less Python per launch
+            self._configured[key] = (stream, fma_chain[self.blocks, self.threads, stream])
+        return self._configured[key][1]
+
+    def issue(self, stream=0) -> None:
+        """Launch every kernel of :meth:`plan` on ``stream`` (a Numba stream), one call of the host each."""
+        launch = self._kernel_on(stream)
+        for _ in self.plan():
+            launch(self.d, self.d, A, B, 1)
+
+    def capture(self, cupy_stream) -> Any:
+        """Record :meth:`issue`'s launches on ``cupy_stream`` into a CUDA graph: ``cupy.cuda.graph.Graph``. GPU only.
+
+        The kernel is compiled and launched once before the capture (a capture records launches; compiling
+        and loading a module inside one fails on older drivers), then Numba launches on the CuPy stream through
+        ``cuda.external_stream(cupy_stream.ptr)`` while CuPy captures it. Launching the graph adds
+        ``launches`` FMAs to the array, like :meth:`issue`.
+        """
+        backend.require_gpu("LaunchChain.capture", because="records a CUDA graph on a GPU stream",
+                            instead="The chapter shows the model and the reference table instead.",
+                            needs_cupy=True)
+        if getattr(cupy_stream, "ptr", 0) == 0:
+            raise ArgumentError("capture needs a CuPy stream of its own (cupy.cuda.Stream(non_blocking=True)): the "
+                                "legacy default stream cannot be captured")
+        numba_stream = cuda.external_stream(cupy_stream.ptr)
+        warm = fma_chain[self.blocks, self.threads, numba_stream]
+        scratch = cuda.device_array(self.n, dtype=np.float32)
+        warm(scratch, scratch, A, B, 0)  # compiles and loads the kernel outside the capture
+        cupy_stream.synchronize()
+        cupy_stream.begin_capture()
+        try:
+            self.issue(numba_stream)
+        finally:
+            graph = cupy_stream.end_capture()
+        return graph
+
+    def expected(self, x, times: int = 1) -> np.ndarray:
+        """What the array holds after ``times`` runs of the chain on ``x`` (float64 closed form)."""
+        times = validate.integer(times, "times", minimum=0)
+        return fma_chain_closed_form(x, times * self.launches)
+
+
+def run_chain(x, launches: int = 8, threads: int = CHAIN_THREADS) -> np.ndarray:
+    """The checked wrapper: ``launches`` small kernels on ``x``, issued one by one on a stream; returns NumPy."""
+    validate.array(x, "x", dtype=np.float32, ndim=1)
+    chain = LaunchChain(x.size, launches, threads)
+    chain.load(x)
+    s = cuda.stream()
+    chain.issue(s)
+    s.synchronize()
+    return chain.result()
+
+
+__all__ += ["CHAIN_THREADS", "LaunchChain", "PlannedLaunch", "run_chain"]
+
+
+# ============================================================================================ events between streams
+
+
+def run_producer_consumer(x, iters: int = SIM_ITERS, *, wait: bool = True, threads: int = THREADS) -> np.ndarray:
+    """A producer on one stream, a consumer on another, ordered by an event; returns the consumer's output.
+
+    Stream ``s1`` runs ``y = fma_chain(x, iters)`` and records ``done`` after it; stream ``s2`` waits for
+    ``done`` (``done.wait(stream=s2)``: the GPU waits, the host does not) and copies ``y`` into ``out``
+    (``fma_chain`` with 0 iterations). With ``wait=False`` nothing orders the two streams: on a GPU the
+    consumer may read ``y`` before the producer wrote it and ``out`` keeps the NaN it started with. The
+    simulator runs every launch to its end before the next, so there the result is right either way.
+    """
+    validate.array(x, "x", dtype=np.float32, ndim=1)
+    iters = validate.integer(iters, "iters", minimum=0)
+    threads = validate.threads_per_block(threads)
+    if x.size == 0:
+        raise ArgumentError("x is empty: pass at least one value")
+    blocks = blocks_for(x.size, threads)
+    s1, s2 = cuda.stream(), cuda.stream()
+    d_x = cuda.to_device(x)
+    y = cuda.to_device(np.full(x.size, np.nan, dtype=np.float32))
+    out = cuda.to_device(np.full(x.size, np.nan, dtype=np.float32))
+    cuda.synchronize()  # the copies above ran on the default stream: done before either stream starts
+    done = cuda.event()
+    fma_chain[blocks, threads, s1](d_x, y, A, B, iters)  # the producer
+    done.record(stream=s1)
+    if wait:
+        done.wait(stream=s2)  # s2's later work starts only once s1 reached the event
+    fma_chain[blocks, threads, s2](y, out, A, B, 0)  # the consumer: a copy of y
+    s2.synchronize()
+    s1.synchronize()
+    return out.copy_to_host()
+
+
+__all__ += ["run_producer_consumer"]

@@ -342,3 +342,80 @@ def multi_gpu_time(h2d_ms: float, kernel_ms: float, d2h_ms: float, gpus: int = 2
 __all__ = ["COPY_POLICIES", "LinkFit", "OPS", "ORDERS", "PCIE_ENCODING", "PCIE_GTS", "bottleneck", "chunk_bounds", "copies_hidden",
            "fit_link", "ideal_time", "issue_order", "lower_bound", "multi_gpu_time", "pcie_bandwidth_gbs",
            "pipeline_time", "simulate_pipeline", "speedup_table", "transfer_time_ms"]
+
+
+# ============================================================================================ launch cost, graphs
+
+
+def launch_chain_us(launches: int, issue_us: float, kernel_us: float) -> float:
+    """Time (us) of ``launches`` dependent kernels issued one by one: host and GPU overlap, the slower one sets the pace.
+
+    Launch ``i`` is issued at ``(i + 1) * issue_us`` and starts when it has been issued and kernel ``i - 1`` has
+    ended; the total is therefore about ``launches * max(issue_us, kernel_us)`` plus the other's cost once.
+    """
+    launches = validate.integer(launches, "launches", minimum=1)
+    issue_us = validate.number(issue_us, "issue_us", minimum=0)
+    kernel_us = validate.number(kernel_us, "kernel_us", minimum=0)
+    end = 0.0
+    for i in range(launches):
+        end = max(end, (i + 1) * issue_us) + kernel_us
+    return end
+
+
+def graph_chain_us(launches: int, graph_launch_us: float, kernel_us: float) -> float:
+    """Time (us) of the same kernels replayed as one CUDA graph: one call of the host, then the kernels back to back."""
+    launches = validate.integer(launches, "launches", minimum=1)
+    graph_launch_us = validate.number(graph_launch_us, "graph_launch_us", minimum=0)
+    kernel_us = validate.number(kernel_us, "kernel_us", minimum=0)
+    return graph_launch_us + launches * kernel_us
+
+
+# ============================================================================================ hardware queues
+
+#: Hardware work queues (connections) the driver opens to a GPU unless ``CUDA_DEVICE_MAX_CONNECTIONS`` says
+#: otherwise (1 to 32; compute capability 3.5 and later).
+DEFAULT_CONNECTIONS = 8
+MAX_CONNECTIONS = 32
+
+
+def queue_time(streams: int, kernels_per_stream: int, kernel_ms: float, connections: int = DEFAULT_CONNECTIONS, *,
+               order: str = "depth-first") -> float:
+    """Time (ms) of ``kernels_per_stream`` dependent one-block kernels on each of ``streams`` streams.
+
+    Stream ``i`` feeds hardware queue ``i % connections``. A queue is first in, first out: its next kernel is
+    dispatched when it reaches the head and the kernel before it *in its stream* has ended, so a kernel that
+    waits for its own stream also holds back every kernel queued behind it from other streams (a *false
+    dependency*). Dispatched kernels run side by side (each is one block: the GPU has room for all).
+    ``order`` is how the host issued them: all of stream 0, then stream 1... (``depth-first``) or the first
+    kernel of every stream, then the second... (``breadth-first``), which leaves no false dependency.
+    """
+    streams = validate.integer(streams, "streams", minimum=1)
+    per = validate.integer(kernels_per_stream, "kernels_per_stream", minimum=1)
+    kernel_ms = validate.number(kernel_ms, "kernel_ms", minimum=0)
+    connections = validate.integer(connections, "connections", minimum=1, maximum=MAX_CONNECTIONS)
+    order = validate.choice(order, "order", ORDERS)
+    if order == "depth-first":
+        issued = [(s, k) for s in range(streams) for k in range(per)]
+    else:
+        issued = [(s, k) for k in range(per) for s in range(streams)]
+    head = [0.0] * connections  # when each queue last dispatched
+    stream_end = [0.0] * streams  # when each stream's last kernel ends
+    finish = 0.0
+    for s, _ in issued:
+        q = s % connections
+        start = max(head[q], stream_end[s])
+        head[q] = start
+        stream_end[s] = start + kernel_ms
+        finish = max(finish, stream_end[s])
+    return finish
+
+
+def queue_concurrency(streams: int, kernels_per_stream: int, connections: int = DEFAULT_CONNECTIONS, *,
+                      order: str = "depth-first") -> float:
+    """Kernels running at once on average: ``streams * kernels_per_stream * kernel time / total`` (see :func:`queue_time`)."""
+    per = validate.integer(kernels_per_stream, "kernels_per_stream", minimum=1)
+    return streams * per / queue_time(streams, per, 1.0, connections, order=order)
+
+
+__all__ += ["DEFAULT_CONNECTIONS", "MAX_CONNECTIONS", "graph_chain_us", "launch_chain_us", "queue_concurrency",
+            "queue_time"]
