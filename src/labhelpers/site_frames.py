@@ -32,12 +32,14 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 from matplotlib.text import Text
 
+from .plotting import COLUMN_PX
+
 #: At most this many frames per widget (the product of the controls' stops).
 MAX_FRAMES = 40
 #: At most this many stops for one slider.
 MAX_SLIDER_STOPS = 10
 #: Pixel width of a frame: the cell-output column of the built book (688 px at a 1280 px wide window).
-FRAME_WIDTH_PX = 680
+FRAME_WIDTH_PX = COLUMN_PX
 #: The dpi of a frame is at most this (narrow figures are not blown up).
 MAX_FRAME_DPI = 100
 #: Colours of a frame's palette PNG.
@@ -237,7 +239,8 @@ def _control_html(position: int, stops: Stops) -> str:
                 f'<output>{shown}</output></label>')
     options = "".join(f'<option value="{i}"{" selected" if i == stops.start else ""}>{html.escape(label)}</option>'
                       for i, label in enumerate(stops.labels))
-    return f'<label class="lh-control">{name} <select data-control="{position}">{options}</select></label>'
+    fixed = " disabled" if len(stops) == 1 else ""
+    return f'<label class="lh-control">{name} <select data-control="{position}"{fixed}>{options}</select></label>'
 
 
 def site_html(stops: Sequence[Stops], frames: Frames, *, needs_gpu: bool = False) -> str:
