@@ -8,6 +8,9 @@
   one call onto MathJax 3's ``typesetPromise``.
   Its fonts are copied beside the pages that need them (``_vendor_pages``, see its README).
 * ``_vendor/book.css`` wraps long lines of code and output instead of clipping them at the right edge.
+* The website's widgets (``.lh-widget``, precomputed frames of :mod:`labhelpers.site_frames`) are wired by
+  ``_vendor/lh-widgets.js``, added only to pages that have one (:func:`widget_assets`). A page whose outputs no
+  longer show a saved widget view does not load the 4 MB widget manager nor its saved state.
 """
 
 from __future__ import annotations
@@ -30,9 +33,28 @@ def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = kept
 
 
+#: What the Jupyter widget manager needs on a page (myst-nb adds them wherever the notebook saved widget state).
+WIDGET_MANAGER_FILES = ("widgets/require.js", "widgets/embed-amd.js")
+WIDGET_STATE_TYPE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW_TYPE = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_assets(app, pagename, templatename, context, doctree) -> None:
+    """Load the website widgets' script where a ``.lh-widget`` is, and the widget manager only where a view is."""
+    body = context.get("body", "")
+    scripts = context.get("script_files")
+    if scripts is not None and WIDGET_VIEW_TYPE not in body:
+        scripts[:] = [s for s in scripts
+                      if getattr(s, "filename", None) not in WIDGET_MANAGER_FILES
+                      and dict(getattr(s, "attributes", {})).get("type") != WIDGET_STATE_TYPE]
+    if 'class="lh-widget"' in body:
+        app.add_js_file("lh-widgets.js", priority=520, defer="defer")
+
+
 def setup(app):
     # After MathJax (priority 500, deferred) and before the widget manager renders (on window load).
     app.add_js_file("widgets-offline.js", priority=510, defer="defer")
     app.add_css_file("book.css")
     app.connect("html-page-context", dedupe_scripts, priority=900)
+    app.connect("html-page-context", widget_assets, priority=901)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

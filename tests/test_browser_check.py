@@ -45,3 +45,46 @@ def test_each_defect_is_reported(tmp_path):
     assert "clipped at the right edge" in problems
     assert clean.problems() == []
     assert "no such page" in missing.problems()[0]
+
+
+def _widget_page(tmp_path, *widgets_html: str) -> None:
+    """A page of website widgets, wired by the book's own script."""
+    (tmp_path / "book").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "_vendor" / "lh-widgets.js", tmp_path / "book" / "lh-widgets.js")
+    body = "".join(f'<div class="cell_output">{w}</div>' for w in widgets_html)
+    (tmp_path / "book" / "widgets.html").write_text(
+        f'<html><body><div style="width: 700px">{body}</div><script src="lh-widgets.js"></script></body></html>')
+
+
+def test_website_widget_controls_must_change_the_picture(tmp_path):
+    import labhelpers as lh
+
+    def draw(ax, n, ignored):  # the control "ignored" changes nothing
+        ax.bar(range(n), range(n))
+        ax.set_title(f"n = {n}", fontsize=12)
+
+    def tiny(ax, n):
+        ax.plot([0, n], [0, 1])
+        ax.set_title("tiny", fontsize=4)
+
+    good = lh.interactive_figure(draw, figsize=(6, 3), n=(1, 6, 1, 3), ignored=["a", "b", "c"]).site_html
+    small = lh.interactive_figure(tiny, figsize=(6, 3), n=(1, 3, 1)).site_html
+    _widget_page(tmp_path, good, small)
+    (report,) = browser_check.inspect_pages(tmp_path, ["book/widgets"], screenshots=None,
+                                            widget_shots=tmp_path / "shots")
+    problems = "\n".join(report.problems())
+    assert report.widgets == 2 and report.widget_moves >= 3 * 3
+    assert "widget 1: moving ignored -> b leaves the picture unchanged" in problems
+    assert "moving n ->" not in problems  # n changes the picture: not reported
+    assert "widget 2: smallest text at" in problems and "widget 1: smallest text" not in problems
+    assert (tmp_path / "shots" / "book_widgets_widget1_before.png").exists()
+    assert (tmp_path / "shots" / "book_widgets_widget1_after.png").exists()
+    assert not report.console_errors
+
+
+def test_page_budget(tmp_path, monkeypatch):
+    monkeypatch.setattr(browser_check, "PAGE_BUDGET_BYTES", 100)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "heavy.html").write_text("<html><body>" + "x" * 500 + "</body></html>")
+    (report,) = browser_check.inspect_pages(tmp_path, ["book/heavy"], screenshots=None)
+    assert "over the page budget" in "\n".join(report.problems())

@@ -11,9 +11,19 @@ machine without a network. A page fails when
   ``.widget-subarea`` elements the widget manager creates for them);
 * math is left untypeset (a ``.math`` element without MathJax output);
 * an image does not load;
-* an output or a code cell is wider than its box (text clipped at the right edge).
+* an output or a code cell is wider than its box (text clipped at the right edge);
+* a website widget (``.lh-widget``, see ``labhelpers.site_frames``) has a control whose move leaves the picture as
+  it was: every control visits up to two other stops and comes back to its start, and each move must change the
+  image (a widget that says its live version needs a GPU may keep it);
+* text in a figure would be drawn smaller than ``MIN_FONT_PX`` pixels: for a widget, its smallest font (pt), dpi
+  and pixel width (written by site_frames) give pt * dpi / 72 * shown width / natural width; for a static figure,
+  matplotlib's default 10 pt text at the book's 100 dpi, scaled the same way (explicitly smaller fonts in static
+  figures are not seen);
+* the page's own bytes (the HTML and the images it loads; not the theme's shared scripts, styles and fonts) exceed
+  ``PAGE_BUDGET_BYTES``; with every page checked, the built site over ``SITE_BUDGET_BYTES`` fails too.
 
-Screenshots of a few pages are written to ``--screenshots`` (default ``_build/screenshots``) as build artefacts.
+Screenshots of a few pages are written to ``--screenshots`` (default ``_build/screenshots``) as build artefacts,
+and before/after pictures of a few widgets to ``--widget-shots`` (default ``_build/browser``).
 Exits 1 with one line per problem.
 """
 
@@ -25,6 +35,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 
 from check_built_book import toc_pages  # noqa: E402
@@ -36,10 +47,19 @@ SCREENSHOT_PAGES = ("book/intro", "book/01_cuda_in_python", "book/06_reduction",
 #: Seconds to wait for MathJax and the widget manager on one page.
 PAGE_TIMEOUT_S = 60
 VIEWPORT = {"width": 1280, "height": 900}
+#: Text in a figure must be drawn at least this many pixels high (font size in px, as CSS counts it).
+MIN_FONT_PX = 9.0
+#: matplotlib's default font size (pt) and the dpi the book's setup cell sets: what static figures are checked at.
+STATIC_FONT_PT, STATIC_DPI = 10.0, 100.0
+#: A page's own bytes (HTML and images) at most this; the whole built site at most SITE_BUDGET_BYTES.
+PAGE_BUDGET_BYTES = 3_000_000
+SITE_BUDGET_BYTES = 45_000_000
+#: How many widgets get before/after pictures.
+WIDGET_SHOTS = 8
 
 #: In the page: count what a reader sees. Returns a dict (see PageReport).
 INSPECT_JS = r"""
-async () => {
+async ([STATIC_PX, MIN_PX]) => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     try { await MathJax.startup.promise; } catch (e) {}
   }
@@ -62,7 +82,66 @@ async () => {
                 + e.textContent.trim().split('\n').sort((a, b) => b.length - a.length)[0].slice(0, 70));
     }
   }
-  return {views, rendered, untypeset, images, wide};
+  const small = [];
+  for (const img of document.querySelectorAll('.cell_output img')) {
+    if (img.closest('.lh-widget') || !img.naturalWidth || !img.clientWidth) continue;
+    const px = STATIC_PX * img.clientWidth / img.naturalWidth;
+    if (px < MIN_PX) small.push(`static figure ${img.getAttribute('src').slice(-40)}: default text at ${px.toFixed(1)}px`);
+  }
+  return {views, rendered, untypeset, images, wide, small};
+}
+"""
+
+#: In the page: move every control of every .lh-widget and report what did not change the picture.
+WIDGETS_JS = r"""
+async () => {
+  const tick = () => new Promise(r => setTimeout(r, 0));
+  const found = [];
+  const widgets = [...document.querySelectorAll('.lh-widget')];
+  for (const [w, widget] of widgets.entries()) {
+    const img = widget.querySelector('img.lh-frame');
+    const needsGpu = widget.hasAttribute('data-needs-gpu')
+        && /needs a GPU/.test(widget.querySelector('.lh-note').textContent);
+    const r = {widget: w, moves: 0, unchanged: [], notes: [], font_px: null};
+    if (!widget.querySelector('.lh-note')) r.notes.push('no note saying the values are precomputed');
+    const pt = parseFloat(widget.dataset.minFontPt), dpi = parseFloat(widget.dataset.dpi);
+    if (img && img.naturalWidth && isFinite(pt)) r.font_px = pt * dpi / 72 * img.clientWidth / img.naturalWidth;
+    for (const c of widget.querySelectorAll('[data-control]')) {
+      const name = c.closest('label').firstChild.textContent.trim();
+      const isRange = c.type === 'range';
+      const labels = isRange ? JSON.parse(c.dataset.labels) : [...c.options].map(o => o.textContent);
+      if (c.disabled) continue;
+      const start = c.value;
+      const others = labels.map((_, i) => String(i)).filter(v => v !== start);
+      if (!others.length) { r.unchanged.push(`${name} offers one value only`); continue; }
+      const picks = others.length <= 2 ? others : [others[others.length - 1], others[Math.floor(others.length / 2)]];
+      let before = img.src;
+      for (const v of [...picks, start]) {
+        c.value = v;
+        c.dispatchEvent(new Event('input', {bubbles: true}));
+        await tick();
+        r.moves += 1;
+        if (img.src === before && !needsGpu) r.unchanged.push(`${name} -> ${labels[+v]}`);
+        before = img.src;
+      }
+    }
+    found.push(r);
+  }
+  return found;
+}
+"""
+
+#: In the page: move the first control of widget ``i`` to its last stop (for the "after" picture), or back.
+MOVE_JS = r"""
+([i, back]) => {
+  const c = document.querySelectorAll('.lh-widget')[i].querySelector('[data-control]');
+  if (!c) return false;
+  if (back) { c.value = c.dataset.start; } else {
+    c.dataset.start = c.value;
+    c.value = String((c.type === 'range' ? +c.max : c.options.length - 1));
+  }
+  c.dispatchEvent(new Event('input', {bubbles: true}));
+  return true;
 }
 """
 
@@ -78,6 +157,11 @@ class PageReport:
     untypeset: list[str] = field(default_factory=list)
     broken_images: list[str] = field(default_factory=list)
     too_wide: list[str] = field(default_factory=list)
+    small_text: list[str] = field(default_factory=list)
+    widgets: int = 0
+    widget_moves: int = 0
+    widget_problems: list[str] = field(default_factory=list)
+    own_bytes: int = 0
 
     def problems(self) -> list[str]:
         """One line per defect a reader would meet."""
@@ -88,6 +172,11 @@ class PageReport:
         out += [f"{self.page}: untypeset math: {m!r}" for m in self.untypeset[:3]]
         out += [f"{self.page}: image does not load: {src}" for src in self.broken_images]
         out += [f"{self.page}: wider than its box, clipped at the right edge: {w}" for w in self.too_wide[:5]]
+        out += [f"{self.page}: text too small to read (under {MIN_FONT_PX:g}px): {t}" for t in self.small_text]
+        out += [f"{self.page}: {p}" for p in self.widget_problems]
+        if self.own_bytes > PAGE_BUDGET_BYTES:
+            out.append(f"{self.page}: {self.own_bytes / 1e6:.2f} MB of HTML and images, over the page budget of "
+                       f"{PAGE_BUDGET_BYTES / 1e6:g} MB (fewer or lighter frames: labhelpers.site_frames)")
         return out
 
 
@@ -106,11 +195,31 @@ def chromium_path() -> str:
     sys.exit("error: no Chromium found: run `bash tools/ensure_browser.sh` (Debian/Ubuntu: apt-get install chromium)")
 
 
-def inspect_pages(html_root: Path, pages: list[str], screenshots: Path | None) -> list[PageReport]:
+def widget_problems(found: list[dict], report: PageReport) -> None:
+    """Turn WIDGETS_JS's findings into the report's lines."""
+    report.widgets = len(found)
+    for w in found:
+        report.widget_moves += w["moves"]
+        where = f"widget {w['widget'] + 1}"
+        report.widget_problems += [f"{where}: {note}" for note in w["notes"]]
+        report.widget_problems += [f"{where}: moving {u} leaves the picture unchanged" if "->" in u
+                                   else f"{where}: control {u}" for u in w["unchanged"]]
+        if w["font_px"] is not None and w["font_px"] < MIN_FONT_PX:
+            report.small_text.append(f"{where}: smallest text at {w['font_px']:.1f}px")
+
+
+def _file_size(url: str) -> int:
+    path = Path(unquote(urlparse(url).path))
+    return path.stat().st_size if url.startswith("file:") and path.is_file() else 0
+
+
+def inspect_pages(html_root: Path, pages: list[str], screenshots: Path | None,
+                  widget_shots: Path | None = None) -> list[PageReport]:
     """Load each page offline in headless Chromium and report what it showed."""
     from playwright.sync_api import sync_playwright
 
     reports = []
+    shots_taken = 0
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
         context = browser.new_context(viewport=VIEWPORT)
@@ -124,6 +233,9 @@ def inspect_pages(html_root: Path, pages: list[str], screenshots: Path | None) -
                 reports.append(report)
                 continue
             page = context.new_page()
+            own: dict[str, int] = {}  # the document and its images, by address
+            page.on("request", lambda req, own=own: own.setdefault(req.url, _file_size(req.url))
+                    if req.resource_type in ("document", "image") else None)
             # "Failed to load resource" names no file: the requestfailed handler reports the address instead.
             page.on("console", lambda msg, r=report: r.console_errors.append(msg.text[:200])
                     if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
@@ -131,9 +243,14 @@ def inspect_pages(html_root: Path, pages: list[str], screenshots: Path | None) -
                 f"could not load {_short(req.url, root)} ({req.failure})"))
             page.on("pageerror", lambda exc, r=report: r.console_errors.append(f"uncaught: {str(exc)[:200]}"))
             page.goto(path.resolve().as_uri(), wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
-            seen = page.evaluate(INSPECT_JS)
+            seen = page.evaluate(INSPECT_JS, [STATIC_FONT_PT * STATIC_DPI / 72, MIN_FONT_PX])
             report.views, report.rendered = seen["views"], seen["rendered"]
             report.untypeset, report.broken_images, report.too_wide = seen["untypeset"], seen["images"], seen["wide"]
+            report.small_text = seen["small"]
+            report.own_bytes = sum(own.values())
+            if widget_shots is not None:
+                shots_taken += photograph_widgets(page, page_name, widget_shots, WIDGET_SHOTS - shots_taken)
+            widget_problems(page.evaluate(WIDGETS_JS), report)
             if screenshots is not None and page_name in SCREENSHOT_PAGES:
                 screenshots.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(screenshots / f"{page_name.replace('/', '_')}.png"), full_page=False)
@@ -143,21 +260,50 @@ def inspect_pages(html_root: Path, pages: list[str], screenshots: Path | None) -
     return reports
 
 
+def photograph_widgets(page, page_name: str, folder: Path, at_most: int) -> int:
+    """Before and after pictures of the page's first widgets (first control moved to its last stop)."""
+    taken = 0
+    for i in range(min(at_most, page.locator(".lh-widget").count())):
+        folder.mkdir(parents=True, exist_ok=True)
+        widget = page.locator(".lh-widget").nth(i)
+        widget.scroll_into_view_if_needed()
+        stem = f"{page_name.replace('/', '_')}_widget{i + 1}"
+        widget.screenshot(path=str(folder / f"{stem}_before.png"))
+        if page.evaluate(MOVE_JS, [i, False]):
+            widget.screenshot(path=str(folder / f"{stem}_after.png"))
+            page.evaluate(MOVE_JS, [i, True])
+        taken += 1
+    return taken
+
+
+def site_bytes(html_root: Path) -> int:
+    """Bytes of every file of the built site."""
+    return sum(f.stat().st_size for f in html_root.rglob("*") if f.is_file())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("html_root", nargs="?", default=str(ROOT / "_build" / "html"))
     parser.add_argument("--screenshots", default=str(ROOT / "_build" / "screenshots"))
+    parser.add_argument("--widget-shots", default=str(ROOT / "_build" / "browser"))
     parser.add_argument("--pages", nargs="*", default=None, help="pages to check (default: every page of _toc.yml)")
     args = parser.parse_args()
     pages = args.pages or toc_pages()
     os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    reports = inspect_pages(Path(args.html_root), pages, Path(args.screenshots))
+    reports = inspect_pages(Path(args.html_root), pages, Path(args.screenshots), Path(args.widget_shots))
     problems = [p for r in reports for p in r.problems()]
+    total = site_bytes(Path(args.html_root))
+    if not args.pages and total > SITE_BUDGET_BYTES:
+        problems.append(f"the built site is {total / 1e6:.1f} MB, over its budget of {SITE_BUDGET_BYTES / 1e6:g} MB")
     for p in problems:
         print("problem:", p)
     views = sum(r.views for r in reports)
-    print(f"browser check: {len(reports)} pages, {views} widget views, {len(problems)} problem(s); "
-          f"screenshots in {args.screenshots}")
+    heaviest = max(reports, key=lambda r: r.own_bytes)
+    print(f"browser check: {len(reports)} pages, {views} widget views, {sum(r.widgets for r in reports)} website "
+          f"widgets ({sum(r.widget_moves for r in reports)} moves), {len(problems)} problem(s); heaviest page "
+          f"{heaviest.page} {heaviest.own_bytes / 1e6:.2f} MB (budget {PAGE_BUDGET_BYTES / 1e6:g}), site "
+          f"{total / 1e6:.1f} MB (budget {SITE_BUDGET_BYTES / 1e6:g}); screenshots in {args.screenshots}, "
+          f"widgets in {args.widget_shots}")
     return 1 if problems else 0
 
 

@@ -8,11 +8,30 @@ from :func:`labhelpers.measured.live_or_reference`, the one place that names dat
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from .measured import Measured, live_or_reference, timed_rows, typed_table
 from .refdata import Reference
+
+
+#: The width (px) at which the book's website shows a figure: its cell-output column (688 px at a 1280 px window),
+#: and the pixel width of a widget's frames (labhelpers.site_frames).
+COLUMN_PX = 680
+#: The smallest text on the page, in CSS pixels (tools/browser_check.py fails below it).
+MIN_TEXT_PX = 9.0
+
+
+def readable_pt(fig) -> float:
+    """The smallest font size (pt) that ``fig`` may use and stay readable on the book's page.
+
+    A figure wider than the column is shrunk to it, so its text shrinks too: a 10-inch figure needs 9.6 pt where a
+    7-inch one is fine with 6.7 pt (``MIN_TEXT_PX`` pixels either way, at up to 100 dpi).
+    """
+    inches_per_px = max(fig.get_figwidth() / COLUMN_PX, 1 / 100)
+    return math.ceil(MIN_TEXT_PX * 72 * inches_per_px * 10) / 10
 
 
 def figure_axes(ax=None, figsize: tuple[float, float] = (7, 3.5)):

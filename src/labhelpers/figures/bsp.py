@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from ..models.bsp import MULTITHREADING_KINDS, simulate_multithreading
+from ..plotting import readable_pt
 
 
 def draw_multithreading(ax, threads: int = 6, stall: int = 8, switch: int = 2, *, width: int = 4, ilp: int = 2,
@@ -32,12 +33,12 @@ def draw_multithreading(ax, threads: int = 6, stall: int = 8, switch: int = 2, *
         left = k * (width + gap) - 0.5
         ax.add_patch(Rectangle((left, -0.5), width, cycles, fill=False, edgecolor="0.3", linewidth=0.8))
         ax.text(left + width / 2, -1.0, f"{trace.kind}\n{trace.utilisation:.0%} of slots", ha="center",
-                va="bottom", fontsize=8)
+                va="bottom", fontsize=max(8, readable_pt(ax.figure)))
     ax.set_xticks([])
     ax.set_ylabel("cycle")
     ax.set_ylim(cycles - 0.5, -4)
     ax.set_title(f"{threads} threads, issue width {width}, ILP {ilp}: bursts of {burst}, stalls of {stall} cycles, "
-                 f"switch {switch}", fontsize=8)
+                 f"switch {switch}", fontsize=max(8, readable_pt(ax.figure)))
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
 

@@ -15,6 +15,7 @@ from matplotlib.patches import Patch, Rectangle
 from ..errors import LaunchConfigError
 from ..launch import WARP_SIZE
 from ..measured import Measured
+from ..plotting import readable_pt
 from ..models.launch_calc import summarize_launch
 from ..plotting import plot_comparison
 from ..refdata import Reference
@@ -106,8 +107,9 @@ def draw_launch(ax, n: int, threads: int) -> None:
         for w in range(1, s.warps_per_block):
             ax.plot([x0 + w * WARP_SIZE] * 2, [y0, y0 + 1], color="white", linewidth=0.8)
         ax.add_patch(Rectangle((x0, y0), lanes, 1, fill=False, edgecolor="0.2", linewidth=0.8))
-        if s.blocks <= 32:
-            ax.text(x0 + lanes / 2, y0 + 1.05, f"block {b}", ha="center", va="bottom", fontsize=7)
+        if s.blocks <= 32 and per_row <= 8:  # a label per block where eight fit across the figure
+            ax.text(x0 + lanes / 2, y0 + 1.05, f"block {b}", ha="center", va="bottom",
+                    fontsize=readable_pt(ax.figure))
     rows = math.ceil(s.blocks / per_row)
     ax.set_xlim(-gap, per_row * (lanes + gap))
     ax.set_ylim(-(rows - 1) * 1.4 - 0.2, 1.5)
@@ -117,4 +119,4 @@ def draw_launch(ax, n: int, threads: int) -> None:
     ax.legend(handles=[Patch(color=ACTIVE_COLOR, label="thread with an element"),
                        Patch(color=IDLE_COLOR, label="idle thread (i >= n)"),
                        Patch(color=EMPTY_COLOR, label="empty lane of a partial warp")],
-              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=max(8, readable_pt(ax.figure)), frameon=False)

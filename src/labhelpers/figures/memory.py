@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.patches import Rectangle
 
+from ..plotting import readable_pt
 from ..models.banks import (LINE_BYTES, NUM_BANKS, SECTOR_BYTES, WarpRequest, conflict_degree, warp_byte_addresses,
                             warp_request)
 
@@ -27,9 +28,10 @@ def draw_bank_access(ax, words: Sequence[int] | np.ndarray, title: str | None = 
     layer = words // NUM_BANKS
     per_bank = np.bincount(np.unique(words) % NUM_BANKS, minlength=NUM_BANKS)
     colors = ["C3" if per_bank[b] > 1 else "C2" for b in bank]
-    ax.scatter(bank, layer, c=colors, s=60, zorder=3)
+    small = readable_pt(ax.figure)
+    ax.scatter(bank, layer, c=colors, s=(1.6 * small) ** 2, zorder=3)  # a dot that holds a two-digit number
     for t, (b, row) in enumerate(zip(bank, layer)):
-        ax.annotate(str(t), (b, row), fontsize=6, ha="center", va="center", color="white", zorder=4)
+        ax.annotate(str(t), (b, row), fontsize=small, ha="center", va="center", color="white", zorder=4)
     ax.set_xlim(-0.7, NUM_BANKS - 0.3)
     top = int(layer.max()) if layer.size else 0
     ax.set_ylim(top + 0.7, -0.7)

@@ -21,6 +21,7 @@ import pandas as pd
 from ..experiments.reduction import best_per_variant, gbps_grid
 from ..kernels.reduction import CLASSIC, VARIANTS
 from ..measured import Measured, typed_table
+from ..plotting import readable_pt
 from ..models.reduction_tree import BANKS, TREE_VARIANTS, WARP, tree_levels
 from ..plotting import plot_comparison
 
@@ -188,8 +189,9 @@ def draw_level(ax, variant: int = 1, block: int = 64, level: int = 1) -> None:
         color = f"C{(t // WARP) % 10}"
         ax.plot([t + 0.45, d + 0.45], [y_thr, y_mem + 0.6], color=color, lw=0.9)
         ax.plot([t + 0.45, s + 0.45], [y_thr, y_mem + 0.6], color=color, lw=0.7, ls="--", alpha=0.7)
-    for w in range(0, block, 8):
-        ax.text(w + 0.45, y_mem - 0.35, f"{w}\nbank {w % BANKS}", ha="center", va="top", fontsize=6)
+    small = readable_pt(ax.figure)
+    for w in range(0, block, 8 if block <= 64 else 16):  # labels at most 8 across, so that they never touch
+        ax.text(w + 0.45, y_mem - 0.35, f"{w}\nbank {w % BANKS}", ha="center", va="top", fontsize=small)
     warp = lv.worst_warp
     counts = lv.bank_counts(warp, "src")
     scale = block / BANKS
@@ -199,16 +201,16 @@ def draw_level(ax, variant: int = 1, block: int = 64, level: int = 1) -> None:
                                             facecolor="C3" if counts[b] > 1 else "C2", edgecolor="none"))
             if counts[b] > 1:
                 ax.text((b + 0.4) * scale, y_bank + 0.3 * counts[b] + 0.05, str(counts[b]), ha="center",
-                        va="bottom", fontsize=6, color="C3")
+                        va="bottom", fontsize=small, color="C3")
     ax.plot([0, block], [y_bank, y_bank], color="0.4", lw=0.6)
-    ax.text(0, y_bank - 0.08, "bank 0", ha="left", va="top", fontsize=6)
-    ax.text(block, y_bank - 0.08, "bank 31", ha="right", va="top", fontsize=6)
-    ax.text(-0.5, y_thr + 0.3, "threads", ha="right", va="center", fontsize=8)
-    ax.text(-0.5, y_mem + 0.3, "shared\nmemory", ha="right", va="center", fontsize=8)
-    ax.text(-0.5, y_bank + 0.4, f"banks read\nby warp {warp}", ha="right", va="center", fontsize=8)
+    ax.text(0, y_bank - 0.08, "bank 0", ha="left", va="top", fontsize=small)
+    ax.text(block, y_bank - 0.08, "bank 31", ha="right", va="top", fontsize=small)
+    ax.text(-0.5, y_thr + 0.3, "threads", ha="right", va="center", fontsize=max(8, small))
+    ax.text(-0.5, y_mem + 0.3, "shared\nmemory", ha="right", va="center", fontsize=max(8, small))
+    ax.text(-0.5, y_bank + 0.4, f"banks read\nby warp {warp}", ha="right", va="center", fontsize=max(8, small))
     info = (f"{lv.active} of {block} threads add · warps with work: {lv.warps_with_work} of {lv.warps} · "
             f"divergent warps: {lv.divergent_warps} · worst bank conflict: {lv.worst_conflict}-way")
-    ax.text(block / 2, y_bank - 0.45, info, ha="center", va="top", fontsize=8)
+    ax.text(block / 2, y_bank - 0.45, info, ha="center", va="top", fontsize=max(8, small))
     ax.set_title(f"Variant {variant} ({TREE_VARIANTS[variant]}), block of {block}: level {level} of {len(levels)}, "
                  f"stride {lv.stride}", fontsize=9)
     ax.set_xlim(-0.5, block + 0.5)

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib import patches
 
 from ..models import streams as model
+from ..plotting import readable_pt
 
 OP_COLORS = {"H2D": "#4c78a8", "kernel": "#f58518", "D2H": "#54a24b"}
 LINE_COLORS = {"H2D pinned": "#4c78a8", "D2H pinned": "#54a24b", "H2D pageable": "#9ecae9",
@@ -63,23 +64,25 @@ def plot_gantt(ax, timeline: pd.DataFrame, title: str = "", *, xmax: float | Non
     waited for its engine shows a longer bar than the copy itself).
     """
     streams = sorted(timeline["stream"].unique())
+    small = readable_pt(ax.figure)
     for r in timeline.itertuples():
         lane = streams.index(r.stream)
         width = max(r.end_ms - r.start_ms, 1e-6)
         ax.add_patch(patches.Rectangle((r.start_ms, lane - 0.38), width, 0.76, facecolor=OP_COLORS[r.op],
                                        edgecolor="white", lw=0.6))
         if width > 0.04 * (xmax or timeline["end_ms"].max()):
-            ax.text(r.start_ms + width / 2, lane, str(r.chunk), ha="center", va="center", fontsize=7, color="white")
+            ax.text(r.start_ms + width / 2, lane, str(r.chunk), ha="center", va="center", fontsize=small,
+                    color="white")
     end = float(timeline["end_ms"].max())
     ax.axvline(end, color="0.2", lw=0.8, ls=":")
     ax.set_xlim(0, xmax or end * 1.03)
     ax.set_ylim(len(streams) - 0.5, -0.5)
-    ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams], fontsize=8)
+    ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams], fontsize=max(8, small))
     ax.set_xlabel("ms")
-    ax.set_title(f"{title}  (end {end:.2f} ms)" if title else f"end {end:.2f} ms", fontsize=9)
+    ax.set_title(f"{title}  (end {end:.2f} ms)" if title else f"end {end:.2f} ms", fontsize=max(9, small))
     if legend:  # outside the axes, right of the lanes: it never hides a bar
         handles = [patches.Patch(color=c, label=op) for op, c in OP_COLORS.items()]
-        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        ax.legend(handles=handles, fontsize=small, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
 def draw_pipeline(ax, chunks: int = 8, streams: int = 4, copy_engines: int = 2, kernel_ms: float = 4.6,
@@ -92,9 +95,10 @@ def draw_pipeline(ax, chunks: int = 8, streams: int = 4, copy_engines: int = 2, 
     total = float(t["end_ms"].max())
     plot_gantt(ax, t, xmax=serial * 1.02)
     bound = model.lower_bound(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, copy_engines)
-    ax.set_title(f"{chunks} chunks on {streams} stream(s), {copy_engines} copy engine(s), {order}: {total:.2f} ms "
+    ax.set_title(f"{chunks} chunks on {streams} stream(s), {copy_engines} copy engine(s), {order}: {total:.2f} ms\n"
                  f"= {serial / total:.2f}x faster than serial ({serial:.1f} ms); busiest engine {bound:.2f} ms "
-                 f"({model.bottleneck(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, copy_engines)})", fontsize=8.5)
+                 f"({model.bottleneck(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, copy_engines)})",
+                 fontsize=readable_pt(ax.figure))
 
 
 def plot_gantt_pair(axes, measured: pd.DataFrame, modelled: pd.DataFrame, label: str) -> None:
