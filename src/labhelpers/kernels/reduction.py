@@ -652,13 +652,10 @@ def resident_blocks(threads: int, kernel=None) -> int:
     if kernel is not None and getattr(kernel, "overloads", None):
         overload = next(iter(kernel.overloads.values()))
         return int(overload.max_cooperative_grid_blocks(threads))
-    from ..device import device_info
+    from ..gpus import current  # not at the top: gpus imports roofline, which imports these kernels' siblings
 
-    info = device_info()
-    per_sm = max(1, (info.max_threads_per_sm or 2048) // threads)
-    if info.max_blocks_per_sm:
-        per_sm = min(per_sm, info.max_blocks_per_sm)
-    return (info.sm_count or 1) * per_sm
+    gpu = current()
+    return gpu.sm_count * gpu.blocks_per_sm(threads)
 
 
 def level_sizes(n: int, threads: int, per_thread: int = 1) -> list[tuple[int, int]]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, njit, prange
 
-from .. import backend, device, validate
+from .. import backend, validate
 from ..arrays import to_host
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..launch import blocks_for, check_launch
@@ -363,11 +363,12 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
         raise LaunchConfigError(f"{reason}: choose threads per block between 32 and 1024, e.g. 256")
     if backend.is_simulator():
         return 2, threads
-    info = device.device_info()
-    per_sm = max(1, (info.max_threads_per_sm or 2048) // threads)
-    if info.max_blocks_per_sm:
-        per_sm = min(per_sm, info.max_blocks_per_sm)
-    return (info.sm_count or 1) * per_sm * waves, threads
+    from ..gpus import current  # not at the top: gpus imports labhelpers.roofline, which imports this module
+
+    gpu = current()
+    per_sm = gpu.blocks_per_sm(threads)  # threads and block slots of this GPU's SM
+    blocks = gpu.sm_count * per_sm * waves
+    return blocks, threads
 
 
 def _float_array(a, name: str) -> None:
