@@ -7,6 +7,7 @@ import pytest
 
 import labhelpers as lh
 from labhelpers import backend, gpus, sizes
+from labhelpers import runtime_estimate as rt
 from labhelpers.device import DeviceInfo
 from labhelpers.experiments import bsp as bsp_exp
 from labhelpers.experiments import scheduling as sched_exp
@@ -119,3 +120,39 @@ def test_fp64_problem_size_under_the_simulator_and_bad_input():
         assert lh.fp64_problem_size(gpu=4096, sim=64, power=3) == 64
     with pytest.raises(lh.ArgumentError, match="power"):
         lh.fp64_problem_size(gpu=4096, sim=64, power=0)
+
+
+# ------------------------------------------------------------------------------------------ run time per GPU
+def test_runtime_estimates_scale_with_the_gpus_ceilings():
+    table = rt.estimate_table()
+    assert list(table.columns) == list(rt.GPU_KEYS)
+    assert len(table) == 14 and table.index[-1].startswith("install")
+    chapters = table.iloc[:-1]
+    assert (chapters > 0).all().all()
+    assert (chapters["T4"] >= chapters["H200"]).all()  # less bandwidth and fewer FLOP/s never make it faster
+    assert chapters["T4"].sum() > chapters["H200"].sum()
+    t4 = rt.estimate(3, "T4")
+    assert t4.gpu == "Tesla T4" and not t4.measured
+    assert t4.seconds == pytest.approx(t4.gpu_seconds + t4.host_seconds + t4.fixed_seconds)
+    assert t4.fixed_seconds == rt.estimate(3, "H200").fixed_seconds  # compiling and Python: the same everywhere
+
+
+def test_a_float64_row_scales_by_the_fp64_peak_unless_its_cell_shrinks_it():
+    ref, t4 = gpus.reference(), gpus.student_gpu("T4")
+    row = {"precision": "fp64", "gflops": 0.9 * ref.fp64_gflops, "gbps": 1.0}
+    assert rt._row_factor("ch05_matmul_sweep", row, ref, t4) == pytest.approx(ref.fp64_gflops / t4.fp64_gflops)
+    assert rt._row_factor("ch07_roofline_points", row, ref, t4) == 1.0
+    memory = {"gbps": 0.9 * ref.dram_gbs, "gflops": 1.0}
+    assert rt._row_factor("ch03_x", memory, ref, t4) == pytest.approx(ref.dram_gbs / t4.dram_gbs)
+    assert rt._row_factor("ch03_x", {"gbps": 1.0}, ref, t4) == 1.0  # latency bound
+
+
+def test_expected_time_names_the_gpu(on_a_t4):
+    line = rt.expected_time(3)
+    assert "this GPU (Tesla T4)" in line and "min" in line
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="the simulator's sentence")
+def test_expected_time_under_the_simulator_names_the_reference_gpu_and_a_t4():
+    line = rt.expected_time(7)
+    assert f"reference GPU ({gpus.reference().name})" in line and "on a T4" in line and "installing" in line
