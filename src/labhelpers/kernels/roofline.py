@@ -364,7 +364,6 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     if backend.is_simulator():
         return 2, threads
     from ..gpus import current  # not at the top: gpus imports labhelpers.roofline, which imports this module
-
     gpu = current()
     per_sm = gpu.blocks_per_sm(threads)  # threads and block slots of this GPU's SM
     blocks = gpu.sm_count * per_sm * waves
