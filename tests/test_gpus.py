@@ -3,6 +3,8 @@ simulator, and float64 sizes that shrink on FP64-poor GPUs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import labhelpers as lh
@@ -156,3 +158,10 @@ def test_expected_time_names_the_gpu(on_a_t4):
 def test_expected_time_under_the_simulator_names_the_reference_gpu_and_a_t4():
     line = rt.expected_time(7)
     assert f"reference GPU ({gpus.reference().name})" in line and "on a T4" in line and "installing" in line
+
+
+def test_the_home_page_quotes_the_t4_estimates():
+    """book/intro.md's 'On Colab' table is runtime_estimate.markdown_table('T4'): re-measuring fails here."""
+    text = (Path(__file__).parents[1] / "book" / "intro.md").read_text()
+    assert "## On Colab" in text
+    assert rt.markdown_table("T4") in text

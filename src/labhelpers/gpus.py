@@ -25,7 +25,7 @@ from .roofline.ceilings import datasheet_entry, fp32_peak_at_clock
 from .roofline.model import FP32_LANES_PER_SM, FP64_LANES_PER_SM
 
 #: The reference data that carries the reference GPU's device record (``labhelpers.device_info().as_dict()``).
-DEVICE_RECORD = "ch01_device_properties"
+DEVICE_RECORD = occupancy.REFERENCE_DEVICE_RECORD
 
 #: The GPUs students get, by datasheet name: (name as the driver reports it, compute capability).
 STUDENT_GPU_NAMES: dict[str, tuple[str, str]] = {

@@ -200,6 +200,16 @@ def estimate_table(keys: tuple[str, ...] = GPU_KEYS) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("chapter")
 
 
+def markdown_table(key: str = "T4") -> str:
+    """The expected minutes per chapter on GPU ``key`` as a Markdown table (what the home page shows for a T4)."""
+    gpu = gpus.student_gpu(key)
+    lines = [f"| chapter | minutes on a {key} |", "| --- | --- |"]
+    for c in CHAPTERS:
+        lines.append(f"| {c.number}. {c.slug[3:].replace('_', ' ')} | {math.ceil(estimate(c.number, gpu).minutes)} |")
+    lines.append(f"| installing (once per Colab session) | {math.ceil(INSTALL_SECONDS / 60)} |")
+    return "\n".join(lines)
+
+
 def _minutes(seconds: float) -> str:
     minutes = seconds / 60
     return "under a minute" if minutes < 1 else f"about {minutes:.0f} min" if minutes >= 1.5 else "about 1 min"
@@ -219,4 +229,4 @@ def expected_time(number: int) -> str:
 
 
 __all__ = ["CALLS_PER_ROW", "COMPILE_SECONDS", "Estimate", "GPU_KEYS", "INSTALL_SECONDS", "SESSION_SECONDS",
-           "cell_times", "estimate", "estimate_table", "expected_time"]
+           "cell_times", "estimate", "estimate_table", "expected_time", "markdown_table"]

@@ -348,8 +348,9 @@ def transfer_sweep(sizes: Sequence[int] | None = None, *, repeat: int = 10, prog
 
 # =========================================================================== the hierarchy at a glance
 
-#: Published figures of the reference GPU (NVIDIA, *H100 Tensor Core GPU Architecture* whitepaper, 2022,
-#: and the *CUDA C++ Programming Guide*, compute capability 9.0).
+#: Published figures of the H100 SXM5 (NVIDIA, *H100 Tensor Core GPU Architecture* whitepaper, 2022, and the
+#: *CUDA C++ Programming Guide*, compute capability 9.0): the GH100 GPU of the reference H200, with 80 GB of HBM3
+#: instead of its 141 GB of HBM3e. The table's column names them.
 H100_SXM5 = {
     "registers": "64 Ki x 4 B = 256 KiB per SM (at most 255 per thread)",
     "local memory": "in device memory, cached in L1 and L2",
