@@ -11,6 +11,7 @@ import labhelpers as lh
 from labhelpers import backend, gpus, sizes
 from labhelpers import runtime_estimate as rt
 from labhelpers.device import DeviceInfo
+from labhelpers.exercises import bsp as ex_bsp
 from labhelpers.experiments import bsp as bsp_exp
 from labhelpers.experiments import scheduling as sched_exp
 from labhelpers.kernels import reduction as kr
@@ -18,6 +19,7 @@ from labhelpers.kernels import roofline as krl
 from labhelpers.models import nbody as nbody_model
 from labhelpers.models import occupancy as oc
 from labhelpers.roofline import model as rl_model
+from mutants import load_solutions
 
 #: A Tesla T4 as its driver describes it (Colab's free GPU): 40 SMs, 1024 threads and 16 blocks per SM, 64 KB.
 T4_INFO = DeviceInfo(backend="gpu", name="Tesla T4", compute_capability=(7, 5), sm_count=40,
@@ -165,3 +167,8 @@ def test_the_home_page_quotes_the_t4_estimates():
     text = (Path(__file__).parents[1] / "book" / "intro.md").read_text()
     assert "## On Colab" in text
     assert rt.markdown_table("T4") in text
+
+
+def test_lab_2_timing_fills_the_t4s_thread_slots(on_a_t4):
+    timings = ex_bsp.time_grid_stride(load_solutions("02_bsp_and_amdahl_lab").grid_stride_update, n=300)
+    assert timings[-1].label == "4 x 256 threads"  # one SM under the simulator, 4 blocks of 256 fill a T4's SM
