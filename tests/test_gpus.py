@@ -172,3 +172,13 @@ def test_the_home_page_quotes_the_t4_estimates():
 def test_lab_2_timing_fills_the_t4s_thread_slots(on_a_t4):
     timings = ex_bsp.time_grid_stride(load_solutions("02_bsp_and_amdahl_lab").grid_stride_update, n=300)
     assert timings[-1].label == "4 x 256 threads"  # one SM under the simulator, 4 blocks of 256 fill a T4's SM
+
+
+def test_a_timed_gpu_run_replaces_the_modelled_fixed_cost(monkeypatch):
+    record = {"meta": {"gpu": "Tesla T4", "backend": "gpu", "compute_capability": "7.5", "sm_count": 40},
+              "notebooks": {"book/03_memory_hierarchy.ipynb": {"seconds": 300.0, "cells": [[1, 20.0]]}}}
+    monkeypatch.setattr(rt, "cell_times", lambda: record)
+    on_t4 = rt.estimate(3, "T4")
+    assert on_t4.measured and on_t4.seconds == pytest.approx(300.0)  # the run's own GPU gives back its total
+    assert rt.estimate(3, "H200").seconds < 300.0
+    assert not rt.estimate(4, "T4").measured  # no timing recorded for chapter 4

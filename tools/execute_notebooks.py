@@ -25,6 +25,7 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from notebook_tools import ROOT, all_notebooks
 
@@ -80,14 +81,22 @@ def main(argv: list[str]) -> int:
     paths = [Path(a).resolve() for a in args] or all_notebooks()
     os.environ["LABHELPERS_BACKEND"] = os.environ.get("LABHELPERS_BACKEND", "sim")
     record = {"meta": _machine(), "notebooks": {}} if times_file else None
+    failed = 0
     for path in paths:
-        seconds, cells = execute(path, write=write)
+        try:
+            seconds, cells = execute(path, write=write)
+        except CellExecutionError as exc:
+            if record is None:
+                raise
+            failed += 1  # a timing run goes on with the next notebook; this one is left out of the record
+            print(f"FAILED {path.relative_to(ROOT)}: {str(exc).strip().splitlines()[-1]}")
+            continue
         print(f"executed {path.relative_to(ROOT)} in {seconds:.1f} s")
         if record is not None:  # written after every notebook, so a run stopped midway keeps what it measured
             record["notebooks"][str(path.relative_to(ROOT))] = {"seconds": round(seconds, 1), "cells": cells}
             times_file.parent.mkdir(parents=True, exist_ok=True)
             times_file.write_text(json.dumps(record, indent=1) + "\n")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

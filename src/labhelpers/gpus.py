@@ -149,6 +149,15 @@ def reference() -> GPU:
                fp64_gflops=fp64, where="reference GPU")
 
 
+def from_record(name: str, compute_capability: str, sm_count: int, where: str = "recorded GPU") -> GPU:
+    """A :class:`GPU` from the few fields a measurement records (its name, compute capability and SMs), with the
+    datasheet's peaks where the name is known."""
+    cc = str(compute_capability)
+    dram, fp32, fp64 = _peaks(name, cc, None, None)
+    return GPU(name=name, compute_capability=cc, sm_count=int(sm_count), sm=occupancy.limits_for(cc), dram_gbs=dram,
+               fp32_gflops=fp32, fp64_gflops=fp64, where=where)
+
+
 def current(info: DeviceInfo | None = None) -> GPU:
     """The GPU the code runs on; under the simulator, the reference GPU (:func:`reference`)."""
     info = info or device_info()

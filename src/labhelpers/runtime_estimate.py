@@ -21,8 +21,9 @@ The model, chapter by chapter:
 * **Install** (Colab, once per session): :data:`INSTALL_SECONDS`.
 
 Where a GPU run recorded real per-cell times (``tools/execute_notebooks.py --times``, stored as
-``data/cell_times.json``), the chapter's measured total replaces the model's total on that GPU, and only the GPU
-work is scaled. Until then the numbers are estimates from the model alone, good to a factor of about two.
+``data/cell_times.json``), the chapter's measured total less the model's GPU work on that GPU replaces the
+modelled fixed cost (:attr:`Estimate.measured`). Until such a run is shipped the numbers come from the model
+alone and have not been checked against a timed run.
 """
 
 from __future__ import annotations
@@ -182,9 +183,12 @@ def estimate(number: int, gpu: gpus.GPU | str) -> Estimate:
     measured = False
     times = cell_times()
     recorded = (times or {}).get("notebooks", {}).get(c.notebook)
-    if recorded and (times or {}).get("meta", {}).get("gpu") == ref.name:
-        # a run on the reference GPU: its total stands for that GPU, and only the GPU work is scaled from it
-        fixed = max(0.0, float(recorded["seconds"]) - _work(c, ref, ref)[0] - host_s)
+    meta = (times or {}).get("meta", {})
+    if recorded and meta.get("backend") == "gpu":
+        # a timed GPU run: what its total holds beyond the GPU work (modelled for that GPU) is the fixed cost
+        run = ref if meta.get("gpu") == ref.name else gpus.from_record(meta["gpu"], meta["compute_capability"],
+                                                                       meta["sm_count"])
+        fixed = max(0.0, float(recorded["seconds"]) - _work(c, ref, run)[0] - host_s)
         measured = True
     return Estimate(chapter=c.number, gpu=target.name, gpu_seconds=gpu_s, host_seconds=host_s, fixed_seconds=fixed,
                     measured=measured)
