@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import labhelpers as lh
-from labhelpers import backend, gpus, sizes
+from labhelpers import backend, device, gpus, sizes
 from labhelpers import runtime_estimate as rt
 from labhelpers.device import DeviceInfo
 from labhelpers.exercises import bsp as ex_bsp
@@ -29,10 +29,16 @@ T4_INFO = DeviceInfo(backend="gpu", name="Tesla T4", compute_capability=(7, 5), 
                      extra={"reserved_shared_per_block": 0})
 
 
+#: What the tests really run on (the simulator in CI).
+RUNNING_ON = device.device_info
+
+
 @pytest.fixture
 def on_a_t4(monkeypatch):
-    """Make gpus.current() describe the faked T4 (kernels still run where they run)."""
+    """Make gpus.current() and labhelpers.device.device_info() describe the faked T4 (kernels still run where
+    they run)."""
     monkeypatch.setattr(gpus, "device_info", lambda: T4_INFO)
+    monkeypatch.setattr(device, "device_info", lambda: T4_INFO)
     return gpus.current()
 
 
@@ -169,7 +175,8 @@ def test_the_home_page_quotes_the_t4_estimates():
     assert rt.markdown_table("T4") in text
 
 
-def test_lab_2_timing_fills_the_t4s_thread_slots(on_a_t4):
+def test_lab_2_timing_fills_the_t4s_thread_slots(on_a_t4, monkeypatch):
+    monkeypatch.setattr(device, "device_info", RUNNING_ON)  # one SM here, so the simulator runs few threads
     timings = ex_bsp.time_grid_stride(load_solutions("02_bsp_and_amdahl_lab").grid_stride_update, n=300)
     assert timings[-1].label == "4 x 256 threads"  # one SM under the simulator, 4 blocks of 256 fill a T4's SM
 

@@ -93,8 +93,7 @@ class GPU:
 
     def blocks_per_sm(self, threads: int) -> int:
         """Blocks of ``threads`` threads one SM holds when threads and block slots are the only limits."""
-        threads = validate.integer(threads, "threads", minimum=1)
-        return max(1, min(self.sm.max_threads_per_sm // threads, self.sm.max_blocks_per_sm))
+        return self.sm.resident_blocks(threads)
 
 
 def _cc_tuple(cc: str) -> tuple[int, int]:

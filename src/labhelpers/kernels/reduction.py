@@ -652,10 +652,11 @@ def resident_blocks(threads: int, kernel=None) -> int:
     if kernel is not None and getattr(kernel, "overloads", None):
         overload = next(iter(kernel.overloads.values()))
         return int(overload.max_cooperative_grid_blocks(threads))
-    from ..gpus import current  # not at the top: gpus imports roofline, which imports these kernels' siblings
+    from ..device import device_info
+    from ..models.occupancy import device_limits
 
-    gpu = current()
-    return gpu.sm_count * gpu.blocks_per_sm(threads)
+    info = device_info()
+    return (info.sm_count or 1) * device_limits(info).resident_blocks(threads)  # this GPU's SM, from its driver
 
 
 def level_sizes(n: int, threads: int, per_thread: int = 1) -> list[tuple[int, int]]:

@@ -30,10 +30,11 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, njit, prange
 
-from .. import backend, validate
+from .. import backend, device, validate
 from ..arrays import to_host
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..launch import blocks_for, check_launch
+from ..models.occupancy import device_limits
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
 FMA_CHAINS = 8
@@ -363,11 +364,10 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
         raise LaunchConfigError(f"{reason}: choose threads per block between 32 and 1024, e.g. 256")
     if backend.is_simulator():
         return 2, threads
-    from ..gpus import current  # not at the top: gpus imports labhelpers.roofline, which imports this module
-    gpu = current()
-    per_sm = gpu.blocks_per_sm(threads)  # threads and block slots of this GPU's SM
-    blocks = gpu.sm_count * per_sm * waves
-    return blocks, threads
+    info = device.device_info()
+    sm = device_limits(info)  # this GPU's SM, from its driver
+    per_sm = sm.resident_blocks(threads)  # by its threads and block slots
+    return (info.sm_count or 1) * per_sm * waves, threads
 
 
 def _float_array(a, name: str) -> None:

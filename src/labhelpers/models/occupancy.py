@@ -94,6 +94,11 @@ class SMLimits:
         """Warp slots of the SM: the denominator of occupancy."""
         return self.max_threads_per_sm // self.warp_size
 
+    def resident_blocks(self, threads: int) -> int:
+        """Blocks of ``threads`` threads the SM holds when threads and block slots are the only limits (at least 1)."""
+        threads = validate.integer(threads, "threads", minimum=1)
+        return max(1, min(self.max_threads_per_sm // threads, self.max_blocks_per_sm))
+
     def describe(self) -> str:
         """The limits as a few readable lines."""
         return "\n".join([
