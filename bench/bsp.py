@@ -9,8 +9,8 @@
   multiply-adds) and a parallel step (the fixed-work kernel, 256 multiply-adds per element
   over 2**22 elements) on 1, 2, 4, ... blocks of 1024 threads, at most one block per SM.
 
-``bench(ctx)`` reports the fixed-work kernel at full occupancy (8 blocks of 256 threads per
-SM, 2048 threads per SM) against the device-to-device copy bandwidth measured in the same
+``bench(ctx)`` reports the fixed-work kernel at full occupancy (blocks of 256 threads filling every
+thread slot of every SM: 8 per SM on the reference GPU, 4 on a T4) against the device-to-device copy bandwidth measured in the same
 run, and the one-warp launch beside it. Together they take well under a minute of GPU time.
 
 Usage on a GPU machine: ``python bench/run_all.py --only bsp [--collect DIR]``.
@@ -24,6 +24,7 @@ from pathlib import Path
 from common import Context, Row, report  # noqa: E402
 
 import labhelpers as lh  # noqa: E402
+from labhelpers import gpus  # noqa: E402
 from labhelpers.experiments import bsp  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
 
@@ -44,7 +45,7 @@ def _sm_count() -> int:
 
 
 def _threads_per_sm() -> int:
-    return int(lh.device_info().max_threads_per_sm or bsp.THREADS_PER_SM)
+    return gpus.current().sm.max_threads_per_sm
 
 
 def collect(out_dir: str | Path) -> None:
@@ -54,7 +55,7 @@ def collect(out_dir: str | Path) -> None:
                                   threads_per_sm=_threads_per_sm(), progress=False)
     save_reference("ch02_slackness", slack, out_dir,
                    notes=f"fixed_work, n={SLACK_N} float32, {SLACK_REPS} FMAs/element, bytes = read + write; "
-                         "fill = total threads / (SMs * 2048); median of 3-10 CUDA-event timings per launch")
+                         f"fill = total threads / (SMs * {_threads_per_sm()}); median of 3-10 CUDA-event timings per launch")
     speed = bsp.measure_speedup(SPEEDUP_N, bsp.speedup_blocks(sms), threads=SPEEDUP_THREADS, reps=SPEEDUP_REPS,
                                 serial_steps=SERIAL_STEPS, progress=False)
     save_reference("ch02_speedup", speed, out_dir,
@@ -67,7 +68,7 @@ def collect(out_dir: str | Path) -> None:
 def bench(ctx: Context) -> list[Row]:
     """The fixed-work kernel at full occupancy and on one warp, in GB/s against the copy bandwidth."""
     sms = _sm_count()
-    full = (sms * _threads_per_sm() // 256, 256)  # 8 blocks of 256 threads per SM: every thread slot taken
+    full = (sms * _threads_per_sm() // 256, 256)  # blocks of 256 threads taking every thread slot
     rows = []
     for (blocks, threads), repeat in [(full, 20), ((1, 32), 3)]:  # one warp takes about a second per run
         table = bsp.measure_slackness(SLACK_N, [(blocks, threads)], sm_count=sms, reps=SLACK_REPS,

@@ -67,7 +67,7 @@ def bench(ctx: Context) -> list[Row]:
         best = ok.loc[ok["gbps"].idxmax()]
         rows.append(Row(TOPIC, f"scale ilp{ilp}, best block ({int(best['threads'])})", "2^26 f32", float(best["gbps"]),
                         "GB/s", "cupy copy", ceiling))
-    throttle = scheduling.measure_throttle(N_STREAM, blocks_per_sm=(8, 32), progress=False)
+    throttle = scheduling.measure_throttle(N_STREAM, blocks_per_sm=(8, scheduling.throttle_blocks()[-1]), progress=False)
     for _, r in throttle[throttle["status"] == "ok"].iterrows():
         rows.append(Row(TOPIC, f"scale ilp{int(r['ilp'])}, occupancy {r['occupancy']:.0%}", "2^26 f32",
                         float(r["gbps"]), "GB/s", "cupy copy", ceiling))

@@ -261,9 +261,11 @@ def test_intensity_table_lists_every_worked_kernel():
 
 def test_time_bounds_finds_a_transfer_bound_kernel():
     c = roofline.saxpy_counts(2**26)
-    table = roofline.time_bounds(c.flops, c.nbytes, host_bytes=c.nbytes, peak_gflops=67000, bandwidth_gbs=3350)
+    table = roofline.time_bounds(c.flops, c.nbytes, host_bytes=c.nbytes, peak_gflops=67000, bandwidth_gbs=3350,
+                                  link_gbs=roofline.PCIE5_X16_GBS)
     assert table.loc[table["binding"], "limit"].tolist() == ["host transfer"]
-    table = roofline.time_bounds(c.flops, c.nbytes, host_bytes=0, peak_gflops=67000, bandwidth_gbs=3350)
+    table = roofline.time_bounds(c.flops, c.nbytes, host_bytes=0, peak_gflops=67000, bandwidth_gbs=3350,
+                                  link_gbs=roofline.PCIE5_X16_GBS)
     assert table.loc[table["binding"], "limit"].tolist() == ["device memory"]
 
 

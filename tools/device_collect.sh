@@ -7,6 +7,8 @@
 # run (LABHELPERS_RUN_ID, stored in every file's metadata). LANES=1 forces one lane. DEADLINE=seconds stops lanes
 # from starting a topic after that long and ends a topic still running then (its log says so), so that one call of
 # the device tool always brings back what was collected; the topics not collected are printed at the end.
+# CELL_TIMES=1 then runs every chapter on GPU 0 too, within the deadline, and writes $OUT/cell_times.json (each code
+# cell's wall time; copy it to src/labhelpers/data/cell_times.json for labhelpers.runtime_estimate).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -38,6 +40,11 @@ echo "run $LABHELPERS_RUN_ID: ${#topics[@]} topics on $LANES lane(s) of $gpus GP
 pids=(); for ((g = 0; g < LANES; g++)); do lane "$g" & pids+=($!); done
 rc=0; for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ -s "$queue" ] && echo "NOT COLLECTED (deadline): $(tr '\n' ' ' < "$queue")"
+if [ "${CELL_TIMES:-0}" = 1 ]; then  # every chapter's per-cell wall times on this GPU, for labhelpers.runtime_estimate
+  left=$(( START + DEADLINE - $(date +%s) ))
+  CUDA_VISIBLE_DEVICES=0 timeout "$left" python3 tools/execute_notebooks.py --no-write --times "$OUT/cell_times.json" \
+    book/[0-9]*.ipynb > "$OUT/logs/cell_times.log" 2>&1 || echo "cell times: stopped or failed (logs/cell_times.log)"
+fi
 for t in "${topics[@]}"; do [ -f "$OUT/logs/$t.log" ] && { echo "######## $t"; cat "$OUT/logs/$t.log"; }; done > "$OUT/bench.log"
 grep -h -E "FAIL|Traceback|Error" "$OUT/bench.log" | head -40
 tar czf "$OUT/reference.tgz" -C "$OUT" reference logs && rm -rf "$OUT/reference" "$OUT/logs"

@@ -32,7 +32,7 @@ from .notebook import setup  # noqa: E402
 from .plotting import plot_comparison  # noqa: E402
 from .racecheck import BarrierProblem, Race, RaceReport, check_races  # noqa: E402
 from .refdata import Reference, load_reference  # noqa: E402
-from .sizes import awkward_sizes, problem_size  # noqa: E402
+from .sizes import awkward_sizes, fp64_problem_size, problem_size  # noqa: E402
 from .source import show_source  # noqa: E402
 from .sweep import sweep  # noqa: E402
 from .timing import Timing, benchmark, wall_time  # noqa: E402
@@ -46,7 +46,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError", "ArrayArgumentError", "CheckFailed", "DeviceInfo", "GPUOnlyError", "LabError", "Launch1D",
     "LaunchConfigError", "Measured", "NoGPUError", "Reference", "Timing", "awkward_sizes", "banner",
-    "benchmark", "blocks_for", "check_function", "check_launch", "device_info",
+    "benchmark", "blocks_for", "check_function", "check_launch", "device_info", "fp64_problem_size",
     "interactive_figure", "is_gpu", "is_simulator", "launch_1d", "live_or_reference", "load_reference",
     "plot_comparison", "problem_size", "setup", "show_source", "sweep", "to_device", "to_host", "validate",
     "wall_time",

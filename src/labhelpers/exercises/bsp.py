@@ -217,8 +217,8 @@ def check_grid_stride(kernel, *, quiet: bool = False) -> None:
 def time_grid_stride(kernel, n: int | None = None, reps: int = 8) -> list:
     """Check ``grid_stride_update`` (:func:`check_grid_stride`), then time it on three grids of this GPU.
 
-    The grids: one warp, one block of 256 threads per SM, and eight such blocks per SM (every thread
-    slot of a GPU with 2048 threads per SM), over ``n`` float32 elements updated in place with ``reps``
+    The grids: one warp, one block of 256 threads per SM, and as many such blocks per SM as fill every
+    thread slot (8 on the reference GPU's SM, 4 on a T4's: :func:`labhelpers.gpus.current`), over ``n`` float32 elements updated in place with ``reps``
     multiply-adds each; bytes counted: 8 per element (read and written). Nothing is timed unless the
     check passes: an unfinished kernel does no work and looks impossibly fast.
 
@@ -232,6 +232,7 @@ def time_grid_stride(kernel, n: int | None = None, reps: int = 8) -> list:
     from numba import cuda
 
     from ..device import device_info
+    from ..gpus import current as current_gpu
     from ..sizes import problem_size
     from ..timing import benchmark
 
@@ -241,9 +242,10 @@ def time_grid_stride(kernel, n: int | None = None, reps: int = 8) -> list:
         raise CheckFailed(f"grid_stride_update is not timed until it is correct: {exc}") from None
     n = n or problem_size(gpu=2**24, sim=1024)
     sms = device_info().sm_count or 1  # the simulator has no SMs: one
+    full = sms * current_gpu().blocks_per_sm(256)  # every thread slot (the reference GPU's SM under the simulator)
     x_d = cuda.to_device(np.random.default_rng(0).random(n, dtype=np.float32))
     timings = []
-    for blocks, threads in [(1, 32), (sms, 256), (sms * 8, 256)]:
+    for blocks, threads in [(1, 32), (sms, 256), (full, 256)]:
         timings.append(benchmark(lambda: kernel[blocks, threads](x_d, LAB_A, LAB_B, reps), nbytes=8 * n,
                                  repeat=5, label=f"{blocks} x {threads} threads"))
     return timings

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
+from .. import gpus
 from ..arrays import to_host
 from ..measured import Measured
 from ..kernels.bsp import (
@@ -33,9 +34,6 @@ from ..kernels.bsp import (
 from ..models.amdahl import efficiency, fit_serial_fraction, karp_flatt, max_speedup
 from ..sweep import STATUS_OK, sweep
 from ..timing import Timing, benchmark
-
-#: Resident threads per SM on every GPU from Volta to Hopper (compute capability 7.0, 8.0, 9.0).
-THREADS_PER_SM = 2048
 
 
 # --------------------------------------------------------------------------- parallel slackness
@@ -67,16 +65,18 @@ def slackness_grid(sm_count: int, *, threads: int = 256, max_blocks_per_sm: int 
 
 
 def measure_slackness(n: int, launches: Sequence[tuple[int, int]], *, sm_count: int, reps: int = 8,
-                      threads_per_sm: int = THREADS_PER_SM, repeat: int = 10, progress: bool = True) -> pd.DataFrame:
+                      threads_per_sm: int | None = None, repeat: int = 10, progress: bool = True) -> pd.DataFrame:
     """Time :func:`fixed_work` on a fixed ``n``-element array for each ``(blocks, threads)`` launch.
 
     Returns the sweep table (see :func:`labhelpers.sweep`) with, per launch, ``blocks``,
     ``threads``, ``total_threads``, ``fill`` (total threads over the ``sm_count * threads_per_sm``
-    threads the GPU can hold at once: 1 means every thread slot of every SM is taken once)
+    threads the GPU can hold at once: 1 means every thread slot of every SM is taken once; ``threads_per_sm``
+    defaults to this GPU's, the reference GPU's under the simulator: :func:`labhelpers.gpus.current`)
     and ``gelems`` (billions of elements per second), beside the usual ``median_ms``,
     ``gbps`` and ``gflops``. Under the simulator the kernel runs once per launch (checking
     it) and the timing columns are NaN.
     """
+    threads_per_sm = gpus.current().sm.max_threads_per_sm if threads_per_sm is None else threads_per_sm
     if n < 1 or sm_count < 1 or threads_per_sm < 1:
         raise ValueError(f"n, sm_count and threads_per_sm must be at least 1, got {n}, {sm_count}, {threads_per_sm}")
     rng = np.random.default_rng(0)
@@ -250,7 +250,7 @@ def slackness_summary(table: pd.DataFrame) -> dict:
         plus the loop's own instructions, on an otherwise idle GPU.
         ``little_threads``: Little's law, concurrency = throughput x latency: threads that must each
         have one element in flight to sustain ``best_gbps`` if every trip took ``iteration_ns``.
-        ``little_fill``: the same as a fill (over ``SMs x 2048``).
+        ``little_fill``: the same as a fill (over SMs x threads per SM of the GPU that measured).
     """
     nan = float("nan")
     ok = table[table["status"] == STATUS_OK] if "status" in table else table
@@ -263,7 +263,7 @@ def slackness_summary(table: pd.DataFrame) -> dict:
     per_element = fixed_work_bytes(1)
     iteration_ns = float(one["total_threads"]) * per_element / float(one["gbps"])  # bytes / (GB/s) = ns
     little_threads = best * iteration_ns / per_element
-    slots = float(one["total_threads"]) / float(one["fill"])  # SMs x 2048
+    slots = float(one["total_threads"]) / float(one["fill"])  # SMs x threads per SM
     return {
         "best_gbps": best,
         "fill_50": float(ok.loc[ok["gbps"] >= 0.5 * best, "fill"].iloc[0]),

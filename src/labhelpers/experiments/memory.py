@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
-from .. import backend, validate
+from .. import backend, gpus, validate
 from ..device import DeviceInfo, device_info
 from ..errors import GPUOnlyError
 from ..kernels.memory import (
@@ -132,7 +132,8 @@ def bank_conflict_sweep(strides: Sequence[int] | None = None, *, reps: int | Non
                         progress: bool = True) -> pd.DataFrame:
     """Time :func:`shared_stride_read` for each stride; add the model's conflict degree and the slowdown.
 
-    On a GPU: 1024-thread blocks, two per SM (every SM full), 2048 iterations of four loads.
+    On a GPU: 1024-thread blocks, as many per SM as it holds (every SM full: two on the reference GPU, one on a
+    T4; :func:`labhelpers.gpus.current`), 2048 iterations of four loads.
     In the simulator: one block of 32 threads and 2 iterations (correctness only).
 
     Returns:
@@ -143,7 +144,8 @@ def bank_conflict_sweep(strides: Sequence[int] | None = None, *, reps: int | Non
     reps = reps or _sim_or_gpu(2048, 2)
     threads = threads or _sim_or_gpu(1024, 32)
     if blocks is None:
-        blocks = 1 if backend.is_simulator() else 2 * (device_info().sm_count or 1)
+        gpu = gpus.current()
+        blocks = 1 if backend.is_simulator() else gpu.blocks_per_sm(threads) * gpu.sm_count
     out_d = cuda.device_array(blocks * threads, dtype=np.int32)
 
     def run(stride: int) -> Timing:
@@ -346,8 +348,9 @@ def transfer_sweep(sizes: Sequence[int] | None = None, *, repeat: int = 10, prog
 
 # =========================================================================== the hierarchy at a glance
 
-#: Published figures of the reference GPU (NVIDIA, *H100 Tensor Core GPU Architecture* whitepaper, 2022,
-#: and the *CUDA C++ Programming Guide*, compute capability 9.0).
+#: Published figures of the H100 SXM5 (NVIDIA, *H100 Tensor Core GPU Architecture* whitepaper, 2022, and the
+#: *CUDA C++ Programming Guide*, compute capability 9.0): the GH100 GPU of the reference H200, with 80 GB of HBM3
+#: instead of its 141 GB of HBM3e. The table's column names them.
 H100_SXM5 = {
     "registers": "64 Ki x 4 B = 256 KiB per SM (at most 255 per thread)",
     "local memory": "in device memory, cached in L1 and L2",

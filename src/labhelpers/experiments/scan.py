@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import backend
+from .. import backend, gpus
 from ..errors import GPUOnlyError
 from ..kernels import scan as sk
 from ..launch import blocks_for
@@ -368,6 +368,7 @@ def histogram_table(n: int = 2**26, bins: Sequence[int] = (16, 256, 1024), *, re
 
     backend.require_gpu("histogram_table", needs_cupy=True)
     rows = []
+    gpu = gpus.current()
     for nb in bins:
         for data in ("uniform", "one bin"):
             v = ((cp.random.default_rng(3).random(n, dtype=cp.float32) * nb).astype(cp.int32) % nb
@@ -377,7 +378,7 @@ def histogram_table(n: int = 2**26, bins: Sequence[int] = (16, 256, 1024), *, re
             for method, kernel in (("global", sk.histogram_global_atomics), ("shared", sk.histogram_shared_atomics)):
                 counts = cp.zeros(nb, dtype=cp.int32)
                 cn = cuda.as_cuda_array(counts)
-                launch = kernel[132 * 8, 256]
+                launch = kernel[gpu.sm_count * gpu.blocks_per_sm(256), 256]  # one full wave of 256-thread blocks
                 launch(vn, cn)
                 ok = bool(cp.array_equal(counts, ref))
 

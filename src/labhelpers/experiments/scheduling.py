@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
-from .. import backend
+from .. import backend, gpus
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..kernels.scheduling import (
     DIVERGENCE_KERNELS,
@@ -117,24 +117,34 @@ def _measure_scale(points: list[dict], n: int, progress: bool, desc: str) -> pd.
     return table
 
 
-#: Resident blocks per SM the throttle experiment asks for (64-thread blocks: 12.5% to 100% occupancy on Hopper).
+#: Resident blocks per SM the throttle experiment may ask for; :func:`throttle_blocks` keeps those the SM holds
+#: (64-thread blocks: 4 to 32 on the reference GPU's SM, 12.5% to 100% occupancy; 4 to 16 on a T4's).
 THROTTLE_BLOCKS = (4, 5, 6, 8, 10, 12, 16, 20, 24, 28, 32)
 THROTTLE_THREADS = 64
 BLOCK_SIZES = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
 
-def measure_throttle(n: int, blocks_per_sm: Sequence[int] = THROTTLE_BLOCKS, ilps: Sequence[int] = (1, 4),
+def throttle_blocks(gpu: gpus.GPU | None = None, threads: int = THROTTLE_THREADS) -> tuple[int, ...]:
+    """The :data:`THROTTLE_BLOCKS` an SM of ``gpu`` (default :func:`labhelpers.gpus.current`) can hold at once."""
+    gpu = gpu or gpus.current()
+    most = gpu.blocks_per_sm(threads)
+    return tuple(k for k in THROTTLE_BLOCKS if k <= most)
+
+
+def measure_throttle(n: int, blocks_per_sm: Sequence[int] | None = None, ilps: Sequence[int] = (1, 4),
                      threads: int = THROTTLE_THREADS, progress: bool = True,
                      shared_for: Callable[[int], int] | None = None) -> pd.DataFrame:
     """Bandwidth of the scale kernels when dynamic shared memory limits the resident blocks per SM.
 
-    For each target ``blocks_per_sm`` the shared memory per block is ``shared_for(k)``
+    For each target ``blocks_per_sm`` (default: :func:`throttle_blocks` of this GPU, the reference GPU's under
+    the simulator) the shared memory per block is ``shared_for(k)``
     (default: :func:`labhelpers.models.occupancy.shared_for_blocks` for this GPU); the grid
     is one full wave. Columns: ``ilp``, ``threads``, ``target_blocks``, ``shared_bytes``,
     the timing columns, ``n``, ``registers``, ``calc_blocks_per_sm``,
     ``driver_blocks_per_sm`` (NaN under the simulator) and ``occupancy``.
     """
     sm = occ.device_limits()
+    blocks_per_sm = throttle_blocks(threads=threads) if blocks_per_sm is None else blocks_per_sm
     shared_for = shared_for or (lambda k: occ.shared_for_blocks(k, sm))
     points = [{"ilp": ilp, "threads": threads, "target_blocks": k, "shared_bytes": shared_for(k)}
               for ilp in ilps for k in blocks_per_sm]

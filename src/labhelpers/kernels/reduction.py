@@ -653,12 +653,10 @@ def resident_blocks(threads: int, kernel=None) -> int:
         overload = next(iter(kernel.overloads.values()))
         return int(overload.max_cooperative_grid_blocks(threads))
     from ..device import device_info
+    from ..models.occupancy import device_limits
 
     info = device_info()
-    per_sm = max(1, (info.max_threads_per_sm or 2048) // threads)
-    if info.max_blocks_per_sm:
-        per_sm = min(per_sm, info.max_blocks_per_sm)
-    return (info.sm_count or 1) * per_sm
+    return (info.sm_count or 1) * device_limits(info).resident_blocks(threads)  # this GPU's SM, from its driver
 
 
 def level_sizes(n: int, threads: int, per_thread: int = 1) -> list[tuple[int, int]]:

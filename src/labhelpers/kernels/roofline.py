@@ -34,6 +34,7 @@ from .. import backend, device, validate
 from ..arrays import to_host
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..launch import blocks_for, check_launch
+from ..models.occupancy import device_limits
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
 FMA_CHAINS = 8
@@ -364,9 +365,8 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     if backend.is_simulator():
         return 2, threads
     info = device.device_info()
-    per_sm = max(1, (info.max_threads_per_sm or 2048) // threads)
-    if info.max_blocks_per_sm:
-        per_sm = min(per_sm, info.max_blocks_per_sm)
+    sm = device_limits(info)  # this GPU's SM, from its driver
+    per_sm = sm.resident_blocks(threads)  # by its threads and block slots
     return (info.sm_count or 1) * per_sm * waves, threads
 
 

@@ -19,7 +19,7 @@ import math
 
 import pandas as pd
 
-from .. import validate
+from .. import gpus, validate
 from ..counts import NBODY_FLOPS_PER_INTERACTION as FLOPS_PER_INTERACTION
 from ..errors import ArgumentError
 from .banks import warp_request
@@ -50,7 +50,7 @@ def flop_conventions() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["convention", "what is counted", "per interaction"])
 
 
-def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count: int = 132,
+def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count: int | None = None,
                 clock_ghz: float | None = None, fma_peak_gflops: float | None = None) -> pd.DataFrame:
     """Upper bounds on interactions per second from each unit of the SM, and which one binds.
 
@@ -58,7 +58,8 @@ def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count
         fp32: float32 add/multiply/FMA instructions per interaction (12 in the ideal loop).
         mufu: special-function instructions per interaction (1: the rsqrt).
         other: every other instruction per interaction (shared loads, loop counters, index arithmetic).
-        sm_count, clock_ghz: the GPU. Without a clock, the one at which ``fma_peak_gflops`` is the FP32 peak
+        sm_count, clock_ghz: the GPU (SMs default to this GPU's, the reference GPU's under the simulator:
+            :func:`labhelpers.gpus.current`). Without a clock, the one at which ``fma_peak_gflops`` is the FP32 peak
             (``peak / (sm_count * 128 * 2)``: a measured peak gives the clock the GPU really ran at), else
             1.98 GHz (H100 and H200 SXM at boost).
         fma_peak_gflops: the FP32 FMA peak to express each bound against (default: the peak at the clock).
@@ -70,7 +71,7 @@ def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count
     fp32 = validate.number(fp32, "fp32", minimum=0)
     mufu = validate.number(mufu, "mufu", minimum=0)
     other = validate.number(other, "other", minimum=0)
-    sm_count = validate.integer(sm_count, "sm_count", minimum=1)
+    sm_count = validate.integer(gpus.current().sm_count if sm_count is None else sm_count, "sm_count", minimum=1)
     if clock_ghz is None:
         clock_ghz = fma_peak_gflops / (sm_count * FP32_LANES_PER_SM * 2) if fma_peak_gflops else 1.98
     clock_ghz = validate.number(clock_ghz, "clock_ghz", minimum=0)
@@ -93,9 +94,14 @@ def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count
     return table
 
 
-def limits_from_mix(row, *, sm_count: int = 132, clock_ghz: float | None = None,
+def limits_from_mix(row, *, sm_count: int | None = None, clock_ghz: float | None = None,
                     fma_peak_gflops: float | None = None) -> pd.DataFrame:
-    """:func:`unit_limits` for one row of the reference table ``ch08_instruction_mix`` (its SASS counts)."""
+    """:func:`unit_limits` for one row of the reference table ``ch08_instruction_mix`` (its SASS counts).
+
+    ``sm_count`` defaults to the reference GPU's (:func:`labhelpers.gpus.reference`), the GPU whose compiler
+    produced those counts and whose peak the chapter passes; pass the SMs of the GPU that measured otherwise.
+    """
+    sm_count = gpus.reference().sm_count if sm_count is None else sm_count
     per = float(row["interactions_per_trip"])
     fp32, mufu, total = (float(row[k]) / per for k in ("sass_fp32", "sass_mufu", "sass_total"))
     return unit_limits(fp32, mufu, max(total - fp32 - mufu, 0.0), sm_count=sm_count, clock_ghz=clock_ghz,
@@ -128,12 +134,13 @@ def layout_sectors() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def busy_sms(n: int, tile: int, bodies: int = 1, sm_count: int = 132) -> dict:
-    """Blocks of a tiled launch for ``n`` bodies, and the share of the GPU's SMs that get one."""
+def busy_sms(n: int, tile: int, bodies: int = 1, sm_count: int | None = None) -> dict:
+    """Blocks of a tiled launch for ``n`` bodies, and the share of the GPU's SMs that get one (``sm_count``
+    defaults to this GPU's, the reference GPU's under the simulator)."""
     n = validate.integer(n, "n", minimum=1)
     tile = validate.integer(tile, "tile", minimum=1)
     bodies = validate.integer(bodies, "bodies", minimum=1)
-    sm_count = validate.integer(sm_count, "sm_count", minimum=1)
+    sm_count = validate.integer(gpus.current().sm_count if sm_count is None else sm_count, "sm_count", minimum=1)
     blocks = -(-n // (tile * bodies))
     return {"blocks": blocks, "warps": blocks * -(-tile // WARP), "busy_sm_share": min(1.0, blocks / sm_count)}
 

@@ -37,6 +37,7 @@ import pandas as pd
 
 from .. import validate
 from ..device import DeviceInfo, device_info
+from ..refdata import load_reference
 from ..errors import GPUOnlyError, LaunchConfigError
 
 #: The four resources, in the order they are reported.
@@ -92,6 +93,11 @@ class SMLimits:
     def max_warps_per_sm(self) -> int:
         """Warp slots of the SM: the denominator of occupancy."""
         return self.max_threads_per_sm // self.warp_size
+
+    def resident_blocks(self, threads: int) -> int:
+        """Blocks of ``threads`` threads the SM holds when threads and block slots are the only limits (at least 1)."""
+        threads = validate.integer(threads, "threads", minimum=1)
+        return max(1, min(self.max_threads_per_sm // threads, self.max_blocks_per_sm))
 
     def describe(self) -> str:
         """The limits as a few readable lines."""
@@ -204,6 +210,10 @@ _ARCH = {
 }
 
 
+#: The reference data whose metadata names the reference GPU's compute capability (its device record).
+REFERENCE_DEVICE_RECORD = "ch01_device_properties"
+
+
 def limits_for(compute_capability: str | tuple[int, int]) -> SMLimits:
     """The :data:`STUDENT_GPUS` preset of a compute capability (``"7.5"`` or ``(7, 5)``), e.g. to label reference
     data with the SM of the GPU that measured it.
@@ -222,7 +232,8 @@ def limits_for(compute_capability: str | tuple[int, int]) -> SMLimits:
 
 
 def device_limits(info: DeviceInfo | None = None) -> SMLimits:
-    """The :class:`SMLimits` of the GPU the code runs on; :data:`HOPPER_H100` under the simulator.
+    """The :class:`SMLimits` of the GPU the code runs on; under the simulator the reference GPU's SM
+    (:func:`limits_for` of the compute capability the reference data was measured with: :data:`HOPPER_H100`).
 
     Counts (threads, blocks, registers, shared memory) come from the driver; the
     allocation units, which the driver does not report, from the compute capability.
@@ -230,7 +241,7 @@ def device_limits(info: DeviceInfo | None = None) -> SMLimits:
     """
     info = info or device_info()
     if info.is_simulator or info.compute_capability is None:
-        return HOPPER_H100
+        return limits_for(load_reference(REFERENCE_DEVICE_RECORD).meta["compute_capability"])
     major, minor = info.compute_capability
     known = _ARCH.get(major, _ARCH[max(_ARCH)])
     unit, partitions, shared_unit, reserved, max_regs = known

@@ -52,17 +52,19 @@ def bound(intensity: float, bandwidth_gbs: float, peak_gflops: float) -> str:
     return "memory" if intensity < machine_balance(peak_gflops, bandwidth_gbs) else "compute"
 
 
-#: Host-device link used when none is given: PCIe 5.0 x16, 64 GB/s per direction (theoretical; about
-#: 50-55 GB/s is reached with pinned memory).
+#: PCIe 5.0 x16, 64 GB/s per direction (theoretical; about 50-55 GB/s is reached with pinned memory): the host
+#: link of an H100 SXM. A T4 has PCIe 3.0 x16 (16 GB/s); the link of the GPU you run on is
+#: ``experiments.streams.link_table()``.
 PCIE5_X16_GBS = 64.0
 
 
 def time_bounds(flops: float, device_bytes: float, host_bytes: float, *, peak_gflops: float,
-                bandwidth_gbs: float, link_gbs: float = PCIE5_X16_GBS) -> pd.DataFrame:
+                bandwidth_gbs: float, link_gbs: float) -> pd.DataFrame:
     """The three lower bounds on a kernel's time (compute, device memory, host transfer) and the binding one.
 
     Each resource alone needs ``amount / rate``; the work cannot finish before the slowest of them. A kernel
-    whose inputs first cross PCIe is *transfer bound* when that crossing takes longest.
+    whose inputs first cross PCIe is *transfer bound* when that crossing takes longest. Pass the three rates of
+    one GPU (``link_gbs``: its host link per direction, e.g. :data:`PCIE5_X16_GBS` for an H100 SXM).
 
     Returns:
         A table with columns ``limit``, ``amount``, ``rate``, ``ms`` and ``binding`` (True on the slowest).
