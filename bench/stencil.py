@@ -8,6 +8,8 @@
 * ``ch09_ccl``: label propagation, union-find, ``cupyx.scipy.ndimage.label`` and ``scipy.ndimage.label``
   on random 4096^2 images at several densities;
 * ``ch09_ccl_steps``: propagation steps against the image side (spiral, snake, random);
+* ``ch09_uf_shapes``: union-find with path halving and without compression on 4096^2 spiral, snake,
+  rows and random (0.6) images;
 * ``ch09_racecheck``: the output of ``compute-sanitizer --tool racecheck`` on the 1D stencil without its
   barrier and with it.
 
@@ -68,6 +70,10 @@ def collect(out_dir) -> None:
     save_reference("ch09_ccl_steps", ex.ccl_steps_table(), out_dir,
                    notes="label-propagation steps until no label changes (the last step changes nothing); "
                          "deterministic")
+    save_reference("ch09_uf_shapes", ex.uf_shapes_table(CCL_N), out_dir,
+                   notes="union-find (init + merge + compress), 4096^2 images, CUDA events around the three launches; "
+                         "find = path halving (compare-and-swap) or no compression; labels checked against "
+                         "cupyx.scipy.ndimage.label")
     try:  # the sanitizer is a separate tool: if it is missing or fails, keep the other tables and the bench
         save_reference("ch09_racecheck", ex.racecheck_table(), out_dir,
                        notes="compute-sanitizer --tool racecheck --racecheck-report analysis, one launch of 2 blocks "

@@ -226,6 +226,53 @@ def test_both_labellings_match_scipy():
             assert steps == st.propagation_steps_reference(mask)[1]
 
 
+@pytest.mark.parametrize("find", list(st.UF_FINDS))
+def test_union_find_with_and_without_path_halving_matches_scipy(find):
+    masks = [st.spiral_mask(9), st.snake_mask(6, 7), st.rows_mask(5, 9), st.random_mask(11, 13, 0.6, seed=5)]
+    for mask in masks:
+        np.testing.assert_array_equal(st.label_union_find(mask, block=(8, 4), find=find), st.label_reference(mask))
+    with pytest.raises(lh.ArgumentError, match="find"):
+        st.UnionFind(masks[0], find="splitting")
+
+
+def test_path_halving_leaves_every_parent_an_ancestor_and_smaller():
+    """After merge (with halving), every parent pointer is <= its pixel and leads to the component's root."""
+    mask = st.random_mask(12, 15, 0.65, seed=9)
+    uf = st.UnionFind(mask, block=(8, 4))
+    uf.run()
+    parent = uf._parent.copy_to_host()
+    fg = np.flatnonzero(mask.ravel())
+    assert (parent[fg] <= fg).all()
+    np.testing.assert_array_equal(uf.labels.copy_to_host(), st.label_reference(mask))
+
+
+def test_union_find_work_model():
+    from labhelpers.models import stencil as model
+
+    rows = model.union_find_work(st.rows_mask(3, 5), compress=False)
+    # rows of 5, two full rows: pixel 0 of a row merges nothing; pixel 1's union reads itself (1) and pixel 0, a
+    # root (1); pixels 2..4 read themselves (1) and their left neighbour, whose parent is the row start (2).
+    # Compress: the row start 1 read, every other pixel 2.
+    assert rows["foreground"] == 10
+    assert rows["merge_reads"] == 2 * (2 + 3 * 3) and rows["compress_reads"] == 2 * (1 + 4 * 2)
+    empty = model.union_find_work(np.zeros((2, 2), np.uint8))
+    assert empty["reads_per_pixel"] == 0.0
+    big = st.spiral_mask(64)
+    plain, halving = model.union_find_work(big, compress=False), model.union_find_work(big, compress=True)
+    assert plain["reads_per_pixel"] > halving["reads_per_pixel"] and halving["max_find"] <= 12
+
+
+def test_ccl_work_table_is_deterministic_and_shape_independent_with_halving():
+    from labhelpers.experiments import stencil as exp
+
+    table = exp.ccl_work_table(sides=(16, 32))
+    assert set(table["shape"]) == {"spiral", "snake", "rows", "random 0.6"}
+    spiral = table[table["shape"] == "spiral"].set_index("side")
+    assert spiral.loc[32, "propagation_steps"] == int(st.spiral_mask(32).sum())
+    assert table["uf_halving"].max() < 9
+    table.equals(exp.ccl_work_table(sides=(16, 32)))
+
+
 def test_check_every_does_not_change_the_count():
     mask = st.snake_mask(3, 5)
     assert st.label_propagation(mask, check_every=4)[1] == st.label_propagation(mask, check_every=1)[1]
@@ -274,7 +321,8 @@ def test_mask_generators_validate():
 def test_gpu_measurements_say_gpu_only():
     from labhelpers.experiments import stencil as exp
 
-    for fn in (exp.jacobi_table, exp.filters_table, exp.ccl_table, exp.ccl_steps_table, exp.racecheck_table):
+    for fn in (exp.jacobi_table, exp.filters_table, exp.ccl_table, exp.ccl_steps_table, exp.racecheck_table,
+               exp.uf_shapes_table):
         with pytest.raises(lh.GPUOnlyError):
             fn()
     with pytest.raises(lh.GPUOnlyError):
@@ -295,6 +343,8 @@ def test_experiments_run_small_on_a_gpu():
     ccl = exp.ccl_table(256, densities=(0.6,), repeat=1, scipy_repeat=1)
     assert set(ccl["method"]) == {"label propagation", "union-find", "cupyx.scipy.ndimage.label",
                                   "scipy.ndimage.label (CPU)"}
+    uf = exp.uf_shapes_table(64, repeat=2, number=1)
+    assert set(uf["find"]) == set(st.UF_FINDS) and (uf["median_ms"] > 0).all()
     steps = exp.ccl_steps_table(sides=(16,), densities=(0.6,))
     assert steps.loc[steps["shape"] == "spiral", "steps"].iloc[0] == int(st.spiral_mask(16).sum())
 

@@ -8,6 +8,10 @@
   GPU and ``scipy.ndimage.label`` on the CPU, on random images of several densities;
 * :func:`ccl_steps_table`: propagation steps against the image side for snakes, spirals and random
   images (deterministic: the same on every GPU);
+* :func:`ccl_work_table`: label propagation's steps beside union-find's parent reads per pixel (host model,
+  path halving and no compression) on spirals, snakes, rows and random images (deterministic, no GPU);
+* :func:`uf_shapes_table`: union-find with and without path halving timed on 4096^2 spiral, snake, rows
+  and random images;
 * :func:`racecheck_table`: what ``compute-sanitizer --tool racecheck`` says about the stencil without
   its barrier, and about the fixed one.
 
@@ -33,6 +37,7 @@ from ..arrays import as_device
 from ..errors import GPUOnlyError
 from ..kernels import stencil as st
 from ..launch import grid_2d
+from ..models import stencil as model
 from ..roofline.measure import time_copy
 from ..timing import benchmark, wall_time
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
@@ -260,6 +265,68 @@ def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float
     return pd.DataFrame(rows)
 
 
+#: Image sides of the work-count table (host only: propagation in NumPy, union-find in the host model).
+WORK_SIDES: tuple[int, ...] = (16, 32, 64, 128)
+
+
+def ccl_shapes(side: int, density: float = 0.6) -> dict[str, np.ndarray]:
+    """The chapter's test images of one side: spiral, snake, rows and a random image (``density``, seeded by side)."""
+    return {"spiral": st.spiral_mask(side), "snake": st.snake_mask(side, side), "rows": st.rows_mask(side, side),
+            f"random {density:.1f}": st.random_mask(side, side, density, seed=side)}
+
+
+def ccl_work_table(sides: Sequence[int] = WORK_SIDES) -> pd.DataFrame:
+    """Work per foreground pixel of the two labellings, on the host (deterministic; no GPU needed).
+
+    ``propagation_steps``: steps label propagation takes (each step reads every pixel and its four
+    neighbours); ``uf_halving`` and ``uf_plain``: union-find's parent reads per foreground pixel (merge
+    and compress) in the host model :func:`~labhelpers.models.stencil.union_find_work`, threads one at a
+    time in launch order, with path halving and without compression; ``uf_plain_max_find``: the longest
+    single find without compression.
+    """
+    rows = []
+    for side in sides:
+        for name, mask in ccl_shapes(side).items():
+            _labels, steps = st.propagation_steps_reference(mask)
+            halving = model.union_find_work(mask, compress=True)
+            plain = model.union_find_work(mask, compress=False)
+            rows.append({"shape": name, "side": side, "foreground": halving["foreground"],
+                         "propagation_steps": steps, "uf_halving": halving["reads_per_pixel"],
+                         "uf_plain": plain["reads_per_pixel"], "uf_halving_max_find": halving["max_find"],
+                         "uf_plain_max_find": plain["max_find"]})
+    return pd.DataFrame(rows)
+
+
+def uf_shapes_table(n: int = 4096, *, repeat: int = 10, number: int = 3) -> pd.DataFrame:
+    """Union-find (path halving, and without compression) timed on ``n x n`` spiral, snake, rows, random 0.6. GPU only.
+
+    Each labelling is checked against ``cupyx.scipy.ndimage.label`` (same partition) before it is timed.
+    Rows: ``shape``, ``find``, ``foreground``, ``median_ms`` (CUDA events around the three launches),
+    ``ns_per_pixel`` (median time per foreground pixel).
+    """
+    backend.require_gpu("uf_shapes_table", needs_cupy=True)
+    from cupyx.scipy import ndimage as cnd
+
+    rows = []
+    for name, mask_h in ccl_shapes(n).items():
+        mask = cp.asarray(mask_h)
+        lib_labels, _count = cnd.label(mask)
+        fg = int(np.count_nonzero(mask_h))
+        for find in st.UF_FINDS:
+            uf = st.UnionFind(mask, find=find)
+            uf.run()
+            if not _partition_equal_gpu(cp.asarray(uf.labels), lib_labels):
+                raise AssertionError(f"union-find ({find}) on the {n}x{n} {name}: labels disagree with cupyx")
+            t = benchmark(uf.run, repeat=repeat, number=number, label=f"union-find {find}, {name}")
+            row = {"shape": name, "find": find, "n": n, "foreground": fg}
+            row.update(t.as_row())
+            row["ns_per_pixel"] = t.median_ms * 1e6 / max(fg, 1)
+            rows.append(row)
+            del uf
+        del mask, lib_labels
+    return pd.DataFrame(rows)
+
+
 #: The program compute-sanitizer runs: the stencil without its barrier, then with it, one launch each.
 RACECHECK_SCRIPT = textwrap.dedent("""
     import numpy as np
@@ -305,5 +372,6 @@ def racecheck_table(kernels: Sequence[str] = ("stencil1d_no_barrier", "stencil1d
     return pd.DataFrame(rows)
 
 
-__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "best_jacobi", "ccl_steps_table",
-           "ccl_table", "filters_table", "jacobi_table", "racecheck_table"]
+__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "WORK_SIDES", "best_jacobi",
+           "ccl_shapes", "ccl_steps_table", "ccl_table", "ccl_work_table", "filters_table", "jacobi_table",
+           "racecheck_table", "uf_shapes_table"]

@@ -724,10 +724,21 @@ def ccl_propagate(labels_in, labels_out, changed):
 
 @cuda.jit(device=True)
 def find_root(parent, a):
-    """Follow parent pointers from ``a`` to its root (a pixel that is its own parent)."""
+    """The root of ``a``'s tree, halving the path on the way (every visited pixel skips to its grandparent).
+
+    Path halving: a pixel ``a`` with parent ``p`` and grandparent ``gp`` gets ``gp`` as its parent,
+    then the walk continues from ``gp``; a later find from ``a`` makes half the hops. The write is a
+    compare-and-swap from ``p`` to ``gp``: it happens only if ``parent[a]`` still is ``p``, so it never
+    undoes a link another thread made meanwhile (a union's atomic minimum). It is safe under concurrent
+    unions because it keeps the invariants they rely on: ``gp`` is an ancestor of ``a`` (in the same
+    tree), and ``gp < p`` (parents only decrease), so chains still end and roots stay roots.
+    """
     p = parent[a]
     while p != a:
-        a = p
+        gp = parent[p]
+        if gp != p:
+            cuda.atomic.cas(parent, a, p, gp)  # halve: a skips p, unless another thread moved parent[a]
+        a = gp
         p = parent[a]
     return a
 
@@ -744,6 +755,35 @@ def union(parent, a, b):
     while not done:
         a = find_root(parent, a)
         b = find_root(parent, b)
+        if a < b:
+            old = cuda.atomic.min(parent, b, a)
+            done = old == b
+            b = old
+        elif b < a:
+            old = cuda.atomic.min(parent, a, b)
+            done = old == a
+            a = old
+        else:
+            done = True
+
+
+@cuda.jit(device=True)
+def find_root_plain(parent, a):
+    """The first version of :func:`find_root`, without path compression: follow the pointers, change nothing."""
+    p = parent[a]
+    while p != a:
+        a = p
+        p = parent[a]
+    return a
+
+
+@cuda.jit(device=True)
+def union_plain(parent, a, b):
+    """:func:`union` with :func:`find_root_plain` (kept to measure what path halving saves)."""
+    done = False
+    while not done:
+        a = find_root_plain(parent, a)
+        b = find_root_plain(parent, b)
         if a < b:
             old = cuda.atomic.min(parent, b, a)
             done = old == b
@@ -787,6 +827,29 @@ def uf_compress(mask, parent, labels):
     if i < ny and j < nx:
         me = i * nx + j
         labels[i, j] = find_root(parent, me) + 1 if mask[i, j] != 0 else 0
+
+
+@cuda.jit
+def uf_merge_plain(mask, parent):
+    """:func:`uf_merge` without path compression (finds follow the whole chain every time)."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx and mask[i, j] != 0:
+        me = i * nx + j
+        if j > 0 and mask[i, j - 1] != 0:
+            union_plain(parent, me, me - 1)
+        if i > 0 and mask[i - 1, j] != 0:
+            union_plain(parent, me, me - nx)
+
+
+@cuda.jit
+def uf_compress_plain(mask, parent, labels):
+    """:func:`uf_compress` without path compression."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx:
+        me = i * nx + j
+        labels[i, j] = find_root_plain(parent, me) + 1 if mask[i, j] != 0 else 0
 
 
 def _check_mask(mask) -> tuple[int, int]:
@@ -874,16 +937,30 @@ class LabelPropagation:
         return self._a
 
 
+#: The two finds of union-find: merge and compress kernels for each.
+UF_FINDS = {"path halving": (uf_merge, uf_compress), "no compression": (uf_merge_plain, uf_compress_plain)}
+
+
 @dataclass
 class UnionFind:
-    """Union-find labelling on the device: three launches whatever the image (init, merge, compress)."""
+    """Union-find labelling on the device: three launches whatever the image (init, merge, compress).
+
+    Args:
+        mask: 2-D boolean or uint8 image (NumPy, CuPy or Numba device array), nonzero = foreground.
+        block: threads per block (x, y).
+        find: ``"path halving"`` (the chapter's :func:`find_root`) or ``"no compression"``
+            (:func:`find_root_plain`, kept for the comparison).
+    """
 
     mask: Any
     block: tuple[int, int] = (32, 8)
+    find: str = "path halving"
 
     def __post_init__(self) -> None:
         self.shape = _check_mask(self.mask)
         self.block = _check_block_2d(self.block, "ccl")
+        validate.choice(self.find, "find", list(UF_FINDS))
+        self._merge, self._compress = UF_FINDS[self.find]
         self._mask = _mask_device(self.mask)
         self._parent = cuda.device_array(self.shape[0] * self.shape[1], dtype=np.int32)
         self._labels = cuda.device_array(self.shape, dtype=np.int32)
@@ -893,8 +970,8 @@ class UnionFind:
         """Label from scratch (asynchronous on a GPU)."""
         grid, block = self.grid, self.block
         uf_init[grid, block](self._mask, self._parent)
-        uf_merge[grid, block](self._mask, self._parent)
-        uf_compress[grid, block](self._mask, self._parent, self._labels)
+        self._merge[grid, block](self._mask, self._parent)
+        self._compress[grid, block](self._mask, self._parent, self._labels)
 
     @property
     def labels(self):
@@ -909,9 +986,9 @@ def label_propagation(mask, block: tuple[int, int] = (32, 8), check_every: int |
     return lp.labels.copy_to_host(), steps
 
 
-def label_union_find(mask, block: tuple[int, int] = (32, 8)) -> np.ndarray:
+def label_union_find(mask, block: tuple[int, int] = (32, 8), find: str = "path halving") -> np.ndarray:
     """Label the 4-connected components of ``mask`` by union-find; returns the labels (NumPy int32)."""
-    uf = UnionFind(mask, block)
+    uf = UnionFind(mask, block, find)
     uf.run()
     return uf.labels.copy_to_host()
 
@@ -1045,6 +1122,19 @@ def spiral_mask(n: int) -> np.ndarray:
         return m
 
 
+def rows_mask(ny: int, nx: int) -> np.ndarray:
+    """Every other row full, the rows in between empty: ``(ny + 1) // 2`` components, each one row long.
+
+    Union-find's easy-looking case: every merge joins a pixel to its left neighbour, so without
+    path compression the tree of a row is a chain as long as the row.
+    """
+    ny = validate.integer(ny, "ny", minimum=1)
+    nx = validate.integer(nx, "nx", minimum=1)
+    m = np.zeros((ny, nx), dtype=np.uint8)
+    m[0::2, :] = 1
+    return m
+
+
 def random_mask(ny: int, nx: int, density: float, seed: int = 0) -> np.ndarray:
     """A random uint8 image with each pixel foreground with probability ``density``."""
     ny = validate.integer(ny, "ny", minimum=1)
@@ -1072,13 +1162,14 @@ __all__ = [
     "BINOMIAL_WEIGHTS", "BLOCK_2D", "BOX_WEIGHTS", "JACOBI", "JACOBI_BYTES_PER_POINT", "Jacobi", "LabelPropagation",
     "MARCH_BLOCK", "MAX_RADIUS", "MAX_THREADS", "QUARTER", "ROWS", "SEED_BLOCK", "SEED_RADIUS", "SH_X", "SH_Y",
     "SOBEL_X", "SOBEL_Y", "STENCIL1D", "TILE_1D", "UnionFind", "ccl_init", "ccl_propagate",
-    "correlate3x3_reference", "cupy_jacobi_step", "filter3x3", "find_root", "grayscale", "hot_plate",
+    "correlate3x3_reference", "cupy_jacobi_step", "filter3x3", "find_root", "find_root_plain", "grayscale", "hot_plate",
     "initial_labels", "integer_valued", "jacobi_counts", "jacobi_grid", "jacobi_marching", "jacobi_naive",
     "jacobi_reference", "jacobi_shared", "jacobi_snapshots", "label_propagation", "label_reference",
     "label_union_find", "min_index_labels", "propagate_reference", "propagation_steps_reference",
-    "random_mask", "relabel_sequential", "run_box_blur", "run_filter3x3", "run_jacobi",
+    "random_mask", "relabel_sequential", "rows_mask", "run_box_blur", "run_filter3x3", "run_jacobi",
     "run_sobel", "run_stencil1d", "same_partition", "sample_photo", "seed_tile_indices", "snake_mask",
     "sobel_magnitude", "sobel_reference", "spiral_mask", "stencil1d_global", "stencil1d_global_index",
     "stencil1d_local_halo", "stencil1d_no_barrier", "stencil1d_reference", "stencil1d_shared",
-    "stencil1d_shared_any_radius", "uf_compress", "uf_init", "uf_merge", "union",
+    "stencil1d_shared_any_radius", "UF_FINDS", "uf_compress", "uf_compress_plain", "uf_init", "uf_merge",
+    "uf_merge_plain", "union", "union_plain",
 ]
