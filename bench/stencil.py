@@ -10,6 +10,8 @@
 * ``ch09_ccl_steps``: propagation steps against the image side (spiral, snake, random);
 * ``ch09_uf_shapes``: union-find with path halving and without compression on 4096^2 spiral, snake,
   rows and random (0.6) images;
+* ``ch09_convergence``: 200 Jacobi steps on 4096^2 with the convergence test every 1, 10, 100 steps, the
+  maximum change reduced on the device or on the host, and no test at all;
 * ``ch09_racecheck``: the output of ``compute-sanitizer --tool racecheck`` on the 1D stencil without its
   barrier and with it.
 
@@ -74,6 +76,10 @@ def collect(out_dir) -> None:
                    notes="union-find (init + merge + compress), 4096^2 images, CUDA events around the three launches; "
                          "find = path halving (compare-and-swap) or no compression; labels checked against "
                          "cupyx.scipy.ndimage.label")
+    save_reference("ch09_convergence", ex.convergence_table(CCL_N), out_dir,
+                   notes="200 Jacobi steps (naive kernel) on a 4096^2 hot plate, tol=0 so every run makes them all; "
+                         "test = where max |change| is computed: device (jacobi_residual: block tree + atomic max, "
+                         "4 bytes copied back), host (both fields copied back, NumPy), none; timed from Python")
     try:  # the sanitizer is a separate tool: if it is missing or fails, keep the other tables and the bench
         save_reference("ch09_racecheck", ex.racecheck_table(), out_dir,
                        notes="compute-sanitizer --tool racecheck --racecheck-report analysis, one launch of 2 blocks "

@@ -19,6 +19,7 @@ from scipy import ndimage
 import labhelpers as lh
 from labhelpers.exercises import stencil as ex
 from labhelpers.kernels import stencil as st
+from labhelpers.launch import grid_2d
 from markers import SIM, gpu_only, sim_only
 
 matplotlib.use("Agg")
@@ -112,6 +113,53 @@ def test_jacobi_matches_numpy_bit_for_bit(variant):
         u = (rng.random(shape) * 100).astype(np.float32)
         got = st.run_jacobi(u, 2, variant, block)
         np.testing.assert_array_equal(got, st.jacobi_reference(u, 2), err_msg=f"{variant} {shape}")
+
+
+@pytest.mark.parametrize("block", [(8, 4), (5, 3), (1, 1)] + ([] if SIM else [(32, 8), (32, 32)]))
+def test_jacobi_residual_step_and_its_maximum_match_numpy(block):
+    rng = np.random.default_rng(4)
+    for shape in SHAPES_2D:
+        u = (rng.random(shape) * 100).astype(np.float32)
+        v = lh.to_device(np.zeros(shape, np.float32))
+        change = lh.to_device(np.zeros(1, np.float32))
+        st.jacobi_residual[grid_2d(shape, block), block](lh.to_device(u), v, change)
+        want, want_change = st.jacobi_residual_reference(u)
+        np.testing.assert_array_equal(v.copy_to_host(), want, err_msg=f"{shape} {block}")
+        assert change.copy_to_host()[0] == want_change, (shape, block)
+
+
+def test_jacobi_residual_has_no_race_with_a_partial_block():
+    u = (np.random.default_rng(5).random((11, 13)) * 100).astype(np.float32)
+    report = lh.check_races(st.jacobi_residual, (2, 4), (8, 3), u, np.zeros_like(u), np.zeros(1, np.float32))
+    assert report.ok, report
+
+
+@pytest.mark.parametrize("test", st.CONVERGENCE_TESTS)
+def test_jacobi_solver_stops_where_numpy_does(test):
+    plate = st.hot_plate(12, 10, top=100.0)
+    for k in (1, 7):
+        solver = st.JacobiSolver(plate, test, check_every=k, block=(8, 4))
+        steps = solver.run(0.5)
+        field, want_steps, want_change = st.solve_jacobi_reference(plate, 0.5, k)
+        assert steps == want_steps and solver.change == want_change
+        np.testing.assert_array_equal(solver.result(), field)
+    assert solver.run(0.0, max_steps=10) == 14  # tol=0: max_steps rounded up to whole batches of 7
+    with pytest.raises(RuntimeError, match="max_steps"):
+        solver.run(1e-6, max_steps=7)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"test": "gpu"}, "test"),
+    ({"check_every": 0}, "check_every"),
+    ({"block": (64, 32)}, "1024"),
+    ({"u": np.ones((3, 3))}, "float32"),
+])
+def test_jacobi_solver_bad_input(kwargs, match):
+    args = {"u": np.ones((3, 3), np.float32)} | kwargs
+    with pytest.raises(lh.LabError, match=match):
+        st.JacobiSolver(**args)
+    with pytest.raises(lh.LabError, match="tol"):
+        st.JacobiSolver(np.ones((3, 3), np.float32)).run(-1.0)
 
 
 def test_jacobi_default_blocks_and_zero_steps():
@@ -322,7 +370,7 @@ def test_gpu_measurements_say_gpu_only():
     from labhelpers.experiments import stencil as exp
 
     for fn in (exp.jacobi_table, exp.filters_table, exp.ccl_table, exp.ccl_steps_table, exp.racecheck_table,
-               exp.uf_shapes_table):
+               exp.uf_shapes_table, exp.convergence_table):
         with pytest.raises(lh.GPUOnlyError):
             fn()
     with pytest.raises(lh.GPUOnlyError):
@@ -343,6 +391,8 @@ def test_experiments_run_small_on_a_gpu():
     ccl = exp.ccl_table(256, densities=(0.6,), repeat=1, scipy_repeat=1)
     assert set(ccl["method"]) == {"label propagation", "union-find", "cupyx.scipy.ndimage.label",
                                   "scipy.ndimage.label (CPU)"}
+    conv = exp.convergence_table(256, steps=20, check_every=(1, 10), repeat=2)
+    assert set(conv["test"]) == {"none", "device", "host"} and (conv["ms_per_step"] > 0).all()
     uf = exp.uf_shapes_table(64, repeat=2, number=1)
     assert set(uf["find"]) == set(st.UF_FINDS) and (uf["median_ms"] > 0).all()
     steps = exp.ccl_steps_table(sides=(16,), densities=(0.6,))

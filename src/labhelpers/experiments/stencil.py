@@ -12,6 +12,8 @@
   path halving and no compression) on spirals, snakes, rows and random images (deterministic, no GPU);
 * :func:`uf_shapes_table`: union-find with and without path halving timed on 4096^2 spiral, snake, rows
   and random images;
+* :func:`convergence_table`: Jacobi iterated with its convergence test every k steps, the maximum change
+  reduced on the device (4 bytes back) or on the host (two fields back), against steps without a test;
 * :func:`racecheck_table`: what ``compute-sanitizer --tool racecheck`` says about the stencil without
   its barrier, and about the fixed one.
 
@@ -265,6 +267,49 @@ def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float
     return pd.DataFrame(rows)
 
 
+#: Steps between two convergence tests in :func:`convergence_table`.
+CHECK_EVERY: tuple[int, ...] = (1, 10, 100)
+
+
+def convergence_table(n: int = 4096, steps: int = 200, check_every: Sequence[int] = CHECK_EVERY, *,
+                      repeat: int = 3) -> pd.DataFrame:
+    """Jacobi with a convergence test every k steps, on the device or on the host, on an ``n x n`` plate. GPU only.
+
+    Every run makes ``steps`` steps (``tol=0``: the test never stops it, so all rows do the same work).
+    Rows: ``test`` (``device``: :func:`~labhelpers.kernels.stencil.jacobi_residual`, 4 bytes copied back per
+    test; ``host``: both fields copied back and compared by NumPy; ``none``: the same steps, no test, one
+    wait at the end), ``check_every``, ``median_ms`` (the whole run, timed from Python: every test waits
+    for the GPU) and ``ms_per_step``. Device and host runs are checked to end on the same field.
+    """
+    backend.require_gpu("convergence_table", needs_cupy=True)
+    from numba import cuda
+
+    u0 = st.hot_plate(n, n, top=100.0)
+    rows = []
+    plain = st.Jacobi(u0, "naive")
+
+    def no_test():
+        plain.step(steps)
+        cuda.synchronize()
+
+    t = benchmark(no_test, repeat=repeat, number=1, label="no test")
+    rows.append(dict(test="none", check_every=steps, n=n, steps=steps, **t.as_row()))
+    for k in check_every:
+        fields = {}
+        for test in st.CONVERGENCE_TESTS:
+            solver = st.JacobiSolver(u0, test, k)
+            solver.run(0.0, steps)
+            fields[test] = solver.result()
+            t = benchmark(lambda: solver.run(0.0, steps), repeat=repeat, number=1, label=f"{test} test every {k}")
+            rows.append(dict(test=test, check_every=k, n=n, steps=solver.steps, **t.as_row()))
+            del solver
+        if not np.array_equal(fields["device"], fields["host"]):
+            raise AssertionError(f"Jacobi with the test every {k} steps: device and host runs end on different fields")
+    table = pd.DataFrame(rows)
+    table["ms_per_step"] = table["median_ms"] / table["steps"]
+    return table
+
+
 #: Image sides of the work-count table (host only: propagation in NumPy, union-find in the host model).
 WORK_SIDES: tuple[int, ...] = (16, 32, 64, 128)
 
@@ -372,6 +417,6 @@ def racecheck_table(kernels: Sequence[str] = ("stencil1d_no_barrier", "stencil1d
     return pd.DataFrame(rows)
 
 
-__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "WORK_SIDES", "best_jacobi",
+__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "WORK_SIDES", "CHECK_EVERY", "best_jacobi", "convergence_table",
            "ccl_shapes", "ccl_steps_table", "ccl_table", "ccl_work_table", "filters_table", "jacobi_table",
            "racecheck_table", "uf_shapes_table"]

@@ -15,6 +15,8 @@ kernels, in order:
  ``jacobi_naive``                   2D 5-point Jacobi step, one thread per point, 5 reads per point
  ``jacobi_shared``                  the same with a shared tile and its halo
  ``jacobi_marching``                register blocking along y: a thread keeps a column strip in registers
+ ``jacobi_residual``                a Jacobi step fused with its convergence test: max |change| reduced on
+                                    the device (block tree in shared memory, one atomic max per block)
  ``filter3x3`` / ``sobel_magnitude``  image filters with clamped borders (``scipy.ndimage``'s "nearest")
  ``ccl_init`` / ``ccl_propagate``   connected components: every pixel takes its neighbours' minimum label
  ``uf_init`` / ``uf_merge`` / ``uf_compress``  connected components by union-find with atomic minimum
@@ -437,6 +439,8 @@ def _check_block_2d(block, variant: str) -> tuple[int, int]:
     if len(block) != 2:
         raise LaunchConfigError(f"block must have two dimensions (x, y), got {block}: e.g. block=(32, 8).")
     bx, by = block
+    if variant == "residual" and bx * by > RES_THREADS:  # (block_shape already refuses more than 1024)
+        raise LaunchConfigError(f"block={block} has more than {RES_THREADS} threads: use block=(32, 8).")
     if variant == "shared" and (bx > SH_X or by > SH_Y):
         raise LaunchConfigError(
             f"block={block} does not fit the shared tile of jacobi_shared, which has room for blocks up to "
@@ -513,6 +517,154 @@ def run_jacobi(u, steps: int = 1, variant: str = "naive", block: tuple[int, int]
     solver = Jacobi(u, variant, block)
     solver.step(steps)
     return solver.result()
+
+
+# ---------------------------------------------------------------------------------------------
+# Jacobi iterated to convergence: the test max |v - u| < tol reduced on the device or on the host
+# ---------------------------------------------------------------------------------------------
+
+#: Largest block of :func:`jacobi_residual` (its shared array has one float per thread).
+RES_THREADS = 1024
+#: Where :class:`JacobiSolver` computes its convergence test.
+CONVERGENCE_TESTS = ("device", "host")
+
+
+@cuda.jit
+def jacobi_residual(u, v, change):
+    """One Jacobi step (as :func:`jacobi_naive`) that also reduces ``max |v - u|`` into ``change[0]``.
+
+    Every thread writes its point's change into shared memory (0 for a thread past the edge); a tree
+    reduction leaves the block's maximum in word 0, and thread 0 folds it into ``change[0]`` with one
+    atomic maximum: one atomic per block, no second kernel, no copy of the field. The host sets
+    ``change[0] = 0`` before the launch and reads those 4 bytes after it.
+    """
+    s = cuda.shared.array(RES_THREADS, float32)
+    j, i = cuda.grid(2)
+    ny, nx = u.shape
+    tid = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+    nthreads = cuda.blockDim.x * cuda.blockDim.y
+    d = float32(0)
+    if i < ny and j < nx:
+        old = u[i, j]
+        if i == 0 or j == 0 or i == ny - 1 or j == nx - 1:
+            v[i, j] = old  # Dirichlet boundary: fixed, change 0
+        else:
+            new = QUARTER * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))
+            v[i, j] = new
+            d = abs(new - old)
+    s[tid] = d
+    step = 1
+    while step * 2 < nthreads:  # the largest power of two below nthreads (any block size works)
+        step *= 2
+    cuda.syncthreads()  # RAW: every thread's change is in s before the tree reads it
+    while step > 0:
+        if tid < step and tid + step < nthreads:
+            s[tid] = max(s[tid], s[tid + step])
+        cuda.syncthreads()  # RAW and WAR: this level's maxima are written before the next level reads them
+        step //= 2
+    if tid == 0:
+        cuda.atomic.max(change, 0, s[0])
+
+
+def jacobi_residual_reference(u) -> tuple[np.ndarray, np.float32]:
+    """NumPy specification of :func:`jacobi_residual`: the next field and ``max |v - u|`` (float32)."""
+    u = np.array(u, dtype=np.float32)
+    v = jacobi_reference(u, 1)
+    return v, np.float32(np.abs(v - u).max()) if u.size else np.float32(0)
+
+
+@dataclass
+class JacobiSolver:
+    """Jacobi steps until the largest change of a checked step is below ``tol``, the test every ``check_every`` steps.
+
+    Between two tests the steps are plain :func:`jacobi_naive` launches (no reduction, no copy). The
+    tested step is either :func:`jacobi_residual`, whose maximum is reduced on the device so the host
+    copies back 4 bytes (``test="device"``), or a plain step after which the host copies both fields and
+    computes ``np.abs(new - old).max()`` itself (``test="host"``: two full copies per test). Both
+    count the same steps and stop at the same one.
+
+    Args:
+        u: initial field, a 2-D float32 array without NaN or infinity (NumPy, CuPy or Numba device array).
+        test: ``"device"`` or ``"host"``.
+        check_every: steps between tests, at least 1 (the k-th step of each batch is the tested one).
+        block: threads per block (x, y), at most 1024 in all.
+    """
+
+    u: Any
+    test: str = "device"
+    check_every: int = 10
+    block: tuple[int, int] = BLOCK_2D
+    steps: int = field(init=False, default=0)
+    change: float = field(init=False, default=float("nan"))
+
+    def __post_init__(self) -> None:
+        validate.choice(self.test, "test", CONVERGENCE_TESTS)
+        self.check_every = validate.integer(self.check_every, "check_every", minimum=1)
+        validate.array(self.u, "u", dtype=np.float32, ndim=2, finite=isinstance(self.u, np.ndarray))
+        if 0 in self.u.shape:
+            raise ArrayArgumentError(f"u has shape {tuple(self.u.shape)}: a grid needs at least one point.")
+        self.block = _check_block_2d(self.block, "residual")
+        self.shape = (int(self.u.shape[0]), int(self.u.shape[1]))
+        self.grid = grid_2d(self.shape, self.block)
+        self._u0 = as_device(self.u)
+        self._a = cuda.device_array(self.shape, dtype=np.float32)
+        self._b = cuda.device_array(self.shape, dtype=np.float32)
+        self._change = cuda.device_array(1, dtype=np.float32)
+        self._zero = np.zeros(1, dtype=np.float32)
+        self._plain = ConfiguredKernel(jacobi_naive, self.grid, self.block)
+        self._fused = ConfiguredKernel(jacobi_residual, self.grid, self.block)
+
+    def _tested_step(self) -> float:
+        if self.test == "device":
+            self._change.copy_to_device(self._zero)
+            self._fused(self._a, self._b, self._change)
+            value = float(self._change.copy_to_host()[0])  # 4 bytes back, and a wait for the GPU
+        else:
+            self._plain(self._a, self._b)
+            old, new = self._a.copy_to_host(), self._b.copy_to_host()  # two whole fields back
+            value = float(np.abs(new - old).max())
+        self._a, self._b = self._b, self._a
+        return value
+
+    def run(self, tol: float, max_steps: int = 100_000) -> int:
+        """Start from ``u`` again and step until a tested change is below ``tol``; returns the steps taken.
+
+        ``tol=0`` never stops early: the solver then makes exactly ``max_steps`` steps (rounded up to a
+        whole batch), what a benchmark times. Raises RuntimeError if ``max_steps`` pass before that.
+        """
+        tol = validate.number(tol, "tol", minimum=0.0)
+        max_steps = validate.integer(max_steps, "max_steps", minimum=1)
+        self._a.copy_to_device(self._u0)
+        self.steps = 0
+        while True:
+            for _ in range(self.check_every - 1):
+                self._plain(self._a, self._b)
+                self._a, self._b = self._b, self._a
+            self.change = self._tested_step()
+            self.steps += self.check_every
+            if self.change < tol:
+                return self.steps
+            if self.steps >= max_steps:
+                if tol == 0:
+                    return self.steps
+                raise RuntimeError(f"Jacobi did not converge to tol={tol:g} in {self.steps} steps (largest change "
+                                   f"of the last tested step: {self.change:g}): raise max_steps or tol.")
+
+    def result(self) -> np.ndarray:
+        """The field after the last step, copied to the host."""
+        return self._a.copy_to_host()
+
+
+def solve_jacobi_reference(u, tol: float, check_every: int = 10, max_steps: int = 100_000) -> tuple[np.ndarray, int, float]:
+    """NumPy specification of :meth:`JacobiSolver.run`: ``(field, steps, change of the last tested step)``."""
+    u = np.array(u, dtype=np.float32)
+    steps = 0
+    while True:
+        u = jacobi_reference(u, check_every - 1)
+        u, change = jacobi_residual_reference(u)
+        steps += check_every
+        if change < tol or steps >= max_steps:
+            return u, steps, float(change)
 
 
 def hot_plate(ny: int, nx: int, top: float = 100.0, bottom: float = 0.0, left: float = 0.0,
@@ -1159,7 +1311,8 @@ def cupy_jacobi_step(u, v) -> None:
 
 
 __all__ = [
-    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BOX_WEIGHTS", "JACOBI", "JACOBI_BYTES_PER_POINT", "Jacobi", "LabelPropagation",
+    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BOX_WEIGHTS", "CONVERGENCE_TESTS", "JacobiSolver", "RES_THREADS",
+    "jacobi_residual", "jacobi_residual_reference", "solve_jacobi_reference", "JACOBI", "JACOBI_BYTES_PER_POINT", "Jacobi", "LabelPropagation",
     "MARCH_BLOCK", "MAX_RADIUS", "MAX_THREADS", "QUARTER", "ROWS", "SEED_BLOCK", "SEED_RADIUS", "SH_X", "SH_Y",
     "SOBEL_X", "SOBEL_Y", "STENCIL1D", "TILE_1D", "UnionFind", "ccl_init", "ccl_propagate",
     "correlate3x3_reference", "cupy_jacobi_step", "filter3x3", "find_root", "find_root_plain", "grayscale", "hot_plate",
