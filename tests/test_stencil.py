@@ -162,6 +162,55 @@ def test_jacobi_solver_bad_input(kwargs, match):
         st.JacobiSolver(np.ones((3, 3), np.float32)).run(-1.0)
 
 
+SHAPES_3D = ((1, 1, 1), (2, 3, 4), (3, 3, 3), (5, 9, 17), (7, 13, 10)) if SIM else \
+    ((1, 1, 1), (2, 3, 4), (3, 3, 3), (5, 9, 17), (7, 13, 10), (37, 45, 67), (130, 33, 257))
+
+
+@pytest.mark.parametrize("variant, block", [("naive", (8, 4, 2)), ("naive", (5, 3, 1)), ("marching", (8, 4)),
+                                            ("marching", (5, 3))])
+def test_stencil3d_matches_numpy_bit_for_bit(variant, block):
+    rng = np.random.default_rng(6)
+    for shape in SHAPES_3D:
+        u = (rng.random(shape) * 100).astype(np.float32)
+        np.testing.assert_array_equal(st.run_stencil3d(u, 2, variant, block), st.stencil3d_reference(u, 2),
+                                      err_msg=f"{variant} {block} {shape}")
+
+
+def test_stencil3d_marching_has_no_race_and_needs_both_barriers():
+    from mutants import mutant
+
+    u = (np.random.default_rng(7).random((4, 7, 11)) * 100).astype(np.float32)
+    args = ((2, 2), (8, 4), u, np.zeros_like(u))  # a partial block in x and in y, 4 planes
+    assert lh.check_races(st.stencil3d_marching, *args).ok
+    no_war = mutant(st.stencil3d_marching, "cuda.syncthreads()  # WAR: every thread has read the previous plane's "
+                    "tile before it is overwritten", "pass")
+    assert "WAR" in str(lh.check_races(no_war, *args))
+
+
+def test_stencil3d_defaults_and_bad_input():
+    u = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    np.testing.assert_array_equal(st.run_stencil3d(u, 0), u)
+    np.testing.assert_array_equal(st.run_stencil3d(u, 1, "marching"), st.stencil3d_reference(u, 1))
+    for kwargs, match in (({"variant": "tiled"}, "variant"), ({"variant": "marching", "block": (8, 4, 1)}, "2D block"),
+                          ({"block": (8, 4)}, "3D block"), ({"variant": "marching", "block": (64, 8)}, "shared tile")):
+        with pytest.raises(lh.LabError, match=match):
+            st.run_stencil3d(u, 1, **kwargs)
+    with pytest.raises(lh.LabError, match="float32"):
+        st.run_stencil3d(u.astype(np.float64))
+    with pytest.raises(lh.LabError, match="at least one point"):
+        st.run_stencil3d(np.zeros((0, 2, 2), np.float32))
+
+
+def test_stencil3d_loads_model():
+    from labhelpers.models import stencil as model
+
+    row = model.stencil3d_loads(32, 8)
+    assert row["naive_loads"] == 7 and row["ideal_bytes"] == 8
+    assert row["marching_loads"] == pytest.approx(1 + 80 / 256)
+    assert row["marching_dram_bytes"] == pytest.approx(4 * (1 + 80 / 256) + 4)
+    assert list(model.stencil3d_loads_table()["bx"])[:2] == [32, 32]
+
+
 def test_jacobi_default_blocks_and_zero_steps():
     u = st.hot_plate(9, 11, top=1.0)
     assert st.Jacobi(u, "naive").block == st.BLOCK_2D
@@ -370,7 +419,7 @@ def test_gpu_measurements_say_gpu_only():
     from labhelpers.experiments import stencil as exp
 
     for fn in (exp.jacobi_table, exp.filters_table, exp.ccl_table, exp.ccl_steps_table, exp.racecheck_table,
-               exp.uf_shapes_table, exp.convergence_table):
+               exp.uf_shapes_table, exp.convergence_table, exp.stencil3d_table):
         with pytest.raises(lh.GPUOnlyError):
             fn()
     with pytest.raises(lh.GPUOnlyError):
@@ -391,6 +440,8 @@ def test_experiments_run_small_on_a_gpu():
     ccl = exp.ccl_table(256, densities=(0.6,), repeat=1, scipy_repeat=1)
     assert set(ccl["method"]) == {"label propagation", "union-find", "cupyx.scipy.ndimage.label",
                                   "scipy.ndimage.label (CPU)"}
+    s3 = exp.stencil3d_table(64, repeat=2, number=1)
+    assert set(s3["variant"]) == {"naive", "marching", "copy"} and (s3["gbps"] > 0).all()
     conv = exp.convergence_table(256, steps=20, check_every=(1, 10), repeat=2)
     assert set(conv["test"]) == {"none", "device", "host"} and (conv["ms_per_step"] > 0).all()
     uf = exp.uf_shapes_table(64, repeat=2, number=1)

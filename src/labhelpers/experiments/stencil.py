@@ -14,6 +14,7 @@
   and random images;
 * :func:`convergence_table`: Jacobi iterated with its convergence test every k steps, the maximum change
   reduced on the device (4 bytes back) or on the host (two fields back), against steps without a test;
+* :func:`stencil3d_table`: the 3D 7-point step, naive and marching planes, against a copy of the volume;
 * :func:`racecheck_table`: what ``compute-sanitizer --tool racecheck`` says about the stencil without
   its barrier, and about the fixed one.
 
@@ -38,7 +39,7 @@ from .. import backend
 from ..arrays import as_device
 from ..errors import GPUOnlyError
 from ..kernels import stencil as st
-from ..launch import grid_2d
+from ..launch import ConfiguredKernel, grid_2d
 from ..models import stencil as model
 from ..roofline.measure import time_copy
 from ..timing import benchmark, wall_time
@@ -267,6 +268,56 @@ def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float
     return pd.DataFrame(rows)
 
 
+#: 3D configurations timed: (variant, block) with a 3D block for naive and a 2D block for marching.
+STENCIL3D_CONFIGS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("naive", (32, 8, 1)), ("naive", (32, 4, 2)), ("naive", (64, 4, 1)),
+    ("marching", (32, 8)), ("marching", (32, 4)), ("marching", (16, 8)),
+)
+
+
+def stencil3d_table(n: int = 512, configs: Sequence[tuple[str, tuple[int, ...]]] = STENCIL3D_CONFIGS, *,
+                    repeat: int = 10, number: int = 5, check_shape: tuple[int, int, int] = (37, 45, 67)) -> pd.DataFrame:
+    """Time one 3D 7-point step of each configuration on an ``n^3`` float32 volume. GPU only.
+
+    Each kernel is checked bit for bit against :func:`~labhelpers.kernels.stencil.stencil3d_reference` on an
+    awkward ``check_shape`` (2 steps) and on the big volume against the naive kernel. Rows: ``kernel``,
+    ``variant``, ``block``, ``median_ms``, ``gbps`` (8 n^3 bytes / time), ``gpoints_s``; then ``copy`` (a
+    device-to-device copy of one volume, bytes read + written, the same 8 n^3).
+    """
+    backend.require_gpu("stencil3d_table", needs_cupy=True)
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    small = (rng.random(check_shape, dtype=np.float32) * 100).astype(np.float32)
+    expected = st.stencil3d_reference(small, 2)
+    shape = (n, n, n)
+    u = as_device(cp.random.default_rng(0).random(shape, dtype=cp.float32) * cp.float32(100))
+    v = cuda.device_array(shape, dtype=np.float32)
+    want = cp.empty(shape, dtype=cp.float32)
+    st.stencil3d_naive[st.stencil3d_grid("naive", shape, st.BLOCK_3D), st.BLOCK_3D](u, as_device(want))
+    nbytes = 8 * n ** 3
+    rows = []
+    for variant, block in configs:
+        if not np.array_equal(st.run_stencil3d(small, 2, variant, block), expected):
+            raise AssertionError(f"stencil3d {variant} {block} disagrees with NumPy on {check_shape}")
+        launch = ConfiguredKernel(st.STENCIL3D[variant], st.stencil3d_grid(variant, shape, block), block)
+        launch(u, v)
+        if not bool(cp.array_equal(cp.asarray(v), want)):
+            raise AssertionError(f"stencil3d {variant} {block} disagrees with the naive kernel on {shape}")
+        name = f"{variant} {'x'.join(map(str, block))}"
+        t = benchmark(lambda: launch(u, v), nbytes=nbytes, repeat=repeat, number=number, label=name)
+        row = {"kernel": name, "variant": variant, "block": "x".join(map(str, block)), "n": n}
+        row.update(t.as_row())
+        row["gpoints_s"] = n ** 3 / (t.median_ms * 1e-3) / 1e9
+        rows.append(row)
+    t = time_copy(cp.asarray(u), repeat=repeat, number=number)
+    row = {"kernel": "copy", "variant": "copy", "block": "", "n": n}
+    row.update(t.as_row())
+    row["gpoints_s"] = n ** 3 / (t.median_ms * 1e-3) / 1e9
+    rows.append(row)
+    return pd.DataFrame(rows)
+
+
 #: Steps between two convergence tests in :func:`convergence_table`.
 CHECK_EVERY: tuple[int, ...] = (1, 10, 100)
 
@@ -417,6 +468,6 @@ def racecheck_table(kernels: Sequence[str] = ("stencil1d_no_barrier", "stencil1d
     return pd.DataFrame(rows)
 
 
-__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "WORK_SIDES", "CHECK_EVERY", "best_jacobi", "convergence_table",
+__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "WORK_SIDES", "CHECK_EVERY", "STENCIL3D_CONFIGS", "stencil3d_table", "best_jacobi", "convergence_table",
            "ccl_shapes", "ccl_steps_table", "ccl_table", "ccl_work_table", "filters_table", "jacobi_table",
            "racecheck_table", "uf_shapes_table"]

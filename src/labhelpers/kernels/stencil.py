@@ -17,6 +17,9 @@ kernels, in order:
  ``jacobi_marching``                register blocking along y: a thread keeps a column strip in registers
  ``jacobi_residual``                a Jacobi step fused with its convergence test: max |change| reduced on
                                     the device (block tree in shared memory, one atomic max per block)
+ ``stencil3d_naive``               3D 7-point Jacobi step, one thread per point, 7 reads per point
+ ``stencil3d_marching``            marching planes: a 2D tile of the current plane in shared memory, the
+                                    planes below and above in registers, each thread walking along z
  ``filter3x3`` / ``sobel_magnitude``  image filters with clamped borders (``scipy.ndimage``'s "nearest")
  ``ccl_init`` / ``ccl_propagate``   connected components: every pixel takes its neighbours' minimum label
  ``uf_init`` / ``uf_merge`` / ``uf_compress``  connected components by union-find with atomic minimum
@@ -693,6 +696,147 @@ def jacobi_snapshots(u, steps_list) -> dict[int, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------
+# 3D 7-point stencil: a Jacobi step on a volume u[z, y, x], boundary points fixed
+# ---------------------------------------------------------------------------------------------
+
+#: The 7-point weight, a float32 constant (a Python 1/6 would make the arithmetic float64).
+SIXTH = np.float32(1.0 / 6.0)
+#: Default block of :func:`stencil3d_naive` (x, y, z) and of :func:`stencil3d_marching` (x, y).
+BLOCK_3D = (32, 8, 1)
+MARCH3D_BLOCK = (32, 8)
+
+
+@cuda.jit
+def stencil3d_naive(u, v):
+    """One 3D Jacobi step: ``v`` = the mean of the six neighbours in ``u``; boundary points copied.
+
+    One thread per point, seven reads from device memory per point: each value is read by seven
+    threads, and only the caches stand between those reads and DRAM.
+    """
+    j, i, k = cuda.grid(3)  # x along a row (coalesced), then y, then z
+    nz, ny, nx = u.shape
+    if k < nz and i < ny and j < nx:
+        if k == 0 or i == 0 or j == 0 or k == nz - 1 or i == ny - 1 or j == nx - 1:
+            v[k, i, j] = u[k, i, j]
+        else:
+            v[k, i, j] = SIXTH * (((u[k - 1, i, j] + u[k + 1, i, j]) + (u[k, i - 1, j] + u[k, i + 1, j]))
+                                  + (u[k, i, j - 1] + u[k, i, j + 1]))
+
+
+@cuda.jit
+def stencil3d_marching(u, v):
+    """Marching planes (Micikevicius, 2009): a 2D grid of blocks walks along z through the volume.
+
+    Each thread owns one column ``(i, j)`` and keeps three values of it in registers: ``below``
+    (plane k-1), ``centre`` (k) and ``above`` (k+1). At every plane the block writes its centres
+    and a halo of one into a shared tile, so the four in-plane neighbours come from shared memory;
+    the z-neighbours never leave the registers. Moving on is a register shift and one new load
+    (``above``): every value is loaded once, plus the tile's halo. Every thread runs all ``nz``
+    iterations (threads past the edge load zeros), so every barrier is reached by the whole block.
+    """
+    tile = cuda.shared.array((TILE_Y, TILE_X), float32)
+    j, i = cuda.grid(2)
+    nz, ny, nx = u.shape
+    r = cuda.threadIdx.y + 1
+    c = cuda.threadIdx.x + 1
+    inside = i < ny and j < nx
+    below = float32(0)
+    centre = u[0, i, j] if inside else float32(0)
+    above = u[1, i, j] if inside and nz > 1 else float32(0)
+    for k in range(nz):
+        cuda.syncthreads()  # WAR: every thread has read the previous plane's tile before it is overwritten
+        tile[r, c] = centre
+        if cuda.threadIdx.y == 0:  # halo row above (y - 1)
+            tile[0, c] = u[k, i - 1, j] if inside and i > 0 else float32(0)
+        if cuda.threadIdx.y == cuda.blockDim.y - 1:  # halo row below (y + 1)
+            tile[r + 1, c] = u[k, i + 1, j] if j < nx and i + 1 < ny else float32(0)
+        if cuda.threadIdx.x == 0:  # halo column left (x - 1)
+            tile[r, 0] = u[k, i, j - 1] if inside and j > 0 else float32(0)
+        if cuda.threadIdx.x == cuda.blockDim.x - 1:  # halo column right (x + 1)
+            tile[r, c + 1] = u[k, i, j + 1] if i < ny and j + 1 < nx else float32(0)
+        cuda.syncthreads()  # RAW: the plane and its halo, written by other threads, are in the tile
+        if inside:
+            if k == 0 or i == 0 or j == 0 or k == nz - 1 or i == ny - 1 or j == nx - 1:
+                v[k, i, j] = centre
+            else:
+                v[k, i, j] = SIXTH * (((below + above) + (tile[r - 1, c] + tile[r + 1, c]))
+                                      + (tile[r, c - 1] + tile[r, c + 1]))
+        below = centre
+        centre = above
+        above = u[k + 2, i, j] if inside and k + 2 < nz else float32(0)
+
+
+STENCIL3D = {"naive": stencil3d_naive, "marching": stencil3d_marching}
+
+
+def stencil3d_reference(u, steps: int = 1) -> np.ndarray:
+    """NumPy specification of ``steps`` 3D 7-point Jacobi steps in float32, the kernels' order of additions.
+
+    ``((z- + z+) + (y- + y+)) + (x- + x+)``, then times 1/6 (a float32): the kernels agree bit for bit.
+    """
+    u = np.array(u, dtype=np.float32)
+    steps = validate.integer(steps, "steps", minimum=0)
+    for _ in range(steps):
+        v = u.copy()
+        if min(u.shape) > 2:
+            c = (slice(1, -1),) * 3
+            v[c] = SIXTH * (((u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1]) + (u[1:-1, :-2, 1:-1] + u[1:-1, 2:, 1:-1]))
+                            + (u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:]))
+        u = v
+    return u
+
+
+def stencil3d_grid(variant: str, shape: tuple[int, int, int], block: tuple[int, ...]) -> tuple[int, ...]:
+    """Blocks that cover an ``nz x ny x nx`` volume: (x, y, z) for ``naive``, (x, y) for ``marching``."""
+    nz, ny, nx = shape
+    if variant == "marching":
+        return grid_2d((ny, nx), block)
+    return (blocks_for(nx, block[0]), blocks_for(ny, block[1]), blocks_for(nz, block[2]))
+
+
+def _check_block_3d(block, variant: str) -> tuple[int, ...]:
+    block = validate.block_shape(block)
+    if variant == "marching":
+        if len(block) != 2:
+            raise LaunchConfigError(f"stencil3d_marching takes a 2D block (x, y), got {block}: e.g. block=(32, 8); "
+                                    "its threads walk along z themselves.")
+        return _check_block_2d(block, "shared")  # the same shared tile as jacobi_shared
+    if len(block) != 3:
+        raise LaunchConfigError(f"stencil3d_naive takes a 3D block (x, y, z), got {block}: e.g. block=(32, 8, 1).")
+    return block
+
+
+def run_stencil3d(u, steps: int = 1, variant: str = "naive", block: tuple[int, ...] | None = None) -> np.ndarray:
+    """Run ``steps`` 3D 7-point Jacobi steps of ``variant`` on the float32 volume ``u[z, y, x]``; returns NumPy.
+
+    Args:
+        u: 3-D C-contiguous float32 array without NaN or infinity (NumPy, CuPy or Numba device array).
+        steps: number of steps (ping-pong between two buffers).
+        variant: ``naive`` (block (x, y, z), default (32, 8, 1)) or ``marching`` (block (x, y), at most
+            (32, 8), default (32, 8)).
+
+    Raises:
+        ArgumentError: wrong dtype or shape, an empty volume, NaN or infinity, a bad block or variant.
+    """
+    validate.choice(variant, "variant", list(STENCIL3D))
+    steps = validate.integer(steps, "steps", minimum=0)
+    validate.array(u, "u", dtype=np.float32, ndim=3, finite=isinstance(u, np.ndarray))
+    if 0 in u.shape:
+        raise ArrayArgumentError(f"u has shape {tuple(u.shape)}: a volume needs at least one point.")
+    default = MARCH3D_BLOCK if variant == "marching" else BLOCK_3D
+    block = _check_block_3d(default if block is None else block, variant)
+    shape = (int(u.shape[0]), int(u.shape[1]), int(u.shape[2]))
+    a = cuda.device_array(shape, dtype=np.float32)
+    a.copy_to_device(as_device(u))
+    b = cuda.device_array(shape, dtype=np.float32)
+    launch = ConfiguredKernel(STENCIL3D[variant], stencil3d_grid(variant, shape, block), block)
+    for _ in range(steps):
+        launch(a, b)
+        a, b = b, a
+    return a.copy_to_host()
+
+
+# ---------------------------------------------------------------------------------------------
 # Image filters: 3x3 weights with clamped borders, and the Sobel edge magnitude
 # ---------------------------------------------------------------------------------------------
 
@@ -1311,7 +1455,8 @@ def cupy_jacobi_step(u, v) -> None:
 
 
 __all__ = [
-    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BOX_WEIGHTS", "CONVERGENCE_TESTS", "JacobiSolver", "RES_THREADS",
+    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BLOCK_3D", "MARCH3D_BLOCK", "SIXTH", "STENCIL3D",
+    "run_stencil3d", "stencil3d_grid", "stencil3d_marching", "stencil3d_naive", "stencil3d_reference", "BOX_WEIGHTS", "CONVERGENCE_TESTS", "JacobiSolver", "RES_THREADS",
     "jacobi_residual", "jacobi_residual_reference", "solve_jacobi_reference", "JACOBI", "JACOBI_BYTES_PER_POINT", "Jacobi", "LabelPropagation",
     "MARCH_BLOCK", "MAX_RADIUS", "MAX_THREADS", "QUARTER", "ROWS", "SEED_BLOCK", "SEED_RADIUS", "SH_X", "SH_Y",
     "SOBEL_X", "SOBEL_Y", "STENCIL1D", "TILE_1D", "UnionFind", "ccl_init", "ccl_propagate",

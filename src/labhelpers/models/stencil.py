@@ -8,6 +8,7 @@
 * :func:`jacobi_roofline`: intensity of a Jacobi step (4 flops per 8 bytes) and what the roofline
   says it can reach given a bandwidth and a compute peak.
 * :func:`propagation_steps_bound`: the steps label propagation needs on a one-pixel-wide path.
+* :func:`stencil3d_loads`: loads and bytes per point of the 3D 7-point stencil, naive against marching planes.
 * :func:`union_find_work`: the parent reads union-find makes on an image when its threads run one after
   another in launch order (a host model of the very code of ``kernels.stencil``), with path halving or
   without compression: a deterministic work count to set against propagation's steps.
@@ -108,6 +109,28 @@ def propagation_steps_bound(path_pixels: int) -> int:
     return path_pixels
 
 
+def stencil3d_loads(bx: int, by: int) -> dict:
+    """Loads per point of one 3D 7-point step, one thread per point (naive) or marching planes on a ``bx x by`` block.
+
+    ``naive_loads``: 7 (every neighbour a load; the caches decide how many reach DRAM: from 4 bytes per
+    point if every reuse hits, to 28 if none does). ``marching_loads``: 1 (the next plane's value, the
+    z-neighbours stay in registers) + the tile's halo, ``2 (bx + by) / (bx by)`` per point (no corners).
+    ``marching_dram_bytes``: what marching reads and writes per point if the halo is read from DRAM
+    (``4 * marching_loads + 4``); ``ideal_bytes``: 8 (read once, written once), what a copy moves.
+    """
+    bx = validate.integer(bx, "bx", minimum=1, maximum=1024)
+    by = validate.integer(by, "by", minimum=1, maximum=1024)
+    halo = 2 * (bx + by) / (bx * by)
+    return {"bx": bx, "by": by, "naive_loads": 7, "naive_dram_bytes_worst": 7 * FLOAT_BYTES + FLOAT_BYTES,
+            "marching_loads": 1 + halo, "marching_dram_bytes": FLOAT_BYTES * (1 + halo) + FLOAT_BYTES,
+            "ideal_bytes": 2 * FLOAT_BYTES}
+
+
+def stencil3d_loads_table(blocks=((32, 8), (32, 4), (16, 16), (64, 4), (8, 8))) -> pd.DataFrame:
+    """:func:`stencil3d_loads` for several blocks (x, y)."""
+    return pd.DataFrame([stencil3d_loads(bx, by) for bx, by in blocks])
+
+
 def _find(parent: list, a: int, halve: bool, reads: list) -> int:
     """``find_root`` (``halve``) or ``find_root_plain`` of ``kernels.stencil`` on a Python list, counting reads."""
     p = parent[a]
@@ -182,4 +205,5 @@ def halo_fraction_curve(threads: int, radii) -> list[float]:
 
 
 __all__ = ["FLOAT_BYTES", "SECTOR_BYTES", "halo_fraction_curve", "jacobi_roofline", "propagation_steps_bound",
-           "tile_1d", "tile_1d_table", "tile_2d", "tile_2d_table", "union_find_work"]
+           "stencil3d_loads", "stencil3d_loads_table", "tile_1d", "tile_1d_table", "tile_2d", "tile_2d_table",
+           "union_find_work"]
