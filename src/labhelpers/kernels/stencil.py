@@ -15,11 +15,6 @@ kernels, in order:
  ``jacobi_naive``                   2D 5-point Jacobi step, one thread per point, 5 reads per point
  ``jacobi_shared``                  the same with a shared tile and its halo
  ``jacobi_marching``                register blocking along y: a thread keeps a column strip in registers
- ``jacobi_residual``                a Jacobi step fused with its convergence test: max |change| reduced on
-                                    the device (block tree in shared memory, one atomic max per block)
- ``stencil3d_naive``               3D 7-point Jacobi step, one thread per point, 7 reads per point
- ``stencil3d_marching``            marching planes: a 2D tile of the current plane in shared memory, the
-                                    planes below and above in registers, each thread walking along z
  ``filter3x3`` / ``sobel_magnitude``  image filters with clamped borders (``scipy.ndimage``'s "nearest")
  ``ccl_init`` / ``ccl_propagate``   connected components: every pixel takes its neighbours' minimum label
  ``uf_init`` / ``uf_merge`` / ``uf_compress``  connected components by union-find with atomic minimum
