@@ -9,6 +9,7 @@
 * ``ch08_cpu``: the CPU's best (the Numba float32 loop, ``parallel=True``, ``fastmath=True``, every thread,
   n = 2^12 .. 2^14), the same loop on one thread, and the NumPy float64 specification, on this machine's
   CPU; its metadata names the CPU, the usable CPUs and Numba's thread count and threading layer;
+* ``ch08_alternatives``: the shared tile against the warp-shuffle broadcast and constant memory (n = 4096, 2^16, 2^18);
 * ``ch08_instruction_mix``: instructions per interaction in each kernel's hot loop (PTX, and SASS where
   ``nvdisasm`` is installed).
 
@@ -64,7 +65,7 @@ def _meta() -> dict:
 
 
 #: The tables collect() writes (names without the "ch08_" prefix).
-TABLES = ("tuning", "throughput", "math_traps", "cpu", "instruction_mix")
+TABLES = ("tuning", "throughput", "math_traps", "cpu", "instruction_mix", "alternatives")
 
 
 def _wanted() -> set[str]:
@@ -98,6 +99,11 @@ def collect(out_dir) -> None:
     if "math_traps" in wanted:
         save_reference("ch08_math_traps", _table("traps", ex.math_traps), out_dir, meta=meta,
                        notes=f"tiled 256, unroll 4, n = {ex.TRAP_SIZE}; slowdown = time / time of the rsqrt version")
+    if "alternatives" in wanted:
+        save_reference("ch08_alternatives", _table("alternatives", ex.alternatives_table), out_dir, meta=meta,
+                       notes="AoS, rsqrt, eps2 = 0.0025; tiled 256 unroll 4 (shared tile) against naive unroll 4, the "
+                             "warp-shuffle broadcast (256 threads) and constant memory (every body a source, only "
+                             "n <= 4096 = 64 KiB); CUDA events; each kernel checked against float64 NumPy first")
     if "cpu" in wanted:
         cpu = _table("cpu", ex.cpu_rates)
         save_reference("ch08_cpu", cpu, out_dir, meta={**meta, **host.host_cpu().as_meta()},

@@ -69,6 +69,11 @@ def _tables():
         "ch10_block_scans": (lambda: ex.block_scans_table(),
                              "in-block kernels only (no carry between blocks), 2**24 int32, 8 n bytes / time"),
         "ch10_histogram": (lambda: ex.histogram_table(), "2**26 int32 values, 4 n bytes / time"),
+        "ch10_segmented": (lambda: ex.segmented_table(),
+                           "2**24 float32 (small integers), 256 threads; segmented = Hillis-Steele on (flag, value) "
+                           "pairs + recursive carries + propagate, heads random with probability 1 / segment_length; "
+                           "ratio_hillis_steele = time / the unsegmented scan of the same structure (the notes' "
+                           "'3x slower' claim), ratio_lookback = time / the single-pass scan; ok = equal to CuPy"),
     }
 
 

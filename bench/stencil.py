@@ -8,6 +8,12 @@
 * ``ch09_ccl``: label propagation, union-find, ``cupyx.scipy.ndimage.label`` and ``scipy.ndimage.label``
   on random 4096^2 images at several densities;
 * ``ch09_ccl_steps``: propagation steps against the image side (spiral, snake, random);
+* ``ch09_uf_shapes``: union-find with path halving and without compression on 4096^2 spiral, snake,
+  rows and random (0.6) images;
+* ``ch09_convergence``: 200 Jacobi steps on 4096^2 with the convergence test every 1, 10, 100 steps, the
+  maximum change reduced on the device or on the host, and no test at all;
+* ``ch09_stencil3d``: one 3D 7-point step, naive and marching planes (several blocks), on 512^3 float32,
+  beside a copy of the volume;
 * ``ch09_racecheck``: the output of ``compute-sanitizer --tool racecheck`` on the 1D stencil without its
   barrier and with it.
 
@@ -68,6 +74,19 @@ def collect(out_dir) -> None:
     save_reference("ch09_ccl_steps", ex.ccl_steps_table(), out_dir,
                    notes="label-propagation steps until no label changes (the last step changes nothing); "
                          "deterministic")
+    save_reference("ch09_uf_shapes", ex.uf_shapes_table(CCL_N), out_dir,
+                   notes="union-find (init + merge + compress), 4096^2 images, CUDA events around the three launches; "
+                         "find = path halving (compare-and-swap) or no compression; labels checked against "
+                         "cupyx.scipy.ndimage.label")
+    _CACHE["convergence"] = ex.convergence_table(CCL_N)
+    save_reference("ch09_convergence", _CACHE["convergence"], out_dir,
+                   notes="200 Jacobi steps (naive kernel) on a 4096^2 hot plate, tol=0 so every run makes them all; "
+                         "test = where max |change| is computed: device (jacobi_residual: block tree + atomic max, "
+                         "4 bytes copied back), host (both fields copied back, NumPy), none; timed from Python")
+    _CACHE["stencil3d"] = ex.stencil3d_table(512)
+    save_reference("ch09_stencil3d", _CACHE["stencil3d"], out_dir,
+                   notes="one 3D 7-point Jacobi step, 512^3 float32; gbps = 8 bytes per point / median time; copy = "
+                         "device-to-device copy of one volume, bytes read + written")
     try:  # the sanitizer is a separate tool: if it is missing or fails, keep the other tables and the bench
         save_reference("ch09_racecheck", ex.racecheck_table(), out_dir,
                        notes="compute-sanitizer --tool racecheck --racecheck-report analysis, one launch of 2 blocks "
@@ -97,6 +116,19 @@ def bench(ctx) -> list[Row]:
             continue
         rows.append(Row(TOPIC, f"jacobi {r['kernel']}", size, float(r["gbps"]), "GB/s",
                         "D2D copy (read+write), 1 GiB", copy))
+    s3 = _CACHE.get("stencil3d")
+    if s3 is not None:
+        copy3d = float(s3.loc[s3["variant"] == "copy", "gbps"].iloc[0])
+        for _, r in s3[s3["variant"] != "copy"].iterrows():
+            rows.append(Row(TOPIC, f"stencil3d {r['kernel']}", "512^3 f32", float(r["gbps"]), "GB/s",
+                            "copy of the same volume", copy3d))
+    conv = _CACHE.get("convergence")
+    if conv is not None:
+        for k in sorted(set(conv.loc[conv["test"] == "device", "check_every"])):
+            part = conv[conv["check_every"] == k].set_index("test")["ms_per_step"]
+            # value: steps per ms with the test on the device; ceiling: with the test on the host (ratio = speedup)
+            rows.append(Row(TOPIC, f"jacobi + device test every {k}", "4096^2 f32", 1 / part["device"], "steps/ms",
+                            "host test (fields copied back)", 1 / part["host"]))
     filt = _filters()
     for name in filt["filter"].unique():
         part = filt[filt["filter"] == name]

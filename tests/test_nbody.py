@@ -303,6 +303,67 @@ def test_simulation_arguments_are_checked():
         nb.plummer_sphere(0)
 
 
+# --- alternatives to the shared tile: warp shuffles and constant memory ----------------------------
+
+def _sources_reference(pos: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """Accelerations of ``pos`` due to ``sources`` only: the float64 specification on both, ``pos`` massless."""
+    massless = pos.copy()
+    massless[:, 3] = 0
+    return nb.accelerations_numpy(np.vstack([massless, sources]))[:len(pos)]
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 70])
+def test_constant_memory_kernel_matches_the_tiled_one(n):
+    pos = nb.random_bodies(n, np.random.default_rng(n))
+    got = nb.run_constant(pos, threads=32)
+    assert nb.acceleration_error(got, pos) < nb.ACC_RTOL
+    np.testing.assert_allclose(got, nb.run_tiled(pos, tile=32, unroll=1), rtol=1e-5, atol=1e-5)
+
+
+def test_constant_memory_kernel_with_other_sources():
+    pos = nb.random_bodies(40, np.random.default_rng(1))
+    sources = nb.random_bodies(9, np.random.default_rng(2))
+    got = nb.run_constant(pos, sources, threads=32)
+    want = _sources_reference(pos, sources)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+
+
+def test_constant_memory_refuses_more_sources_than_fit():
+    big = nb.random_bodies(nb.CONST_BODIES + 1, np.random.default_rng(0))
+    with pytest.raises(lh.ArrayArgumentError, match="64 KiB"):
+        nb.make_constant(big)
+    with pytest.raises(lh.LabError, match="shape"):
+        nb.make_constant(np.zeros((4, 3), np.float32))
+
+
+@sim_only
+def test_shuffle_kernel_says_it_needs_a_gpu():
+    pos = nb.random_bodies(40, np.random.default_rng(0))
+    with pytest.raises(lh.GPUOnlyError, match="shfl_sync"):
+        nb.run_shuffle(pos)
+    with pytest.raises(lh.LabError, match="multiple of 32"):
+        nb.run_shuffle(pos, threads=48)
+    with pytest.raises(lh.GPUOnlyError):
+        exp.alternatives_table(sizes=(64,))
+
+
+@gpu_only
+@pytest.mark.parametrize("n", [1, 31, 33, 257, 1000])
+def test_shuffle_kernel_matches_the_tiled_one(n):
+    pos = nb.random_bodies(n, np.random.default_rng(n))
+    got = nb.run_shuffle(pos, threads=64)
+    assert nb.acceleration_error(got, pos) < nb.ACC_RTOL
+    np.testing.assert_allclose(got, nb.run_tiled(pos, tile=64, unroll=1), rtol=1e-4, atol=1e-4)
+
+
+@gpu_only
+def test_alternatives_table_runs_small():
+    table = exp.alternatives_table(sizes=(256, 8192))
+    assert set(table.loc[table["n"] == 256, "kernel"]) == {"tiled 256, unroll 4", "naive, unroll 4", "shuffle",
+                                                          "constant memory"}
+    assert "constant memory" not in set(table.loc[table["n"] == 8192, "kernel"])
+
+
 # --- experiments: GPU only, and the parsers of compiled code ---------------------------------------
 
 @sim_only

@@ -579,3 +579,74 @@ def test_reference_data_supports_the_prose():
 
 
 # --- lab checkers: tests/test_lab_mutants.py (solutions pass, one mutant per bug class is rejected) ---------
+
+
+# --- segmented scan, enumerate, distribute ---------------------------------------------------------
+
+SEGMENT_SIZES = (1, 2, 31, 33, 100, 1100) if SIM else (1, 2, 31, 33, 100, 1100, 70_001)
+
+
+@pytest.mark.parametrize("density", [0.0, 0.2, 1.0])
+def test_segmented_scan_matches_numpy(density):
+    rng = np.random.default_rng(11)
+    for n in SEGMENT_SIZES:
+        values = rng.integers(-8, 9, n).astype(np.float32)
+        heads = (rng.random(n) < density).astype(np.int32)
+        for threads in (32, 5) if SIM else (256, 5):
+            got = sk.segmented_scan(values, heads, threads=threads)
+            np.testing.assert_array_equal(got, sk.segmented_scan_reference(values, heads), err_msg=f"n={n} t={threads}")
+
+
+def test_segmented_scan_by_hand_and_heads_types():
+    values = np.ones(6, np.float32)
+    for heads in (np.array([0, 0, 1, 0, 1, 1], np.int32), np.array([0, 0, 1, 0, 1, 1], bool),
+                  np.array([0, 0, 1, 0, 1, 1], np.uint8)):
+        assert sk.segmented_scan(values, heads).tolist() == [1, 2, 1, 2, 1, 1]
+
+
+def test_distribute_and_enumerate_match_numpy():
+    rng = np.random.default_rng(12)
+    assert sk.distribute(np.arange(6, dtype=np.float32), np.array([0, 0, 1, 0, 1, 1])).tolist() == [0, 0, 2, 2, 4, 5]
+    assert sk.enumerate_flags(np.array([1, 0, 1, 1, 0], bool)).tolist() == [0, 1, 1, 2, 3]
+    for n in SEGMENT_SIZES:
+        values = rng.integers(-8, 9, n).astype(np.float32)
+        heads = rng.random(n) < 0.3
+        np.testing.assert_array_equal(sk.distribute(values, heads), sk.distribute_reference(values, heads))
+        np.testing.assert_array_equal(sk.enumerate_flags(heads), sk.enumerate_reference(heads))
+    assert sk.enumerate_flags(np.zeros(0, bool)).size == 0
+
+
+def test_segmented_scan_block_has_no_race_with_a_partial_block():
+    values = np.arange(40, dtype=np.float32)
+    heads = (np.arange(40) % 7 == 0).astype(np.int32)
+    report = lh.check_races(sk.segmented_scan_block, 2, 32, values, heads, np.zeros(40, np.float32),
+                            np.zeros(40, np.int32), np.zeros(2, np.float32), np.zeros(2, np.int32))
+    assert report.ok, report
+
+
+@pytest.mark.parametrize("values, heads, match", [
+    (np.ones(3, np.float64), np.zeros(3, np.int32), "float32"),
+    (np.ones(3, np.float32), np.zeros(4, np.int32), "one flag per value"),
+    (np.ones(3, np.float32), np.zeros(3, np.float32), "integer or bool"),
+    (np.ones(0, np.float32), np.zeros(0, np.int32), "empty"),
+])
+def test_segmented_scan_bad_input(values, heads, match):
+    with pytest.raises(lh.LabError, match=match):
+        sk.segmented_scan(values, heads)
+
+
+@sim_only
+def test_segmented_table_needs_a_gpu():
+    from labhelpers.experiments import scan as ex
+
+    with pytest.raises(lh.GPUOnlyError):
+        ex.segmented_table(64)
+
+
+@gpu_only
+def test_segmented_table_runs_small():
+    from labhelpers.experiments import scan as ex
+
+    table = ex.segmented_table(2**16, lengths=(32, None), repeat=2, number=1)
+    assert table["ok"].all() and set(table["kind"]) == {"hillis_steele", "lookback", "segmented"}
+    assert (table["ratio_hillis_steele"] > 0).all()

@@ -19,6 +19,7 @@ from scipy import ndimage
 import labhelpers as lh
 from labhelpers.exercises import stencil as ex
 from labhelpers.kernels import stencil as st
+from labhelpers.launch import grid_2d
 from markers import SIM, gpu_only, sim_only
 
 matplotlib.use("Agg")
@@ -112,6 +113,102 @@ def test_jacobi_matches_numpy_bit_for_bit(variant):
         u = (rng.random(shape) * 100).astype(np.float32)
         got = st.run_jacobi(u, 2, variant, block)
         np.testing.assert_array_equal(got, st.jacobi_reference(u, 2), err_msg=f"{variant} {shape}")
+
+
+@pytest.mark.parametrize("block", [(8, 4), (5, 3), (1, 1)] + ([] if SIM else [(32, 8), (32, 32)]))
+def test_jacobi_residual_step_and_its_maximum_match_numpy(block):
+    rng = np.random.default_rng(4)
+    for shape in SHAPES_2D:
+        u = (rng.random(shape) * 100).astype(np.float32)
+        v = lh.to_device(np.zeros(shape, np.float32))
+        change = lh.to_device(np.zeros(1, np.float32))
+        st.jacobi_residual[grid_2d(shape, block), block](lh.to_device(u), v, change)
+        want, want_change = st.jacobi_residual_reference(u)
+        np.testing.assert_array_equal(v.copy_to_host(), want, err_msg=f"{shape} {block}")
+        assert change.copy_to_host()[0] == want_change, (shape, block)
+
+
+def test_jacobi_residual_has_no_race_with_a_partial_block():
+    u = (np.random.default_rng(5).random((11, 13)) * 100).astype(np.float32)
+    report = lh.check_races(st.jacobi_residual, (2, 4), (8, 3), u, np.zeros_like(u), np.zeros(1, np.float32))
+    assert report.ok, report
+
+
+@pytest.mark.parametrize("test", st.CONVERGENCE_TESTS)
+def test_jacobi_solver_stops_where_numpy_does(test):
+    plate = st.hot_plate(12, 10, top=100.0)
+    for k in (1, 7):
+        solver = st.JacobiSolver(plate, test, check_every=k, block=(8, 4))
+        steps = solver.run(0.5)
+        field, want_steps, want_change = st.solve_jacobi_reference(plate, 0.5, k)
+        assert steps == want_steps and solver.change == want_change
+        np.testing.assert_array_equal(solver.result(), field)
+    assert solver.run(0.0, max_steps=10) == 14  # tol=0: max_steps rounded up to whole batches of 7
+    with pytest.raises(RuntimeError, match="max_steps"):
+        solver.run(1e-6, max_steps=7)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"test": "gpu"}, "test"),
+    ({"check_every": 0}, "check_every"),
+    ({"block": (64, 32)}, "1024"),
+    ({"u": np.ones((3, 3))}, "float32"),
+])
+def test_jacobi_solver_bad_input(kwargs, match):
+    args = {"u": np.ones((3, 3), np.float32)} | kwargs
+    with pytest.raises(lh.LabError, match=match):
+        st.JacobiSolver(**args)
+    with pytest.raises(lh.LabError, match="tol"):
+        st.JacobiSolver(np.ones((3, 3), np.float32)).run(-1.0)
+
+
+SHAPES_3D = ((1, 1, 1), (2, 3, 4), (3, 3, 3), (5, 9, 17), (7, 13, 10)) if SIM else \
+    ((1, 1, 1), (2, 3, 4), (3, 3, 3), (5, 9, 17), (7, 13, 10), (37, 45, 67), (130, 33, 257))
+
+
+@pytest.mark.parametrize("variant, block", [("naive", (8, 4, 2)), ("naive", (5, 3, 1)), ("marching", (8, 4)),
+                                            ("marching", (5, 3))])
+def test_stencil3d_matches_numpy_bit_for_bit(variant, block):
+    rng = np.random.default_rng(6)
+    for shape in SHAPES_3D:
+        u = (rng.random(shape) * 100).astype(np.float32)
+        np.testing.assert_array_equal(st.run_stencil3d(u, 2, variant, block), st.stencil3d_reference(u, 2),
+                                      err_msg=f"{variant} {block} {shape}")
+
+
+def test_stencil3d_marching_has_no_race_and_needs_both_barriers():
+    from mutants import mutant
+
+    u = (np.random.default_rng(7).random((4, 7, 11)) * 100).astype(np.float32)
+    args = ((2, 2), (8, 4), u, np.zeros_like(u))  # a partial block in x and in y, 4 planes
+    assert lh.check_races(st.stencil3d_marching, *args).ok
+    no_war = mutant(st.stencil3d_marching, "cuda.syncthreads()  # WAR: every thread has read the previous plane's "
+                    "tile before it is overwritten", "pass")
+    assert "WAR" in str(lh.check_races(no_war, *args))
+
+
+def test_stencil3d_defaults_and_bad_input():
+    u = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    np.testing.assert_array_equal(st.run_stencil3d(u, 0), u)
+    np.testing.assert_array_equal(st.run_stencil3d(u, 1, "marching"), st.stencil3d_reference(u, 1))
+    for kwargs, match in (({"variant": "tiled"}, "variant"), ({"variant": "marching", "block": (8, 4, 1)}, "2D block"),
+                          ({"block": (8, 4)}, "3D block"), ({"variant": "marching", "block": (64, 8)}, "shared tile")):
+        with pytest.raises(lh.LabError, match=match):
+            st.run_stencil3d(u, 1, **kwargs)
+    with pytest.raises(lh.LabError, match="float32"):
+        st.run_stencil3d(u.astype(np.float64))
+    with pytest.raises(lh.LabError, match="at least one point"):
+        st.run_stencil3d(np.zeros((0, 2, 2), np.float32))
+
+
+def test_stencil3d_loads_model():
+    from labhelpers.models import stencil as model
+
+    row = model.stencil3d_loads(32, 8)
+    assert row["naive_loads"] == 7 and row["ideal_bytes"] == 8
+    assert row["marching_loads"] == pytest.approx(1 + 80 / 256)
+    assert row["marching_dram_bytes"] == pytest.approx(4 * (1 + 80 / 256) + 4)
+    assert list(model.stencil3d_loads_table()["bx"])[:2] == [32, 32]
 
 
 def test_jacobi_default_blocks_and_zero_steps():
@@ -226,6 +323,53 @@ def test_both_labellings_match_scipy():
             assert steps == st.propagation_steps_reference(mask)[1]
 
 
+@pytest.mark.parametrize("find", list(st.UF_FINDS))
+def test_union_find_with_and_without_path_halving_matches_scipy(find):
+    masks = [st.spiral_mask(9), st.snake_mask(6, 7), st.rows_mask(5, 9), st.random_mask(11, 13, 0.6, seed=5)]
+    for mask in masks:
+        np.testing.assert_array_equal(st.label_union_find(mask, block=(8, 4), find=find), st.label_reference(mask))
+    with pytest.raises(lh.ArgumentError, match="find"):
+        st.UnionFind(masks[0], find="splitting")
+
+
+def test_path_halving_leaves_every_parent_an_ancestor_and_smaller():
+    """After merge (with halving), every parent pointer is <= its pixel and leads to the component's root."""
+    mask = st.random_mask(12, 15, 0.65, seed=9)
+    uf = st.UnionFind(mask, block=(8, 4))
+    uf.run()
+    parent = uf._parent.copy_to_host()
+    fg = np.flatnonzero(mask.ravel())
+    assert (parent[fg] <= fg).all()
+    np.testing.assert_array_equal(uf.labels.copy_to_host(), st.label_reference(mask))
+
+
+def test_union_find_work_model():
+    from labhelpers.models import stencil as model
+
+    rows = model.union_find_work(st.rows_mask(3, 5), compress=False)
+    # rows of 5, two full rows: pixel 0 of a row merges nothing; pixel 1's union reads itself (1) and pixel 0, a
+    # root (1); pixels 2..4 read themselves (1) and their left neighbour, whose parent is the row start (2).
+    # Compress: the row start 1 read, every other pixel 2.
+    assert rows["foreground"] == 10
+    assert rows["merge_reads"] == 2 * (2 + 3 * 3) and rows["compress_reads"] == 2 * (1 + 4 * 2)
+    empty = model.union_find_work(np.zeros((2, 2), np.uint8))
+    assert empty["reads_per_pixel"] == 0.0
+    big = st.spiral_mask(64)
+    plain, halving = model.union_find_work(big, compress=False), model.union_find_work(big, compress=True)
+    assert plain["reads_per_pixel"] > halving["reads_per_pixel"] and halving["max_find"] <= 12
+
+
+def test_ccl_work_table_is_deterministic_and_shape_independent_with_halving():
+    from labhelpers.experiments import stencil as exp
+
+    table = exp.ccl_work_table(sides=(16, 32))
+    assert set(table["shape"]) == {"spiral", "snake", "rows", "random 0.6"}
+    spiral = table[table["shape"] == "spiral"].set_index("side")
+    assert spiral.loc[32, "propagation_steps"] == int(st.spiral_mask(32).sum())
+    assert table["uf_halving"].max() < 9
+    table.equals(exp.ccl_work_table(sides=(16, 32)))
+
+
 def test_check_every_does_not_change_the_count():
     mask = st.snake_mask(3, 5)
     assert st.label_propagation(mask, check_every=4)[1] == st.label_propagation(mask, check_every=1)[1]
@@ -274,7 +418,8 @@ def test_mask_generators_validate():
 def test_gpu_measurements_say_gpu_only():
     from labhelpers.experiments import stencil as exp
 
-    for fn in (exp.jacobi_table, exp.filters_table, exp.ccl_table, exp.ccl_steps_table, exp.racecheck_table):
+    for fn in (exp.jacobi_table, exp.filters_table, exp.ccl_table, exp.ccl_steps_table, exp.racecheck_table,
+               exp.uf_shapes_table, exp.convergence_table, exp.stencil3d_table):
         with pytest.raises(lh.GPUOnlyError):
             fn()
     with pytest.raises(lh.GPUOnlyError):
@@ -295,6 +440,12 @@ def test_experiments_run_small_on_a_gpu():
     ccl = exp.ccl_table(256, densities=(0.6,), repeat=1, scipy_repeat=1)
     assert set(ccl["method"]) == {"label propagation", "union-find", "cupyx.scipy.ndimage.label",
                                   "scipy.ndimage.label (CPU)"}
+    s3 = exp.stencil3d_table(64, repeat=2, number=1)
+    assert set(s3["variant"]) == {"naive", "marching", "copy"} and (s3["gbps"] > 0).all()
+    conv = exp.convergence_table(256, steps=20, check_every=(1, 10), repeat=2)
+    assert set(conv["test"]) == {"none", "device", "host"} and (conv["ms_per_step"] > 0).all()
+    uf = exp.uf_shapes_table(64, repeat=2, number=1)
+    assert set(uf["find"]) == set(st.UF_FINDS) and (uf["median_ms"] > 0).all()
     steps = exp.ccl_steps_table(sides=(16,), densities=(0.6,))
     assert steps.loc[steps["shape"] == "spiral", "steps"].iloc[0] == int(st.spiral_mask(16).sum())
 

@@ -28,6 +28,7 @@ import pandas as pd
 
 from .. import backend
 from ..kernels import nbody as nb
+from ..launch import blocks_for
 from ..timing import Timing, benchmark, wall_time
 
 #: The chapter's sizes: 2^12 to 2^18 bodies.
@@ -91,7 +92,8 @@ def time_config(config: nb.Config, n: int, *, repeat: int | None = None, check: 
                      warmup=1, repeat=repeat or _repeats(n), label=config.label)
 
 
-def _check_sample(acc: np.ndarray, pos: np.ndarray, config: nb.Config, n: int, sample: int = 256) -> None:
+def _check_sample(acc: np.ndarray, pos: np.ndarray, config: nb.Config, n: int, sample: int = 256,
+                  label: str | None = None) -> None:
     aos_pos = pos if config.layout == "aos" else nb.to_aos(pos)
     acc = acc if config.layout == "aos" else acc.T
     rows = np.arange(n) if n <= sample else np.linspace(0, n - 1, sample).astype(int)
@@ -103,7 +105,7 @@ def _check_sample(acc: np.ndarray, pos: np.ndarray, config: nb.Config, n: int, s
     scale = np.sum(w * np.sqrt(r2 - np.float64(np.float32(nb.DEFAULT_EPS2))), axis=1)
     err = np.max(np.abs(acc[rows] - ref), axis=1) / scale
     if not np.all(np.isfinite(err)) or err.max() > nb.ACC_RTOL:
-        raise AssertionError(f"{config.label} is wrong at n={n}: relative error {np.nanmax(err):.3g} "
+        raise AssertionError(f"{label or config.label} is wrong at n={n}: relative error {np.nanmax(err):.3g} "
                              f"(tolerance {nb.ACC_RTOL}): the timing would be meaningless")
 
 
@@ -114,6 +116,45 @@ def _row(name: str, config: nb.Config, n: int, timing: Timing) -> dict:
             "unroll": config.unroll, "bodies": config.bodies if config.kind == "tiled" else 1, "n": n,
             "median_ms": timing.median_ms, "min_ms": timing.min_ms, "spread": timing.spread,
             "ginteractions": nb.interactions(n) / seconds / 1e9, "gflops": timing.gflops}
+
+
+#: Sizes of :func:`alternatives_table`: the shuffle against the tiled kernel at a large n, and every kernel,
+#: constant memory included, at the largest n whose bodies fit in constant memory.
+ALTERNATIVE_SIZES: tuple[int, ...] = (nb.CONST_BODIES, 2**16, 2**18)
+
+
+def alternatives_table(sizes: Sequence[int] = ALTERNATIVE_SIZES, *, threads: int = 256) -> pd.DataFrame:
+    """The shared tile against its alternatives: warp shuffles and constant memory (AoS, rsqrt). GPU only.
+
+    Kernels: ``tiled 256, unroll 4`` (the chapter's shared tile), ``naive, unroll 4``, ``shuffle``
+    (:func:`~labhelpers.kernels.nbody.nbody_shuffle`) at every size, and ``constant memory``
+    (:func:`~labhelpers.kernels.nbody.make_constant`, every body a source) only where ``n`` fits in it.
+    Each result is checked against float64 NumPy on a sample of bodies before it is timed (CUDA events).
+    """
+    backend.require_gpu("alternatives_table", instead=_REFERENCE)
+    from numba import cuda
+
+    eps2 = np.float32(nb.DEFAULT_EPS2)
+    rows = []
+    for n in sizes:
+        pos = nb.random_bodies(n, np.random.default_rng(0))
+        pos_d = cuda.to_device(pos)
+        acc_d = cuda.device_array((n, 3), dtype=np.float32)
+        kernels = {"tiled 256, unroll 4": (nb.make_tiled(256, 4), blocks_for(n, 256), 256),
+                   "naive, unroll 4": (nb.make_naive(4), blocks_for(n, threads), threads),
+                   "shuffle": (nb.nbody_shuffle, blocks_for(n, threads), threads)}
+        if n <= nb.CONST_BODIES:
+            kernels["constant memory"] = (nb.make_constant(pos), blocks_for(n, threads), threads)
+        for name, (kernel, blocks, tpb) in kernels.items():
+            kernel[blocks, tpb](pos_d, eps2, acc_d)
+            _check_sample(acc_d.copy_to_host(), pos, nb.Config("naive"), n, label=name)
+            t = benchmark(lambda: kernel[blocks, tpb](pos_d, eps2, acc_d), flops=nb.flops(n), warmup=1,
+                          repeat=_repeats(n), label=f"{name}, n={n}")
+            rows.append({"kernel": name, "n": n, "threads": tpb, "median_ms": t.median_ms, "min_ms": t.min_ms,
+                         "spread": t.spread, "ginteractions": nb.interactions(n) / (t.median_ms * 1e-3) / 1e9,
+                         "gflops": t.gflops})
+        del pos_d, acc_d
+    return pd.DataFrame(rows)
 
 
 def throughput_sweep(sizes: Sequence[int] = SIZES, kernels: dict[str, nb.Config] | None = None, *,

@@ -161,6 +161,52 @@ def time_scan(x, method: str, *, inclusive: bool = True, threads: int | None = N
     return timing, ok, len(s.launches)
 
 
+#: Mean segment lengths of :func:`segmented_table` (``None``: one segment, no head flag at all).
+SEGMENT_LENGTHS: tuple[int | None, ...] = (32, 1024, None)
+
+
+def segmented_table(n: int = METHOD_N, lengths: Sequence[int | None] = SEGMENT_LENGTHS, *, repeat: int = 10,
+                    number: int = 5) -> pd.DataFrame:
+    """The segmented scan against unsegmented scans of the same float32 data (256 threads per block). GPU only.
+
+    Rows: ``hillis_steele`` (the unsegmented scan with the segmented one's structure: Hillis-Steele block
+    scans, totals scanned recursively, then propagated), ``lookback`` (the chapter's fastest), and
+    ``segmented`` for each mean segment length (head flags random with probability 1/length; ``None``:
+    no flag). Columns ``median_ms``, ``gbps`` (8 n bytes / time for the plain scans, 12 n for the
+    segmented: the flags are read too), ``ratio_hillis_steele`` and ``ratio_lookback`` (time / that
+    scan's time: the lecture notes' "3 times slower" is the first). The segmented results are checked
+    against a CuPy computation of the same sums first.
+    """
+    backend.require_gpu("segmented_table", needs_cupy=True)
+    x = cp.floor(random_values(n, np.float32, seed=3) * 17) - 8  # small integers: every order of sums is exact
+    x = x.astype(cp.float32)
+    rows = []
+    for method in ("hillis_steele", "lookback"):
+        timing, ok, launches = time_scan(x, method, threads=256, repeat=repeat, number=number)
+        rows.append({"kind": method, "segment_length": float("nan"), "segments": 1, "n": n, "launches": launches,
+                     "ok": ok, "median_ms": timing.median_ms, "gbps": 8 * n / (timing.median_ms * 1e-3) / 1e9})
+    for length in lengths:
+        heads = (cp.random.default_rng(4).random(n) < 1.0 / length).astype(cp.int32) if length else \
+            cp.zeros(n, dtype=cp.int32)
+        seg = sk.SegmentedScan(x, heads, threads=256)
+        seg.launch()
+        starts = heads != 0
+        starts[0] = True  # element 0 heads the first segment
+        first_of = cp.flatnonzero(starts)[cp.cumsum(starts) - 1]  # index of each element's segment head
+        total = cp.cumsum(x, dtype=cp.float64)
+        want = total - (total - x)[first_of]
+        ok = bool(cp.array_equal(cp.asarray(seg.out).astype(cp.float64), want))
+        timing = benchmark(seg.launch, nbytes=12 * n, repeat=repeat, number=number, label=f"segmented {length}")
+        rows.append({"kind": "segmented", "segment_length": float(length or n), "segments": int(heads.sum()) + 1,
+                     "n": n, "launches": len(seg.steps), "ok": ok, "median_ms": timing.median_ms,
+                     "gbps": 12 * n / (timing.median_ms * 1e-3) / 1e9})
+        del seg
+    table = pd.DataFrame(rows)
+    for method in ("hillis_steele", "lookback"):
+        table[f"ratio_{method}"] = table["median_ms"] / float(table.loc[table["kind"] == method, "median_ms"].iloc[0])
+    return table
+
+
 def methods_table(n: int = METHOD_N, dtype=np.int32, *, chained_n: int = CHAINED_N, repeat: int = 10,
                   number: int = 5) -> pd.DataFrame:
     """Every scan method (256 threads per block) at ``n`` elements, then CUB's scan, ``cupy.cumsum`` and the copy.

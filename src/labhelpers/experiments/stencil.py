@@ -8,6 +8,13 @@
   GPU and ``scipy.ndimage.label`` on the CPU, on random images of several densities;
 * :func:`ccl_steps_table`: propagation steps against the image side for snakes, spirals and random
   images (deterministic: the same on every GPU);
+* :func:`ccl_work_table`: label propagation's steps beside union-find's parent reads per pixel (host model,
+  path halving and no compression) on spirals, snakes, rows and random images (deterministic, no GPU);
+* :func:`uf_shapes_table`: union-find with and without path halving timed on 4096^2 spiral, snake, rows
+  and random images;
+* :func:`convergence_table`: Jacobi iterated with its convergence test every k steps, the maximum change
+  reduced on the device (4 bytes back) or on the host (two fields back), against steps without a test;
+* :func:`stencil3d_table`: the 3D 7-point step, naive and marching planes, against a copy of the volume;
 * :func:`racecheck_table`: what ``compute-sanitizer --tool racecheck`` says about the stencil without
   its barrier, and about the fixed one.
 
@@ -32,7 +39,8 @@ from .. import backend
 from ..arrays import as_device
 from ..errors import GPUOnlyError
 from ..kernels import stencil as st
-from ..launch import grid_2d
+from ..launch import ConfiguredKernel, grid_2d
+from ..models import stencil as model
 from ..roofline.measure import time_copy
 from ..timing import benchmark, wall_time
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
@@ -260,6 +268,161 @@ def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float
     return pd.DataFrame(rows)
 
 
+#: 3D configurations timed: (variant, block) with a 3D block for naive and a 2D block for marching.
+STENCIL3D_CONFIGS: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("naive", (32, 8, 1)), ("naive", (32, 4, 2)), ("naive", (64, 4, 1)),
+    ("marching", (32, 8)), ("marching", (32, 4)), ("marching", (16, 8)),
+)
+
+
+def stencil3d_table(n: int = 512, configs: Sequence[tuple[str, tuple[int, ...]]] = STENCIL3D_CONFIGS, *,
+                    repeat: int = 10, number: int = 5, check_shape: tuple[int, int, int] = (37, 45, 67)) -> pd.DataFrame:
+    """Time one 3D 7-point step of each configuration on an ``n^3`` float32 volume. GPU only.
+
+    Each kernel is checked bit for bit against :func:`~labhelpers.kernels.stencil.stencil3d_reference` on an
+    awkward ``check_shape`` (2 steps) and on the big volume against the naive kernel. Rows: ``kernel``,
+    ``variant``, ``block``, ``median_ms``, ``gbps`` (8 n^3 bytes / time), ``gpoints_s``; then ``copy`` (a
+    device-to-device copy of one volume, bytes read + written, the same 8 n^3).
+    """
+    backend.require_gpu("stencil3d_table", needs_cupy=True)
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    small = (rng.random(check_shape, dtype=np.float32) * 100).astype(np.float32)
+    expected = st.stencil3d_reference(small, 2)
+    shape = (n, n, n)
+    u = as_device(cp.random.default_rng(0).random(shape, dtype=cp.float32) * cp.float32(100))
+    v = cuda.device_array(shape, dtype=np.float32)
+    want = cp.empty(shape, dtype=cp.float32)
+    st.stencil3d_naive[st.stencil3d_grid("naive", shape, st.BLOCK_3D), st.BLOCK_3D](u, as_device(want))
+    nbytes = 8 * n ** 3
+    rows = []
+    for variant, block in configs:
+        if not np.array_equal(st.run_stencil3d(small, 2, variant, block), expected):
+            raise AssertionError(f"stencil3d {variant} {block} disagrees with NumPy on {check_shape}")
+        launch = ConfiguredKernel(st.STENCIL3D[variant], st.stencil3d_grid(variant, shape, block), block)
+        launch(u, v)
+        if not bool(cp.array_equal(cp.asarray(v), want)):
+            raise AssertionError(f"stencil3d {variant} {block} disagrees with the naive kernel on {shape}")
+        name = f"{variant} {'x'.join(map(str, block))}"
+        t = benchmark(lambda: launch(u, v), nbytes=nbytes, repeat=repeat, number=number, label=name)
+        row = {"kernel": name, "variant": variant, "block": "x".join(map(str, block)), "n": n}
+        row.update(t.as_row())
+        row["gpoints_s"] = n ** 3 / (t.median_ms * 1e-3) / 1e9
+        rows.append(row)
+    t = time_copy(cp.asarray(u), repeat=repeat, number=number)
+    row = {"kernel": "copy", "variant": "copy", "block": "", "n": n}
+    row.update(t.as_row())
+    row["gpoints_s"] = n ** 3 / (t.median_ms * 1e-3) / 1e9
+    rows.append(row)
+    return pd.DataFrame(rows)
+
+
+#: Steps between two convergence tests in :func:`convergence_table`.
+CHECK_EVERY: tuple[int, ...] = (1, 10, 100)
+
+
+def convergence_table(n: int = 4096, steps: int = 200, check_every: Sequence[int] = CHECK_EVERY, *,
+                      repeat: int = 3) -> pd.DataFrame:
+    """Jacobi with a convergence test every k steps, on the device or on the host, on an ``n x n`` plate. GPU only.
+
+    Every run makes ``steps`` steps (``tol=0``: the test never stops it, so all rows do the same work).
+    Rows: ``test`` (``device``: :func:`~labhelpers.kernels.stencil.jacobi_residual`, 4 bytes copied back per
+    test; ``host``: both fields copied back and compared by NumPy; ``none``: the same steps, no test, one
+    wait at the end), ``check_every``, ``median_ms`` (the whole run, timed from Python: every test waits
+    for the GPU) and ``ms_per_step``. Device and host runs are checked to end on the same field.
+    """
+    backend.require_gpu("convergence_table", needs_cupy=True)
+    from numba import cuda
+
+    u0 = st.hot_plate(n, n, top=100.0)
+    rows = []
+    plain = st.Jacobi(u0, "naive")
+
+    def no_test():
+        plain.step(steps)
+        cuda.synchronize()
+
+    t = benchmark(no_test, repeat=repeat, number=1, label="no test")
+    rows.append(dict(test="none", check_every=steps, n=n, steps=steps, **t.as_row()))
+    for k in check_every:
+        fields = {}
+        for test in st.CONVERGENCE_TESTS:
+            solver = st.JacobiSolver(u0, test, k)
+            solver.run(0.0, steps)
+            fields[test] = solver.result()
+            t = benchmark(lambda: solver.run(0.0, steps), repeat=repeat, number=1, label=f"{test} test every {k}")
+            rows.append(dict(test=test, check_every=k, n=n, steps=solver.steps, **t.as_row()))
+            del solver
+        if not np.array_equal(fields["device"], fields["host"]):
+            raise AssertionError(f"Jacobi with the test every {k} steps: device and host runs end on different fields")
+    table = pd.DataFrame(rows)
+    table["ms_per_step"] = table["median_ms"] / table["steps"]
+    return table
+
+
+#: Image sides of the work-count table (host only: propagation in NumPy, union-find in the host model).
+WORK_SIDES: tuple[int, ...] = (16, 32, 64, 128)
+
+
+def ccl_shapes(side: int, density: float = 0.6) -> dict[str, np.ndarray]:
+    """The chapter's test images of one side: spiral, snake, rows and a random image (``density``, seeded by side)."""
+    return {"spiral": st.spiral_mask(side), "snake": st.snake_mask(side, side), "rows": st.rows_mask(side, side),
+            f"random {density:.1f}": st.random_mask(side, side, density, seed=side)}
+
+
+def ccl_work_table(sides: Sequence[int] = WORK_SIDES) -> pd.DataFrame:
+    """Work per foreground pixel of the two labellings, on the host (deterministic; no GPU needed).
+
+    ``propagation_steps``: steps label propagation takes (each step reads every pixel and its four
+    neighbours); ``uf_halving`` and ``uf_plain``: union-find's parent reads per foreground pixel (merge
+    and compress) in the host model :func:`~labhelpers.models.stencil.union_find_work`, threads one at a
+    time in launch order, with path halving and without compression; ``uf_plain_max_find``: the longest
+    single find without compression.
+    """
+    rows = []
+    for side in sides:
+        for name, mask in ccl_shapes(side).items():
+            _labels, steps = st.propagation_steps_reference(mask)
+            halving = model.union_find_work(mask, compress=True)
+            plain = model.union_find_work(mask, compress=False)
+            rows.append({"shape": name, "side": side, "foreground": halving["foreground"],
+                         "propagation_steps": steps, "uf_halving": halving["reads_per_pixel"],
+                         "uf_plain": plain["reads_per_pixel"], "uf_halving_max_find": halving["max_find"],
+                         "uf_plain_max_find": plain["max_find"]})
+    return pd.DataFrame(rows)
+
+
+def uf_shapes_table(n: int = 4096, *, repeat: int = 10, number: int = 3) -> pd.DataFrame:
+    """Union-find (path halving, and without compression) timed on ``n x n`` spiral, snake, rows, random 0.6. GPU only.
+
+    Each labelling is checked against ``cupyx.scipy.ndimage.label`` (same partition) before it is timed.
+    Rows: ``shape``, ``find``, ``foreground``, ``median_ms`` (CUDA events around the three launches),
+    ``ns_per_pixel`` (median time per foreground pixel).
+    """
+    backend.require_gpu("uf_shapes_table", needs_cupy=True)
+    from cupyx.scipy import ndimage as cnd
+
+    rows = []
+    for name, mask_h in ccl_shapes(n).items():
+        mask = cp.asarray(mask_h)
+        lib_labels, _count = cnd.label(mask)
+        fg = int(np.count_nonzero(mask_h))
+        for find in st.UF_FINDS:
+            uf = st.UnionFind(mask, find=find)
+            uf.run()
+            if not _partition_equal_gpu(cp.asarray(uf.labels), lib_labels):
+                raise AssertionError(f"union-find ({find}) on the {n}x{n} {name}: labels disagree with cupyx")
+            t = benchmark(uf.run, repeat=repeat, number=number, label=f"union-find {find}, {name}")
+            row = {"shape": name, "find": find, "n": n, "foreground": fg}
+            row.update(t.as_row())
+            row["ns_per_pixel"] = t.median_ms * 1e6 / max(fg, 1)
+            rows.append(row)
+            del uf
+        del mask, lib_labels
+    return pd.DataFrame(rows)
+
+
 #: The program compute-sanitizer runs: the stencil without its barrier, then with it, one launch each.
 RACECHECK_SCRIPT = textwrap.dedent("""
     import numpy as np
@@ -305,5 +468,6 @@ def racecheck_table(kernels: Sequence[str] = ("stencil1d_no_barrier", "stencil1d
     return pd.DataFrame(rows)
 
 
-__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "best_jacobi", "ccl_steps_table",
-           "ccl_table", "filters_table", "jacobi_table", "racecheck_table"]
+__all__ = ["DENSITIES", "JACOBI_CONFIGS", "RACECHECK_SCRIPT", "STEP_SIDES", "WORK_SIDES", "CHECK_EVERY", "STENCIL3D_CONFIGS", "stencil3d_table", "best_jacobi", "convergence_table",
+           "ccl_shapes", "ccl_steps_table", "ccl_table", "ccl_work_table", "filters_table", "jacobi_table",
+           "racecheck_table", "uf_shapes_table"]

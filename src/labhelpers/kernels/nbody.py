@@ -21,6 +21,10 @@ The kernels, one lesson each (every one correct for every ``n``):
 * :func:`make_tiled`: a block stages a tile of bodies in shared memory (loads guarded, zero-mass
   padding past the end, two barriers per tile reached by every thread); optionally several bodies
   per thread, so that each body read from shared memory serves several interactions.
+* :func:`nbody_shuffle`: the tile without shared memory: each lane of a warp loads one body into
+  registers and ``shfl_sync`` broadcasts it to the 31 others (GPU only: no warp intrinsics in the simulator).
+* :func:`make_constant`: the j-bodies in constant memory (at most :data:`CONST_BODIES`), read by every
+  lane of a warp at the same address: the constant cache's broadcast.
 * :func:`nbody_tiled_seed`: PITFALL, the lecture notes' tiled kernel (reads past the end of the
   array, barriers inside a grid-stride loop). Shown, run and fixed by :func:`make_tiled`.
 
@@ -431,6 +435,123 @@ def drift(pos, vel, dt):
         pos[i, 0] += dt * vel[i, 0]
         pos[i, 1] += dt * vel[i, 1]
         pos[i, 2] += dt * vel[i, 2]
+
+
+# ------------------------------------------------------------------------- alternatives to the shared tile
+
+#: All 32 lanes of a warp take part in a shuffle.
+FULL_MASK = 0xFFFFFFFF
+#: Bodies that fit in constant memory: 64 KiB / 16 bytes (x, y, z, m as float32).
+CONST_BODIES = 4096
+
+
+@cuda.jit(fastmath=True)
+def nbody_shuffle(pos, eps2, acc):
+    """One thread per body (AoS); the j-bodies travel through registers, 32 at a time, by warp shuffles.
+
+    For each chunk of 32 bodies, lane ``l`` of every warp loads body ``start + l`` (a zero-mass body
+    past the end); then, 32 times, ``shfl_sync`` hands every lane the body lane ``k`` loaded: a
+    register-to-register broadcast inside the warp, no shared memory and no barrier (a warp's lanes
+    run the shuffles together; the block's other warps are not involved). Every thread, with or
+    without a body of its own, runs every chunk: a shuffle needs all 32 lanes of the mask. GPU only.
+    """
+    i = cuda.grid(1)
+    n = pos.shape[0]
+    lane = cuda.threadIdx.x % 32
+    xi, yi, zi = float32(0), float32(0), float32(0)
+    if i < n:
+        xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+    ax, ay, az = float32(0), float32(0), float32(0)
+    for start in range(0, n, 32):  # the same trip count in every lane
+        j = start + lane
+        xj, yj, zj, mj = float32(0), float32(0), float32(0), float32(0)
+        if j < n:
+            xj, yj, zj, mj = pos[j, 0], pos[j, 1], pos[j, 2], pos[j, 3]
+        for k in range(32):
+            xk = cuda.shfl_sync(FULL_MASK, xj, k)  # lane k's body, broadcast to the whole warp
+            yk = cuda.shfl_sync(FULL_MASK, yj, k)
+            zk = cuda.shfl_sync(FULL_MASK, zj, k)
+            mk = cuda.shfl_sync(FULL_MASK, mj, k)
+            fx, fy, fz = interaction_rsqrt(xi, yi, zi, xk, yk, zk, mk, eps2)
+            ax += fx
+            ay += fy
+            az += fz
+    if i < n:
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az
+
+
+def make_constant(sources: np.ndarray):
+    """A kernel ``kernel(pos, eps2, acc)``: the accelerations of ``pos`` due to ``sources`` held in constant memory.
+
+    ``sources`` (AoS, at most :data:`CONST_BODIES` bodies: constant memory holds 64 KiB) is copied into
+    the kernel as a constant array **when it is compiled**: Numba has no ``cudaMemcpyToSymbol``, so new
+    source positions mean a new kernel (fine for a fixed set of sources, such as a static potential;
+    for a simulation, whose bodies move every step, CUDA C++ would copy into the ``__constant__``
+    array before each launch). Every lane of a warp reads the same source ``j`` at the same time: one
+    constant-cache read, broadcast to all of them.
+    """
+    n_src = check_positions(sources, "aos", "sources")
+    if n_src > CONST_BODIES:
+        raise ArrayArgumentError(f"sources holds {n_src} bodies, more than the {CONST_BODIES} (64 KiB) that constant "
+                                 "memory holds: pass at most that many, or use the tiled kernel.")
+    data = np.ascontiguousarray(to_soa(np.asarray(sources, dtype=np.float32)))  # rows x, y, z, m
+    interact = interaction_rsqrt
+
+    @cuda.jit(fastmath=True)
+    def nbody_constant(pos, eps2, acc):
+        src = cuda.const.array_like(data)  # 4 x n_src floats, in constant memory
+        i = cuda.grid(1)
+        n = pos.shape[0]
+        if i < n:  # no barrier, no shuffle: the guard may cover the whole body
+            xi, yi, zi = pos[i, 0], pos[i, 1], pos[i, 2]
+            ax, ay, az = float32(0), float32(0), float32(0)
+            for j in range(src.shape[1]):  # every lane reads src[:, j]: the same address, a broadcast
+                fx, fy, fz = interact(xi, yi, zi, src[0, j], src[1, j], src[2, j], src[3, j], eps2)
+                ax += fx
+                ay += fy
+                az += fz
+            acc[i, 0] = ax
+            acc[i, 1] = ay
+            acc[i, 2] = az
+
+    return nbody_constant
+
+
+def run_shuffle(pos, eps2: float = DEFAULT_EPS2, *, threads: int = 256) -> np.ndarray:
+    """Accelerations with :func:`nbody_shuffle` (AoS), as a NumPy array. GPU only.
+
+    Raises:
+        GPUOnlyError: under the simulator, which has no warp shuffles.
+        ArgumentError: bad positions, softening, or a block that is not a whole number of warps.
+    """
+    n = check_positions(pos, "aos")
+    e = _eps2(eps2)
+    threads = validate.threads_per_block(threads)
+    if threads % 32:
+        raise ArgumentError(f"threads={threads}: the shuffle kernel needs whole warps (a multiple of 32), "
+                            f"e.g. threads={max(32, threads - threads % 32)}.")
+    backend.require_gpu("nbody_shuffle", because="uses cuda.shfl_sync, which Numba's CUDA simulator does not have",
+                        instead="The chapter shows the tiled kernel's results and the reference timings instead.")
+    acc = cuda.device_array((n, 3), dtype=np.float32)
+    nbody_shuffle[blocks_for(n, threads), threads](_device(pos), e, acc)
+    return to_host(acc)
+
+
+def run_constant(pos, sources=None, eps2: float = DEFAULT_EPS2, *, threads: int = 256) -> np.ndarray:
+    """Accelerations of ``pos`` due to ``sources`` (default: ``pos`` itself) with :func:`make_constant`; NumPy.
+
+    Compiles a kernel for these sources (see :func:`make_constant`).
+    """
+    n = check_positions(pos, "aos")
+    sources = pos if sources is None else sources
+    e = _eps2(eps2)
+    threads = validate.threads_per_block(threads)
+    kernel = make_constant(to_host(sources) if not isinstance(sources, np.ndarray) else sources)
+    acc = cuda.device_array((n, 3), dtype=np.float32)
+    kernel[blocks_for(n, threads), threads](_device(pos), e, acc)
+    return to_host(acc)
 
 
 # ------------------------------------------------------------------------------------ configurations
@@ -913,7 +1034,8 @@ def random_bodies(n: int, rng: np.random.Generator | None = None, *, layout: str
 
 
 __all__ = [
-    "ACC_RTOL", "BEST", "BODIES", "Config", "DEFAULT_EPS2", "DEFAULT_SOFTENING", "FLOPS_PER_INTERACTION",
+    "ACC_RTOL", "BEST", "BODIES", "CONST_BODIES", "FULL_MASK", "make_constant", "nbody_shuffle", "run_constant",
+    "run_shuffle", "Config", "DEFAULT_EPS2", "DEFAULT_SOFTENING", "FLOPS_PER_INTERACTION",
     "INTERACTIONS", "LAYOUTS", "MATH_MODES", "TILES", "Trajectory", "UNROLLS", "UnknownKernelError",
     "acceleration_error", "accelerations_cpu", "accelerations_numpy", "binary_period", "body_body", "body_body_float64",
     "body_body_rsqrt", "bytes_moved", "check_positions", "circular_binary", "drift", "energy", "flops",

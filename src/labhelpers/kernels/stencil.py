@@ -437,6 +437,8 @@ def _check_block_2d(block, variant: str) -> tuple[int, int]:
     if len(block) != 2:
         raise LaunchConfigError(f"block must have two dimensions (x, y), got {block}: e.g. block=(32, 8).")
     bx, by = block
+    if variant == "residual" and bx * by > RES_THREADS:  # (block_shape already refuses more than 1024)
+        raise LaunchConfigError(f"block={block} has more than {RES_THREADS} threads: use block=(32, 8).")
     if variant == "shared" and (bx > SH_X or by > SH_Y):
         raise LaunchConfigError(
             f"block={block} does not fit the shared tile of jacobi_shared, which has room for blocks up to "
@@ -515,6 +517,154 @@ def run_jacobi(u, steps: int = 1, variant: str = "naive", block: tuple[int, int]
     return solver.result()
 
 
+# ---------------------------------------------------------------------------------------------
+# Jacobi iterated to convergence: the test max |v - u| < tol reduced on the device or on the host
+# ---------------------------------------------------------------------------------------------
+
+#: Largest block of :func:`jacobi_residual` (its shared array has one float per thread).
+RES_THREADS = 1024
+#: Where :class:`JacobiSolver` computes its convergence test.
+CONVERGENCE_TESTS = ("device", "host")
+
+
+@cuda.jit
+def jacobi_residual(u, v, change):
+    """One Jacobi step (as :func:`jacobi_naive`) that also reduces ``max |v - u|`` into ``change[0]``.
+
+    Every thread writes its point's change into shared memory (0 for a thread past the edge); a tree
+    reduction leaves the block's maximum in word 0, and thread 0 folds it into ``change[0]`` with one
+    atomic maximum: one atomic per block, no second kernel, no copy of the field. The host sets
+    ``change[0] = 0`` before the launch and reads those 4 bytes after it.
+    """
+    s = cuda.shared.array(RES_THREADS, float32)
+    j, i = cuda.grid(2)
+    ny, nx = u.shape
+    tid = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+    nthreads = cuda.blockDim.x * cuda.blockDim.y
+    d = float32(0)
+    if i < ny and j < nx:
+        old = u[i, j]
+        if i == 0 or j == 0 or i == ny - 1 or j == nx - 1:
+            v[i, j] = old  # Dirichlet boundary: fixed, change 0
+        else:
+            new = QUARTER * ((u[i - 1, j] + u[i + 1, j]) + (u[i, j - 1] + u[i, j + 1]))
+            v[i, j] = new
+            d = abs(new - old)
+    s[tid] = d
+    step = 1
+    while step * 2 < nthreads:  # the largest power of two below nthreads (any block size works)
+        step *= 2
+    cuda.syncthreads()  # RAW: every thread's change is in s before the tree reads it
+    while step > 0:
+        if tid < step and tid + step < nthreads:
+            s[tid] = max(s[tid], s[tid + step])
+        cuda.syncthreads()  # RAW and WAR: this level's maxima are written before the next level reads them
+        step //= 2
+    if tid == 0:
+        cuda.atomic.max(change, 0, s[0])
+
+
+def jacobi_residual_reference(u) -> tuple[np.ndarray, np.float32]:
+    """NumPy specification of :func:`jacobi_residual`: the next field and ``max |v - u|`` (float32)."""
+    u = np.array(u, dtype=np.float32)
+    v = jacobi_reference(u, 1)
+    return v, np.float32(np.abs(v - u).max()) if u.size else np.float32(0)
+
+
+@dataclass
+class JacobiSolver:
+    """Jacobi steps until the largest change of a checked step is below ``tol``, the test every ``check_every`` steps.
+
+    Between two tests the steps are plain :func:`jacobi_naive` launches (no reduction, no copy). The
+    tested step is either :func:`jacobi_residual`, whose maximum is reduced on the device so the host
+    copies back 4 bytes (``test="device"``), or a plain step after which the host copies both fields and
+    computes ``np.abs(new - old).max()`` itself (``test="host"``: two full copies per test). Both
+    count the same steps and stop at the same one.
+
+    Args:
+        u: initial field, a 2-D float32 array without NaN or infinity (NumPy, CuPy or Numba device array).
+        test: ``"device"`` or ``"host"``.
+        check_every: steps between tests, at least 1 (the k-th step of each batch is the tested one).
+        block: threads per block (x, y), at most 1024 in all.
+    """
+
+    u: Any
+    test: str = "device"
+    check_every: int = 10
+    block: tuple[int, int] = BLOCK_2D
+    steps: int = field(init=False, default=0)
+    change: float = field(init=False, default=float("nan"))
+
+    def __post_init__(self) -> None:
+        validate.choice(self.test, "test", CONVERGENCE_TESTS)
+        self.check_every = validate.integer(self.check_every, "check_every", minimum=1)
+        validate.array(self.u, "u", dtype=np.float32, ndim=2, finite=isinstance(self.u, np.ndarray))
+        if 0 in self.u.shape:
+            raise ArrayArgumentError(f"u has shape {tuple(self.u.shape)}: a grid needs at least one point.")
+        self.block = _check_block_2d(self.block, "residual")
+        self.shape = (int(self.u.shape[0]), int(self.u.shape[1]))
+        self.grid = grid_2d(self.shape, self.block)
+        self._u0 = as_device(self.u)
+        self._a = cuda.device_array(self.shape, dtype=np.float32)
+        self._b = cuda.device_array(self.shape, dtype=np.float32)
+        self._change = cuda.device_array(1, dtype=np.float32)
+        self._zero = np.zeros(1, dtype=np.float32)
+        self._plain = ConfiguredKernel(jacobi_naive, self.grid, self.block)
+        self._fused = ConfiguredKernel(jacobi_residual, self.grid, self.block)
+
+    def _tested_step(self) -> float:
+        if self.test == "device":
+            self._change.copy_to_device(self._zero)
+            self._fused(self._a, self._b, self._change)
+            value = float(self._change.copy_to_host()[0])  # 4 bytes back, and a wait for the GPU
+        else:
+            self._plain(self._a, self._b)
+            old, new = self._a.copy_to_host(), self._b.copy_to_host()  # two whole fields back
+            value = float(np.abs(new - old).max())
+        self._a, self._b = self._b, self._a
+        return value
+
+    def run(self, tol: float, max_steps: int = 100_000) -> int:
+        """Start from ``u`` again and step until a tested change is below ``tol``; returns the steps taken.
+
+        ``tol=0`` never stops early: the solver then makes exactly ``max_steps`` steps (rounded up to a
+        whole batch), what a benchmark times. Raises RuntimeError if ``max_steps`` pass before that.
+        """
+        tol = validate.number(tol, "tol", minimum=0.0)
+        max_steps = validate.integer(max_steps, "max_steps", minimum=1)
+        self._a.copy_to_device(self._u0)
+        self.steps = 0
+        while True:
+            for _ in range(self.check_every - 1):
+                self._plain(self._a, self._b)
+                self._a, self._b = self._b, self._a
+            self.change = self._tested_step()
+            self.steps += self.check_every
+            if self.change < tol:
+                return self.steps
+            if self.steps >= max_steps:
+                if tol == 0:
+                    return self.steps
+                raise RuntimeError(f"Jacobi did not converge to tol={tol:g} in {self.steps} steps (largest change "
+                                   f"of the last tested step: {self.change:g}): raise max_steps or tol.")
+
+    def result(self) -> np.ndarray:
+        """The field after the last step, copied to the host."""
+        return self._a.copy_to_host()
+
+
+def solve_jacobi_reference(u, tol: float, check_every: int = 10, max_steps: int = 100_000) -> tuple[np.ndarray, int, float]:
+    """NumPy specification of :meth:`JacobiSolver.run`: ``(field, steps, change of the last tested step)``."""
+    u = np.array(u, dtype=np.float32)
+    steps = 0
+    while True:
+        u = jacobi_reference(u, check_every - 1)
+        u, change = jacobi_residual_reference(u)
+        steps += check_every
+        if change < tol or steps >= max_steps:
+            return u, steps, float(change)
+
+
 def hot_plate(ny: int, nx: int, top: float = 100.0, bottom: float = 0.0, left: float = 0.0,
               right: float = 0.0, inside: float = 0.0) -> np.ndarray:
     """A float32 temperature field: fixed border temperatures (the boundary condition), ``inside`` elsewhere."""
@@ -538,6 +688,147 @@ def jacobi_snapshots(u, steps_list) -> dict[int, np.ndarray]:
         done = k
         out[k] = current
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 3D 7-point stencil: a Jacobi step on a volume u[z, y, x], boundary points fixed
+# ---------------------------------------------------------------------------------------------
+
+#: The 7-point weight, a float32 constant (a Python 1/6 would make the arithmetic float64).
+SIXTH = np.float32(1.0 / 6.0)
+#: Default block of :func:`stencil3d_naive` (x, y, z) and of :func:`stencil3d_marching` (x, y).
+BLOCK_3D = (32, 8, 1)
+MARCH3D_BLOCK = (32, 8)
+
+
+@cuda.jit
+def stencil3d_naive(u, v):
+    """One 3D Jacobi step: ``v`` = the mean of the six neighbours in ``u``; boundary points copied.
+
+    One thread per point, seven reads from device memory per point: each value is read by seven
+    threads, and only the caches stand between those reads and DRAM.
+    """
+    j, i, k = cuda.grid(3)  # x along a row (coalesced), then y, then z
+    nz, ny, nx = u.shape
+    if k < nz and i < ny and j < nx:
+        if k == 0 or i == 0 or j == 0 or k == nz - 1 or i == ny - 1 or j == nx - 1:
+            v[k, i, j] = u[k, i, j]
+        else:
+            v[k, i, j] = SIXTH * (((u[k - 1, i, j] + u[k + 1, i, j]) + (u[k, i - 1, j] + u[k, i + 1, j]))
+                                  + (u[k, i, j - 1] + u[k, i, j + 1]))
+
+
+@cuda.jit
+def stencil3d_marching(u, v):
+    """Marching planes (Micikevicius, 2009): a 2D grid of blocks walks along z through the volume.
+
+    Each thread owns one column ``(i, j)`` and keeps three values of it in registers: ``below``
+    (plane k-1), ``centre`` (k) and ``above`` (k+1). At every plane the block writes its centres
+    and a halo of one into a shared tile, so the four in-plane neighbours come from shared memory;
+    the z-neighbours never leave the registers. Moving on is a register shift and one new load
+    (``above``): every value is loaded once, plus the tile's halo. Every thread runs all ``nz``
+    iterations (threads past the edge load zeros), so every barrier is reached by the whole block.
+    """
+    tile = cuda.shared.array((TILE_Y, TILE_X), float32)
+    j, i = cuda.grid(2)
+    nz, ny, nx = u.shape
+    r = cuda.threadIdx.y + 1
+    c = cuda.threadIdx.x + 1
+    inside = i < ny and j < nx
+    below = float32(0)
+    centre = u[0, i, j] if inside else float32(0)
+    above = u[1, i, j] if inside and nz > 1 else float32(0)
+    for k in range(nz):
+        cuda.syncthreads()  # WAR: every thread has read the previous plane's tile before it is overwritten
+        tile[r, c] = centre
+        if cuda.threadIdx.y == 0:  # halo row above (y - 1)
+            tile[0, c] = u[k, i - 1, j] if inside and i > 0 else float32(0)
+        if cuda.threadIdx.y == cuda.blockDim.y - 1:  # halo row below (y + 1)
+            tile[r + 1, c] = u[k, i + 1, j] if j < nx and i + 1 < ny else float32(0)
+        if cuda.threadIdx.x == 0:  # halo column left (x - 1)
+            tile[r, 0] = u[k, i, j - 1] if inside and j > 0 else float32(0)
+        if cuda.threadIdx.x == cuda.blockDim.x - 1:  # halo column right (x + 1)
+            tile[r, c + 1] = u[k, i, j + 1] if i < ny and j + 1 < nx else float32(0)
+        cuda.syncthreads()  # RAW: the plane and its halo, written by other threads, are in the tile
+        if inside:
+            if k == 0 or i == 0 or j == 0 or k == nz - 1 or i == ny - 1 or j == nx - 1:
+                v[k, i, j] = centre
+            else:
+                v[k, i, j] = SIXTH * (((below + above) + (tile[r - 1, c] + tile[r + 1, c]))
+                                      + (tile[r, c - 1] + tile[r, c + 1]))
+        below = centre
+        centre = above
+        above = u[k + 2, i, j] if inside and k + 2 < nz else float32(0)
+
+
+STENCIL3D = {"naive": stencil3d_naive, "marching": stencil3d_marching}
+
+
+def stencil3d_reference(u, steps: int = 1) -> np.ndarray:
+    """NumPy specification of ``steps`` 3D 7-point Jacobi steps in float32, the kernels' order of additions.
+
+    ``((z- + z+) + (y- + y+)) + (x- + x+)``, then times 1/6 (a float32): the kernels agree bit for bit.
+    """
+    u = np.array(u, dtype=np.float32)
+    steps = validate.integer(steps, "steps", minimum=0)
+    for _ in range(steps):
+        v = u.copy()
+        if min(u.shape) > 2:
+            c = (slice(1, -1),) * 3
+            v[c] = SIXTH * (((u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1]) + (u[1:-1, :-2, 1:-1] + u[1:-1, 2:, 1:-1]))
+                            + (u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:]))
+        u = v
+    return u
+
+
+def stencil3d_grid(variant: str, shape: tuple[int, int, int], block: tuple[int, ...]) -> tuple[int, ...]:
+    """Blocks that cover an ``nz x ny x nx`` volume: (x, y, z) for ``naive``, (x, y) for ``marching``."""
+    nz, ny, nx = shape
+    if variant == "marching":
+        return grid_2d((ny, nx), block)
+    return (blocks_for(nx, block[0]), blocks_for(ny, block[1]), blocks_for(nz, block[2]))
+
+
+def _check_block_3d(block, variant: str) -> tuple[int, ...]:
+    block = validate.block_shape(block)
+    if variant == "marching":
+        if len(block) != 2:
+            raise LaunchConfigError(f"stencil3d_marching takes a 2D block (x, y), got {block}: e.g. block=(32, 8); "
+                                    "its threads walk along z themselves.")
+        return _check_block_2d(block, "shared")  # the same shared tile as jacobi_shared
+    if len(block) != 3:
+        raise LaunchConfigError(f"stencil3d_naive takes a 3D block (x, y, z), got {block}: e.g. block=(32, 8, 1).")
+    return block
+
+
+def run_stencil3d(u, steps: int = 1, variant: str = "naive", block: tuple[int, ...] | None = None) -> np.ndarray:
+    """Run ``steps`` 3D 7-point Jacobi steps of ``variant`` on the float32 volume ``u[z, y, x]``; returns NumPy.
+
+    Args:
+        u: 3-D C-contiguous float32 array without NaN or infinity (NumPy, CuPy or Numba device array).
+        steps: number of steps (ping-pong between two buffers).
+        variant: ``naive`` (block (x, y, z), default (32, 8, 1)) or ``marching`` (block (x, y), at most
+            (32, 8), default (32, 8)).
+
+    Raises:
+        ArgumentError: wrong dtype or shape, an empty volume, NaN or infinity, a bad block or variant.
+    """
+    validate.choice(variant, "variant", list(STENCIL3D))
+    steps = validate.integer(steps, "steps", minimum=0)
+    validate.array(u, "u", dtype=np.float32, ndim=3, finite=isinstance(u, np.ndarray))
+    if 0 in u.shape:
+        raise ArrayArgumentError(f"u has shape {tuple(u.shape)}: a volume needs at least one point.")
+    default = MARCH3D_BLOCK if variant == "marching" else BLOCK_3D
+    block = _check_block_3d(default if block is None else block, variant)
+    shape = (int(u.shape[0]), int(u.shape[1]), int(u.shape[2]))
+    a = cuda.device_array(shape, dtype=np.float32)
+    a.copy_to_device(as_device(u))
+    b = cuda.device_array(shape, dtype=np.float32)
+    launch = ConfiguredKernel(STENCIL3D[variant], stencil3d_grid(variant, shape, block), block)
+    for _ in range(steps):
+        launch(a, b)
+        a, b = b, a
+    return a.copy_to_host()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -724,10 +1015,21 @@ def ccl_propagate(labels_in, labels_out, changed):
 
 @cuda.jit(device=True)
 def find_root(parent, a):
-    """Follow parent pointers from ``a`` to its root (a pixel that is its own parent)."""
+    """The root of ``a``'s tree, halving the path on the way (every visited pixel skips to its grandparent).
+
+    Path halving: a pixel ``a`` with parent ``p`` and grandparent ``gp`` gets ``gp`` as its parent,
+    then the walk continues from ``gp``; a later find from ``a`` makes half the hops. The write is a
+    compare-and-swap from ``p`` to ``gp``: it happens only if ``parent[a]`` still is ``p``, so it never
+    undoes a link another thread made meanwhile (a union's atomic minimum). It is safe under concurrent
+    unions because it keeps the invariants they rely on: ``gp`` is an ancestor of ``a`` (in the same
+    tree), and ``gp < p`` (parents only decrease), so chains still end and roots stay roots.
+    """
     p = parent[a]
     while p != a:
-        a = p
+        gp = parent[p]
+        if gp != p:
+            cuda.atomic.cas(parent, a, p, gp)  # halve: a skips p, unless another thread moved parent[a]
+        a = gp
         p = parent[a]
     return a
 
@@ -744,6 +1046,35 @@ def union(parent, a, b):
     while not done:
         a = find_root(parent, a)
         b = find_root(parent, b)
+        if a < b:
+            old = cuda.atomic.min(parent, b, a)
+            done = old == b
+            b = old
+        elif b < a:
+            old = cuda.atomic.min(parent, a, b)
+            done = old == a
+            a = old
+        else:
+            done = True
+
+
+@cuda.jit(device=True)
+def find_root_plain(parent, a):
+    """The first version of :func:`find_root`, without path compression: follow the pointers, change nothing."""
+    p = parent[a]
+    while p != a:
+        a = p
+        p = parent[a]
+    return a
+
+
+@cuda.jit(device=True)
+def union_plain(parent, a, b):
+    """:func:`union` with :func:`find_root_plain` (kept to measure what path halving saves)."""
+    done = False
+    while not done:
+        a = find_root_plain(parent, a)
+        b = find_root_plain(parent, b)
         if a < b:
             old = cuda.atomic.min(parent, b, a)
             done = old == b
@@ -787,6 +1118,29 @@ def uf_compress(mask, parent, labels):
     if i < ny and j < nx:
         me = i * nx + j
         labels[i, j] = find_root(parent, me) + 1 if mask[i, j] != 0 else 0
+
+
+@cuda.jit
+def uf_merge_plain(mask, parent):
+    """:func:`uf_merge` without path compression (finds follow the whole chain every time)."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx and mask[i, j] != 0:
+        me = i * nx + j
+        if j > 0 and mask[i, j - 1] != 0:
+            union_plain(parent, me, me - 1)
+        if i > 0 and mask[i - 1, j] != 0:
+            union_plain(parent, me, me - nx)
+
+
+@cuda.jit
+def uf_compress_plain(mask, parent, labels):
+    """:func:`uf_compress` without path compression."""
+    j, i = cuda.grid(2)
+    ny, nx = mask.shape
+    if i < ny and j < nx:
+        me = i * nx + j
+        labels[i, j] = find_root_plain(parent, me) + 1 if mask[i, j] != 0 else 0
 
 
 def _check_mask(mask) -> tuple[int, int]:
@@ -874,16 +1228,30 @@ class LabelPropagation:
         return self._a
 
 
+#: The two finds of union-find: merge and compress kernels for each.
+UF_FINDS = {"path halving": (uf_merge, uf_compress), "no compression": (uf_merge_plain, uf_compress_plain)}
+
+
 @dataclass
 class UnionFind:
-    """Union-find labelling on the device: three launches whatever the image (init, merge, compress)."""
+    """Union-find labelling on the device: three launches whatever the image (init, merge, compress).
+
+    Args:
+        mask: 2-D boolean or uint8 image (NumPy, CuPy or Numba device array), nonzero = foreground.
+        block: threads per block (x, y).
+        find: ``"path halving"`` (the chapter's :func:`find_root`) or ``"no compression"``
+            (:func:`find_root_plain`, kept for the comparison).
+    """
 
     mask: Any
     block: tuple[int, int] = (32, 8)
+    find: str = "path halving"
 
     def __post_init__(self) -> None:
         self.shape = _check_mask(self.mask)
         self.block = _check_block_2d(self.block, "ccl")
+        validate.choice(self.find, "find", list(UF_FINDS))
+        self._merge, self._compress = UF_FINDS[self.find]
         self._mask = _mask_device(self.mask)
         self._parent = cuda.device_array(self.shape[0] * self.shape[1], dtype=np.int32)
         self._labels = cuda.device_array(self.shape, dtype=np.int32)
@@ -893,8 +1261,8 @@ class UnionFind:
         """Label from scratch (asynchronous on a GPU)."""
         grid, block = self.grid, self.block
         uf_init[grid, block](self._mask, self._parent)
-        uf_merge[grid, block](self._mask, self._parent)
-        uf_compress[grid, block](self._mask, self._parent, self._labels)
+        self._merge[grid, block](self._mask, self._parent)
+        self._compress[grid, block](self._mask, self._parent, self._labels)
 
     @property
     def labels(self):
@@ -909,9 +1277,9 @@ def label_propagation(mask, block: tuple[int, int] = (32, 8), check_every: int |
     return lp.labels.copy_to_host(), steps
 
 
-def label_union_find(mask, block: tuple[int, int] = (32, 8)) -> np.ndarray:
+def label_union_find(mask, block: tuple[int, int] = (32, 8), find: str = "path halving") -> np.ndarray:
     """Label the 4-connected components of ``mask`` by union-find; returns the labels (NumPy int32)."""
-    uf = UnionFind(mask, block)
+    uf = UnionFind(mask, block, find)
     uf.run()
     return uf.labels.copy_to_host()
 
@@ -1045,6 +1413,19 @@ def spiral_mask(n: int) -> np.ndarray:
         return m
 
 
+def rows_mask(ny: int, nx: int) -> np.ndarray:
+    """Every other row full, the rows in between empty: ``(ny + 1) // 2`` components, each one row long.
+
+    Union-find's easy-looking case: every merge joins a pixel to its left neighbour, so without
+    path compression the tree of a row is a chain as long as the row.
+    """
+    ny = validate.integer(ny, "ny", minimum=1)
+    nx = validate.integer(nx, "nx", minimum=1)
+    m = np.zeros((ny, nx), dtype=np.uint8)
+    m[0::2, :] = 1
+    return m
+
+
 def random_mask(ny: int, nx: int, density: float, seed: int = 0) -> np.ndarray:
     """A random uint8 image with each pixel foreground with probability ``density``."""
     ny = validate.integer(ny, "ny", minimum=1)
@@ -1069,16 +1450,19 @@ def cupy_jacobi_step(u, v) -> None:
 
 
 __all__ = [
-    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BOX_WEIGHTS", "JACOBI", "JACOBI_BYTES_PER_POINT", "Jacobi", "LabelPropagation",
+    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BLOCK_3D", "MARCH3D_BLOCK", "SIXTH", "STENCIL3D",
+    "run_stencil3d", "stencil3d_grid", "stencil3d_marching", "stencil3d_naive", "stencil3d_reference", "BOX_WEIGHTS", "CONVERGENCE_TESTS", "JacobiSolver", "RES_THREADS",
+    "jacobi_residual", "jacobi_residual_reference", "solve_jacobi_reference", "JACOBI", "JACOBI_BYTES_PER_POINT", "Jacobi", "LabelPropagation",
     "MARCH_BLOCK", "MAX_RADIUS", "MAX_THREADS", "QUARTER", "ROWS", "SEED_BLOCK", "SEED_RADIUS", "SH_X", "SH_Y",
     "SOBEL_X", "SOBEL_Y", "STENCIL1D", "TILE_1D", "UnionFind", "ccl_init", "ccl_propagate",
-    "correlate3x3_reference", "cupy_jacobi_step", "filter3x3", "find_root", "grayscale", "hot_plate",
+    "correlate3x3_reference", "cupy_jacobi_step", "filter3x3", "find_root", "find_root_plain", "grayscale", "hot_plate",
     "initial_labels", "integer_valued", "jacobi_counts", "jacobi_grid", "jacobi_marching", "jacobi_naive",
     "jacobi_reference", "jacobi_shared", "jacobi_snapshots", "label_propagation", "label_reference",
     "label_union_find", "min_index_labels", "propagate_reference", "propagation_steps_reference",
-    "random_mask", "relabel_sequential", "run_box_blur", "run_filter3x3", "run_jacobi",
+    "random_mask", "relabel_sequential", "rows_mask", "run_box_blur", "run_filter3x3", "run_jacobi",
     "run_sobel", "run_stencil1d", "same_partition", "sample_photo", "seed_tile_indices", "snake_mask",
     "sobel_magnitude", "sobel_reference", "spiral_mask", "stencil1d_global", "stencil1d_global_index",
     "stencil1d_local_halo", "stencil1d_no_barrier", "stencil1d_reference", "stencil1d_shared",
-    "stencil1d_shared_any_radius", "uf_compress", "uf_init", "uf_merge", "union",
+    "stencil1d_shared_any_radius", "UF_FINDS", "uf_compress", "uf_compress_plain", "uf_init", "uf_merge",
+    "uf_merge_plain", "union", "union_plain",
 ]

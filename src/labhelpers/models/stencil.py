@@ -8,10 +8,15 @@
 * :func:`jacobi_roofline`: intensity of a Jacobi step (4 flops per 8 bytes) and what the roofline
   says it can reach given a bandwidth and a compute peak.
 * :func:`propagation_steps_bound`: the steps label propagation needs on a one-pixel-wide path.
+* :func:`stencil3d_loads`: loads and bytes per point of the 3D 7-point stencil, naive against marching planes.
+* :func:`union_find_work`: the parent reads union-find makes on an image when its threads run one after
+  another in launch order (a host model of the very code of ``kernels.stencil``), with path halving or
+  without compression: a deterministic work count to set against propagation's steps.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import validate
@@ -104,6 +109,95 @@ def propagation_steps_bound(path_pixels: int) -> int:
     return path_pixels
 
 
+def stencil3d_loads(bx: int, by: int) -> dict:
+    """Loads per point of one 3D 7-point step, one thread per point (naive) or marching planes on a ``bx x by`` block.
+
+    ``naive_loads``: 7 (every neighbour a load; the caches decide how many reach DRAM: from 4 bytes per
+    point if every reuse hits, to 28 if none does). ``marching_loads``: 1 (the next plane's value, the
+    z-neighbours stay in registers) + the tile's halo, ``2 (bx + by) / (bx by)`` per point (no corners).
+    ``marching_dram_bytes``: what marching reads and writes per point if the halo is read from DRAM
+    (``4 * marching_loads + 4``); ``ideal_bytes``: 8 (read once, written once), what a copy moves.
+    """
+    bx = validate.integer(bx, "bx", minimum=1, maximum=1024)
+    by = validate.integer(by, "by", minimum=1, maximum=1024)
+    halo = 2 * (bx + by) / (bx * by)
+    return {"bx": bx, "by": by, "naive_loads": 7, "naive_dram_bytes_worst": 7 * FLOAT_BYTES + FLOAT_BYTES,
+            "marching_loads": 1 + halo, "marching_dram_bytes": FLOAT_BYTES * (1 + halo) + FLOAT_BYTES,
+            "ideal_bytes": 2 * FLOAT_BYTES}
+
+
+def stencil3d_loads_table(blocks=((32, 8), (32, 4), (16, 16), (64, 4), (8, 8))) -> pd.DataFrame:
+    """:func:`stencil3d_loads` for several blocks (x, y)."""
+    return pd.DataFrame([stencil3d_loads(bx, by) for bx, by in blocks])
+
+
+def _find(parent: list, a: int, halve: bool, reads: list) -> int:
+    """``find_root`` (``halve``) or ``find_root_plain`` of ``kernels.stencil`` on a Python list, counting reads."""
+    p = parent[a]
+    reads[0] += 1
+    while p != a:
+        if halve:
+            gp = parent[p]
+            reads[0] += 1
+            if gp != p:
+                parent[a] = gp  # the compare-and-swap always succeeds: nothing runs concurrently here
+            a = gp
+        else:
+            a = p
+        p = parent[a]
+        reads[0] += 1
+    return a
+
+
+def _union(parent: list, a: int, b: int, halve: bool, reads: list) -> None:
+    """``union`` of ``kernels.stencil``, one thread alone (the atomic minimum is a plain minimum)."""
+    a = _find(parent, a, halve, reads)
+    b = _find(parent, b, halve, reads)
+    if a != b:
+        lo, hi = min(a, b), max(a, b)
+        parent[hi] = lo
+
+
+def union_find_work(mask, compress: bool = True) -> dict:
+    """Parent reads of union-find (init, merge, compress) on ``mask``, threads run one at a time in launch order.
+
+    The model runs the merge and compress kernels' code for every foreground pixel in raster order
+    (the order of thread indices), with ``find_root`` (path halving, ``compress=True``) or
+    ``find_root_plain``. A GPU interleaves the threads, so its chains differ; this is one schedule,
+    deterministic, that shows what compression does to the work, not a GPU's exact count.
+
+    Returns ``foreground``, ``merge_reads``, ``compress_reads``, ``reads_per_pixel`` (both kernels, per
+    foreground pixel) and ``max_find`` (the most reads one find made).
+    """
+    m = np.asarray(mask) != 0
+    if m.ndim != 2:
+        raise ValueError(f"mask must be 2-D, got shape {m.shape}")
+    ny, nx = m.shape
+    parent = list(range(ny * nx))
+    flat = m.ravel().tolist()
+    reads = [0]
+    longest = 0
+    for me in range(ny * nx):
+        if not flat[me]:
+            continue
+        j = me % nx
+        before = reads[0]
+        if j > 0 and flat[me - 1]:
+            _union(parent, me, me - 1, compress, reads)
+        if me >= nx and flat[me - nx]:
+            _union(parent, me, me - nx, compress, reads)
+        longest = max(longest, reads[0] - before)
+    merge_reads = reads[0]
+    for me in range(ny * nx):
+        if flat[me]:
+            before = reads[0]
+            _find(parent, me, compress, reads)
+            longest = max(longest, reads[0] - before)
+    fg = int(m.sum())
+    return {"foreground": fg, "merge_reads": merge_reads, "compress_reads": reads[0] - merge_reads,
+            "reads_per_pixel": reads[0] / fg if fg else 0.0, "max_find": longest}
+
+
 def halo_fraction_curve(threads: int, radii) -> list[float]:
     """Extra loads of a 1D tile, 2R/B, for each radius: the halo's cost grows with R, falls with B."""
     threads = validate.integer(threads, "threads", minimum=1, maximum=1024)
@@ -111,4 +205,5 @@ def halo_fraction_curve(threads: int, radii) -> list[float]:
 
 
 __all__ = ["FLOAT_BYTES", "SECTOR_BYTES", "halo_fraction_curve", "jacobi_roofline", "propagation_steps_bound",
-           "tile_1d", "tile_1d_table", "tile_2d", "tile_2d_table"]
+           "stencil3d_loads", "stencil3d_loads_table", "tile_1d", "tile_1d_table", "tile_2d", "tile_2d_table",
+           "union_find_work"]

@@ -25,7 +25,8 @@ use are re-exported here (``from labhelpers.kernels import scan as sk; sk.scan(.
  :mod:`.patterns`                  :func:`compact`, :func:`radix_split`, :class:`RadixSorter`,
                                    :func:`histogram`
  :mod:`.sparse`                    :func:`spmv` (scalar, warp per row, segmented scan, merge-based), CSR
-                                   matrices
+                                   matrices; the segmented scan on its own (:class:`SegmentedScan`,
+                                   :func:`segmented_scan`) and *distribute* built on it
 =================================  ===========================================================
 
 Imports go one way: definitions <- scans <- tiled <- planner <- patterns, sparse.
@@ -55,13 +56,14 @@ from .planner import (
     METHODS, SIMULATOR_METHODS, Scan, block_scan, block_scan_reference, scan,
 )
 from .patterns import (
-    Compactor, RadixSorter, SPLIT_KEYS, SPLIT_TABLE, compact, compact_reference, histogram,
+    Compactor, RadixSorter, SPLIT_KEYS, enumerate_flags, enumerate_reference, SPLIT_TABLE, compact, compact_reference, histogram,
     histogram_global_atomics, histogram_shared_atomics, radix_counter_bytes, radix_pass_bytes, radix_passes,
     radix_sort, radix_split, scatter_kept, split_reference, split_table,
 )
 from .sparse import (
     CSR, MERGE_ITEMS, SLIDE_CSR_INDEX, SLIDE_CSR_VALUES, SLIDE_ROW_PTR, SLIDE_ROW_PTR_AS_PRINTED, SPMV_METHODS,
     SpMV, check_csr, csr_from_dense, empty_and_long_rows, laplacian_2d, merge_stage_tile, power_law_matrix,
+    SegmentedScan, distribute, distribute_reference, plan_segmented_scan, segmented_scan, segmented_scan_reference,
     segmented_scan_block, spmv, spmv_bytes, spmv_csr_scalar, spmv_error_bound, spmv_gather_row_ends, spmv_merge,
     spmv_reference,
 )
@@ -77,7 +79,8 @@ __all__ = [
     "histogram_global_atomics", "histogram_shared_atomics", "integer_valued", "laplacian_2d", "lookback",
     "merge_stage_tile", "power_law_matrix", "radix_counter_bytes", "radix_downsweep", "radix_pass_bytes",
     "radix_passes", "radix_sort", "radix_split", "radix_upsweep", "scan", "scan_error_bound", "scan_reference",
-    "scatter_kept", "segmented_scan_block", "sequential_scan", "split_reference", "split_table", "spmv",
+    "scatter_kept", "SegmentedScan", "distribute", "distribute_reference", "enumerate_flags",
+    "enumerate_reference", "plan_segmented_scan", "segmented_scan", "segmented_scan_reference", "segmented_scan_block", "sequential_scan", "split_reference", "split_table", "spmv",
     "spmv_bytes", "spmv_csr_scalar", "spmv_error_bound", "spmv_gather_row_ends", "spmv_merge", "spmv_reference",
     "tile_compact", "tile_kernels", "tile_scan_lookback", "warn_if_wraps", "warp_inclusive_scan",
 ]

@@ -12,7 +12,7 @@ from ...errors import ArrayArgumentError, LaunchConfigError
 from ...launch import blocks_for
 from .definitions import LOG_BANKS, scan_reference, typed_kernel
 from .tiled import GPU_TILE, SIM_TILE, tile_kernels
-from .planner import Launch, Scan, _aligned16, _check_data, _threads_for, _zeros
+from .planner import Launch, Scan, _aligned16, _check_data, _threads_for, _zeros, scan
 
 
 @typed_kernel
@@ -111,6 +111,25 @@ class Compactor:
         """The kept elements of the last launch, on the host."""
         k = self.count()
         return self.out.copy_to_host()[:k]
+
+
+def enumerate_flags(flags, method: str = "lookback", threads: int | None = None) -> np.ndarray:
+    """The *enumerate* primitive: every element gets the number of flagged elements before it (int32).
+
+    An exclusive scan of the flags as 0/1 integers: a flagged element's result is its index among the
+    flagged ones (where compaction writes it), and the last result plus the last flag is their count.
+    """
+    validate.array(flags, "flags", ndim=1)
+    ones = (np.asarray(flags) != 0).astype(np.int32)
+    if ones.size == 0:
+        return ones
+    return scan(ones, method, inclusive=False, threads=threads)
+
+
+def enumerate_reference(flags) -> np.ndarray:
+    """NumPy specification of :func:`enumerate_flags`."""
+    ones = (np.asarray(flags) != 0).astype(np.int32)
+    return (np.cumsum(ones) - ones).astype(np.int32)
 
 
 def compact(x, threshold, method: str = "single_pass", threads: int | None = None) -> np.ndarray:

@@ -303,6 +303,120 @@ def segmented_propagate(out, seen, carry, per_block):
             out[i] += carry[b - 1]
 
 
+def plan_segmented_scan(values, heads, out, n: int, threads: int) -> list[Launch]:
+    """The launches of an inclusive segmented scan of ``values`` (float32) by ``heads`` (int32) into ``out``.
+
+    One :func:`segmented_scan_block` per block of ``threads`` elements; the blocks' (flag, total) pairs
+    are scanned the same way, recursively, and :func:`segmented_propagate` adds each block's carry to
+    its elements before their first head flag (scan-then-propagate on pairs). ``out`` may be ``values``.
+    """
+    blocks = blocks_for(n, threads)
+    seen = cuda.device_array(n, dtype=np.int32)
+    bvals = cuda.device_array(blocks, dtype=np.float32)
+    bheads = cuda.device_array(blocks, dtype=np.int32)
+    steps = [Launch("segmented_scan_block", segmented_scan_block, blocks, threads,
+                    (values, heads, out, seen, bvals, bheads))]
+    if blocks > 1:
+        steps += plan_segmented_scan(bvals, bheads, bvals, blocks, threads)
+        steps.append(Launch("segmented_propagate", segmented_propagate, blocks, threads, (out, seen, bvals, threads)))
+    return steps
+
+
+def segmented_scan_reference(values, heads) -> np.ndarray:
+    """NumPy specification: the inclusive sum restarts at every ``heads[i] != 0`` (a segment also starts at 0)."""
+    v = np.asarray(values, dtype=np.float64)
+    h = np.asarray(heads) != 0
+    if v.size == 0:
+        return v
+    segment = np.cumsum(h) - (1 if h[0] else 0)  # segment number of every element
+    total = np.cumsum(v)
+    starts = np.flatnonzero(np.r_[True, segment[1:] != segment[:-1]])
+    before = np.r_[0.0, total][starts]  # sum of everything before each segment
+    return total - np.repeat(before, np.diff(np.r_[starts, v.size]))
+
+
+def _check_segmented(values, heads) -> int:
+    validate.array(values, "values", dtype=np.float32, ndim=1)
+    validate.array(heads, "heads", ndim=1)
+    if np.dtype(heads.dtype).kind not in "iub":
+        raise ArrayArgumentError(f"heads has dtype {np.dtype(heads.dtype)}: pass integer or bool flags, e.g. int32 "
+                                 "(nonzero = a segment starts here).")
+    if heads.shape != values.shape:
+        raise ArrayArgumentError(f"heads has shape {tuple(heads.shape)} and values {tuple(values.shape)}: one flag "
+                                 "per value.")
+    if values.shape[0] == 0:
+        raise ArrayArgumentError("values is empty: pass at least one element.")
+    return int(values.shape[0])
+
+
+@dataclass
+class SegmentedScan:
+    """An inclusive segmented sum of float32 ``values``, restarting at every head flag; planned once, launchable often.
+
+    The scan of pairs (flag, value) with the operator ``(f1, v1) + (f2, v2) = (f1 or f2, v2 if f2 else
+    v1 + v2)``: Hillis-Steele in every block, the blocks' pairs scanned recursively, then propagated
+    (:func:`plan_segmented_scan`), the same structure as the unsegmented ``Scan(x, "hillis_steele")``.
+
+    Args:
+        values: 1-D float32 array (NumPy: copied once; CuPy or Numba device array: used in place).
+        heads: 1-D int32, uint8 or bool flags of the same length, nonzero where a segment starts.
+        threads: threads per block, 1 to 1024 (default 256, 32 in the simulator).
+    """
+
+    values: object
+    heads: object
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        self.n = _check_segmented(self.values, self.heads)
+        self.threads = _threads_for("hillis_steele", self.threads)
+        heads = self.heads
+        if isinstance(heads, np.ndarray):
+            heads = np.ascontiguousarray(heads, dtype=np.int32)
+        elif np.dtype(heads.dtype) != np.dtype(np.int32):
+            heads = heads.astype(np.int32)  # CuPy or a device array of another dtype
+        self.d_values = as_device(self.values)
+        self.d_heads = as_device(heads)
+        self.out = cuda.device_array(self.n, dtype=np.float32)
+        self.steps = plan_segmented_scan(self.d_values, self.d_heads, self.out, self.n, self.threads)
+
+    def launch(self) -> None:
+        """Enqueue the kernels (asynchronous)."""
+        for step in self.steps:
+            step()
+
+    def result(self) -> np.ndarray:
+        """The scan of the last launch, on the host."""
+        return self.out.copy_to_host()
+
+
+def segmented_scan(values, heads, threads: int | None = None) -> np.ndarray:
+    """Inclusive segmented sum of float32 ``values`` by head flags ``heads``; returns NumPy (see :class:`SegmentedScan`)."""
+    s = SegmentedScan(values, heads, threads)
+    s.launch()
+    return s.result()
+
+
+def distribute(values, heads, threads: int | None = None) -> np.ndarray:
+    """Copy the value at every segment's head to the whole segment (a segment also starts at element 0).
+
+    The *distribute* primitive as a segmented scan: the non-head values are replaced by 0, so the
+    running sum of each segment is its head's value.
+    """
+    _check_segmented(values, heads)
+    v, h = to_host(values), np.asarray(to_host(heads)) != 0
+    h[0] = True  # element 0 heads the first segment
+    return segmented_scan(np.where(h, v, np.float32(0)).astype(np.float32), h, threads)
+
+
+def distribute_reference(values, heads) -> np.ndarray:
+    """NumPy specification of :func:`distribute`."""
+    v = np.asarray(values, dtype=np.float32)
+    h = np.asarray(heads) != 0
+    starts = np.maximum.accumulate(np.where(h | (np.arange(v.size) == 0), np.arange(v.size), 0))
+    return v[starts]
+
+
 @cuda.jit
 def spmv_gather_row_ends(row_ptr, scanned, y):
     """Segmented-scan SpMV, step 4: row ``r``'s sum is the scan at its last non-zero; an empty row gets 0.
@@ -579,16 +693,8 @@ class SpMV:
                                  (self.d_row_ptr, products, self.y)))
 
     def _plan_segmented_scan(self, vals, heads, n: int, t: int) -> None:
-        """In place: ``vals`` becomes its segmented inclusive scan (recursively over the blocks' carries)."""
-        blocks = blocks_for(n, t)
-        seen = cuda.device_array(n, dtype=np.int32)
-        bvals = cuda.device_array(blocks, dtype=np.float32)
-        bheads = cuda.device_array(blocks, dtype=np.int32)
-        self.steps.append(Launch("segmented_scan_block", segmented_scan_block, blocks, t,
-                                 (vals, heads, vals, seen, bvals, bheads)))
-        if blocks > 1:
-            self._plan_segmented_scan(bvals, bheads, blocks, t)
-            self.steps.append(Launch("segmented_propagate", segmented_propagate, blocks, t, (vals, seen, bvals, t)))
+        """In place: ``vals`` becomes its segmented inclusive scan (:func:`plan_segmented_scan`)."""
+        self.steps += plan_segmented_scan(vals, heads, vals, n, t)
 
     @property
     def nbytes(self) -> int:
