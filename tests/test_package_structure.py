@@ -137,25 +137,64 @@ def test_every_module_imports(name):
 TOP_IMPORTS_ONLY = sorted(n for n in MODULES if n.startswith("labhelpers.roofline") or
                           n in ("labhelpers.kernels.roofline", "labhelpers.experiments.roofline",
                                 "labhelpers.exercises.roofline"))
-#: What may be imported inside a function: GPU-only or optional packages.
+#: What may be imported inside a function there: GPU-only or optional packages.
 LAZY_ALLOWED = ("cupy", "llvmlite", "numba")
+#: What is never imported inside a function anywhere (but in backend.py, which runs before the backend is chosen):
+#: always installed, cheap once numba.cuda is loaded, and what every reader expects at the top.
+NEVER_LAZY = ("numpy", "pandas", "matplotlib", "json", "importlib", "numba.cuda")
+
+
+def _function_imports(path: Path):
+    """(line number, imported module names, the reason written beside or before it) of every import in a function."""
+    lines = path.read_text().splitlines()
+    tree = ast.parse(path.read_text())
+    seen = set()
+    for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for node in ast.walk(func):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in seen:
+                continue
+            seen.add(node.lineno)
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif node.level:
+                names = ["labhelpers"]
+            else:
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            before = lines[node.lineno - 2].strip()
+            reason = lines[node.lineno - 1].partition("#")[2] or (before.lstrip("#") if before.startswith("#") else "")
+            yield node, names, reason.strip()
 
 
 @pytest.mark.parametrize("name", TOP_IMPORTS_ONLY)
 def test_imports_are_at_the_top_unless_the_backend_requires_otherwise(name):
     path = MODULES[name]
-    lines = path.read_text().splitlines()
-    tree = ast.parse(path.read_text())
-    for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        for node in ast.walk(func):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            where = f"{path.name}:{node.lineno}"
-            assert node.__class__ is ast.Import or node.level == 0, f"{where}: a labhelpers import inside a function"
-            assert all(n.split(".")[0] in LAZY_ALLOWED for n in names), f"{where}: {names} belongs at the top"
-            reason = lines[node.lineno - 1].partition("#")[2] or lines[node.lineno - 2].strip().lstrip("#")
-            assert reason.strip(), f"{where}: a lazy import needs a one-line reason (a comment) beside or before it"
+    for node, names, reason in _function_imports(path):
+        where = f"{path.name}:{node.lineno}"
+        assert node.__class__ is ast.Import or node.level == 0, f"{where}: a labhelpers import inside a function"
+        assert all(n.split(".")[0] in LAZY_ALLOWED for n in names[:1]), f"{where}: {names[0]} belongs at the top"
+        assert reason, f"{where}: a lazy import needs a one-line reason (a comment) beside or before it"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_import_inside_a_function_says_why(name):
+    # Everything at the top, the one dialect: an import inside a function is for an optional or backend-only
+    # package (CuPy, the driver's bindings, the simulator's internals, SciPy's slow import) or a line number that
+    # stored output quotes, and it says so beside it.
+    path = MODULES[name]
+    for node, names, reason in _function_imports(path):
+        where = f"{path.relative_to(SRC)}:{node.lineno}"
+        assert reason, f"{where}: an import inside a function needs a one-line reason (a comment) beside it"
+        if name != "labhelpers.backend" and names != ["labhelpers"]:  # a package module: to break a cycle
+            imported = names if node.__class__ is ast.Import else names[1:]
+            plain = [n for n in imported if n in NEVER_LAZY or n.split(".")[0] in ("numpy", "pandas", "json")]
+            assert not plain or "line number" in reason, f"{where}: {plain} belongs at the top of the module"
+
+
+def test_the_rule_sees_a_lazy_import_without_a_reason(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    import numpy as np\n    from numba import cuda  # needed\n    return np\n")
+    found = [(names[0], reason) for _node, names, reason in _function_imports(bad)]
+    assert found == [("numpy", ""), ("numba", "needed")]
 
 
 def test_no_script_edits_sys_path():

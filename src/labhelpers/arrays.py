@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import cuda
 
 from . import backend
 from .errors import ArrayArgumentError
@@ -21,7 +22,6 @@ def to_device(a: np.ndarray):
     Raises:
         ArrayArgumentError: ``a`` is None, or not an array of numbers (e.g. a list of mixed things).
     """
-    from numba import cuda
 
     if a is None:
         raise ArrayArgumentError("to_device got None instead of an array (did a function return nothing?): pass a "
@@ -39,7 +39,6 @@ def as_device(x: Any):
     a CuPy array (or anything else with ``__cuda_array_interface__``) is wrapped as a Numba array without a
     copy; a Numba device array (or, in the simulator, any array) is returned as it is.
     """
-    from numba import cuda
 
     if isinstance(x, np.ndarray):
         return cuda.to_device(np.ascontiguousarray(x))
@@ -61,7 +60,6 @@ def to_host(a: Any) -> np.ndarray:
 
 def device_array_like(a: Any):
     """An uninitialised device array with ``a``'s shape and dtype."""
-    from numba import cuda
 
     return cuda.device_array(a.shape, dtype=a.dtype)
 
@@ -69,6 +67,4 @@ def device_array_like(a: Any):
 def synchronize() -> None:
     """Wait for all work queued on the device (a no-op in the simulator)."""
     if backend.is_gpu():
-        from numba import cuda
-
         cuda.synchronize()

@@ -64,7 +64,7 @@ def _numba_cuda_already_imported() -> bool:
 
 
 def _mode_of_imported_numba() -> str:
-    from numba.cuda.core import config
+    from numba.cuda.core import config  # numba-cuda's config: read after the backend is chosen
 
     return SIM if config.ENABLE_CUDASIM else GPU
 

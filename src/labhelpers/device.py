@@ -9,6 +9,8 @@ from __future__ import annotations
 import platform
 from dataclasses import asdict, dataclass, field
 
+from numba import cuda
+
 from . import backend
 
 BANNER_PREFIX = "[labhelpers]"
@@ -86,8 +88,6 @@ def _format_version(v: int | tuple | None) -> str | None:
 
 
 def _gpu_info() -> DeviceInfo:
-    from numba import cuda
-
     dev = cuda.get_current_device()
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
 
@@ -102,7 +102,7 @@ def _gpu_info() -> DeviceInfo:
     except Exception:
         total = None
     try:
-        from numba.cuda.cudadrv.driver import driver
+        from numba.cuda.cudadrv.driver import driver  # the GPU driver's internals: used only on a GPU
 
         drv = _format_version(driver.get_version())
     except Exception:

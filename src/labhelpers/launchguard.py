@@ -29,6 +29,7 @@ import numpy as np
 
 from . import backend, patching, validate
 from .errors import LabError
+from . import device as device_mod
 
 #: Most threads (all blocks together) one launch may run under the simulator; more would take minutes.
 SIM_MAX_THREADS = 2**19
@@ -81,9 +82,8 @@ def _max_shared() -> int:
     """Dynamic shared memory a block may ask for: 48 KiB without opt-in (the simulator), the opt-in limit on a GPU."""
     if backend.is_simulator():
         return validate.DEFAULT_SHARED_PER_BLOCK
-    from .device import device_info
 
-    info = device_info()
+    info = device_mod.device_info()
     return info.max_shared_per_block_optin or info.max_shared_per_block
 
 
@@ -151,10 +151,10 @@ def _plain_dims(value: Any) -> Any:
 
 def _kernel_class() -> type:
     if backend.is_simulator():
-        from numba.cuda.simulator.kernel import FakeCUDAKernel
+        from numba.cuda.simulator.kernel import FakeCUDAKernel  # the simulator's internals: used only under the simulator
 
         return FakeCUDAKernel
-    from numba.cuda.dispatcher import CUDADispatcher
+    from numba.cuda.dispatcher import CUDADispatcher  # the GPU driver's internals: used only on a GPU
 
     return CUDADispatcher
 

@@ -30,6 +30,7 @@ import pandas as pd
 from . import backend
 from .errors import GPUOnlyError
 from .refdata import Reference, load_reference, typed_columns
+from . import device as device_mod
 
 #: ``LABHELPERS_LIVE=0`` shows reference data even on a GPU (e.g. to reproduce the book's figures exactly).
 LIVE_ENV_VAR = "LABHELPERS_LIVE"
@@ -135,9 +136,7 @@ def _load(reference: str | Reference | None) -> tuple[Reference | None, str]:
 
 
 def _live(table: pd.DataFrame, ref: Reference | None, dtypes) -> Measured:
-    from .device import device_info
-
-    name = device_info().name
+    name = device_mod.device_info().name
     return Measured(table=typed_table(table, dtypes), is_live=True, gpu=name, label=f"this GPU: {name}",
                     reference=ref)
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import warnings
 
+import matplotlib as mpl
 import numpy as np
+from numba import cuda
 
 from . import backend
 from ._release import pip_requirement
@@ -41,8 +43,6 @@ def configure_warnings() -> None:
 
 def configure_plots() -> None:
     """Readable, consistent matplotlib defaults for the book."""
-    import matplotlib as mpl
-
     mpl.rcParams.update({"figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
                          "figure.figsize": (7, 4)})
 
@@ -68,8 +68,6 @@ def self_test() -> None:
         SelfTestFailed: with the likely cause and the command that fixes it.
     """
     try:
-        from numba import cuda
-
         @cuda.jit
         def twice_index(out):
             i = cuda.grid(1)

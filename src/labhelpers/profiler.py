@@ -36,6 +36,7 @@ import pandas as pd
 from . import backend
 from .errors import LabError
 from .kernels.roofline import SANITIZER_TARGETS
+from .measured import live_or_reference
 
 #: Where ``ncu`` usually is when it is not on the PATH.
 NCU_FALLBACK_PATHS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
@@ -271,7 +272,6 @@ def fma_report_or_reference(reference_name: str = "ch07_ncu_report") -> tuple[pd
         ``(report, label, note)``: the metrics table, where it was measured, and a sentence saying which it is
         (and, for the saved report, why nothing was profiled here).
     """
-    from .measured import live_or_reference
 
     reason = ncu_unavailable_reason()
 

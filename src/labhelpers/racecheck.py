@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
+from numba import cuda
 
 from . import backend, patching, validate
 from . import errors as _errors
@@ -583,8 +584,8 @@ def _array_name(site: tuple[str, int], number: int, shape: tuple[int, ...], dtyp
 
 def _make_shared_array(recorder: _Recorder, original):
     """A replacement for the simulator's ``FakeCUDAShared.array`` that hands out recording arrays."""
-    from numba.cuda import types
-    from numba.cuda.np import numpy_support
+    from numba.cuda import types  # numba-cuda's typing, absent from the simulator's numba.cuda: used only when recording
+    from numba.cuda.np import numpy_support  # numba-cuda's typing, absent from the simulator's numba.cuda: used only when recording
 
     def array(fake_shared, shape, dtype, alignment=None):  # alignment only matters on a GPU
         if isinstance(dtype, types.Type):
@@ -640,8 +641,8 @@ _ACTIVE: list = []
 @contextlib.contextmanager
 def _instrumented(blockdim) -> Iterator[_Recorder]:
     """Swap in the recording shared arrays and barrier for the duration of one launch; always restore."""
-    from numba.cuda.simulator import kernel as sim_kernel
-    from numba.cuda.simulator import kernelapi
+    from numba.cuda.simulator import kernel as sim_kernel  # the simulator's internals: used only under the simulator
+    from numba.cuda.simulator import kernelapi  # the simulator's internals: used only under the simulator
 
     if not patching.LOCK.acquire(blocking=False):  # another thread is inside a check
         raise RuntimeError("check_races is already running (it cannot be nested or run from two threads at once)")
@@ -1004,7 +1005,6 @@ def _host_copy(value: Any) -> Any:
     if hasattr(value, "__cuda_array_interface__"):
         if hasattr(value, "get"):
             return value.get()
-        from numba import cuda
 
         return cuda.as_cuda_array(value).copy_to_host()
     return value
@@ -1028,7 +1028,6 @@ def _write_back(original: Any, written: np.ndarray | None) -> None:
 
 def _rebuild(spec: dict, built: dict | None = None) -> Any:
     """In the simulator process: the kernel (or device function) a spec describes."""
-    from numba import cuda
 
     built = {} if built is None else built
     key = id(spec)

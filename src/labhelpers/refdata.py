@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 import pandas as pd
+from . import device
 
 #: Where the package's reference files live.
 DATA_PACKAGE = "labhelpers.data.reference"
@@ -167,7 +168,6 @@ RUN_ENV_VAR = "LABHELPERS_RUN_ID"
 
 def current_meta() -> dict:
     """Metadata describing the current GPU and software, for :func:`save_reference`."""
-    from . import device
 
     info = device.device_info()
     if info.is_simulator:

@@ -30,6 +30,7 @@ from numba import cuda
 
 from . import backend
 from .patching import patched
+from .kernels.streams import is_page_locked
 
 #: Kinds of :class:`Call`.
 WORK = ("h2d", "d2h", "d2d", "launch")
@@ -90,8 +91,6 @@ class Recording:
         if not isinstance(a, np.ndarray):
             return False
         if not backend.is_simulator():
-            from .kernels.streams import is_page_locked
-
             return is_page_locked(a)
         start = a.__array_interface__["data"][0]
         for p in self.pinned:
@@ -227,14 +226,14 @@ def _device_span(a: Any) -> tuple[tuple[int, int], ...]:
 def _classes() -> dict[str, Any]:
     """Numba's classes to instrument on this backend."""
     if backend.is_simulator():
-        from numba.cuda.simulator import api as sim_api
-        from numba.cuda.simulator.cudadrv import devicearray as sim_da
-        from numba.cuda.simulator.kernel import FakeCUDAKernel
+        from numba.cuda.simulator import api as sim_api  # the simulator's internals: used only under the simulator
+        from numba.cuda.simulator.cudadrv import devicearray as sim_da  # the simulator's internals: used only under the simulator
+        from numba.cuda.simulator.kernel import FakeCUDAKernel  # the simulator's internals: used only under the simulator
 
         return {"array": sim_da.FakeCUDAArray, "stream": sim_api.stream, "event": sim_api.Event,
                 "kernel": FakeCUDAKernel}
-    from numba.cuda.cudadrv import devicearray, driver
-    from numba.cuda.dispatcher import CUDADispatcher
+    from numba.cuda.cudadrv import devicearray, driver  # the GPU driver's internals: used only on a GPU
+    from numba.cuda.dispatcher import CUDADispatcher  # the GPU driver's internals: used only on a GPU
 
     return {"array": devicearray.DeviceNDArrayBase, "stream": driver.Stream, "event": driver.Event,
             "kernel": CUDADispatcher}

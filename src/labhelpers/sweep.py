@@ -41,7 +41,7 @@ def grid_points(grid: Mapping[str, Sequence]) -> list[dict]:
 def _launch_error_types() -> tuple[type[BaseException], ...]:
     types: list[type[BaseException]] = [LaunchConfigError]
     try:
-        from numba.cuda.cudadrv.driver import CudaAPIError
+        from numba.cuda.cudadrv.driver import CudaAPIError  # the GPU driver's internals: used only on a GPU
 
         types.append(CudaAPIError)
     except Exception:
@@ -69,7 +69,7 @@ def sweep(
     Returns:
         A DataFrame, one row per point (see the module docstring).
     """
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # progress bars only in a notebook
 
     points = grid_points(grid)
     rows = []

@@ -41,8 +41,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from numba import cuda
+
 from . import backend, validate
 from .errors import GPUOnlyError
+from .kernels import stopwatch
 
 #: CUDA events with the stream held by a sleeping kernel: GPU time only (``benchmark(..., clock="gpu")``).
 CLOCK_HELD = "gpu-held"
@@ -369,10 +372,6 @@ class CudaStreamOps:
     _flush_buffers: dict = {}
 
     def __init__(self, stream=None):
-        from numba import cuda
-
-        from .kernels import stopwatch
-
         self._cuda = cuda
         self._kernels = stopwatch
         self._stream = stream if stream is not None else cuda.default_stream()

@@ -17,7 +17,7 @@ from . import backend
 def _load() -> tuple[ModuleType, bool]:
     if not backend.cupy_usable():  # the simulator, no CuPy, or a CuPy built for another CUDA version
         return np, False
-    import cupy
+    import cupy  # optional: the GPU extra
 
     return cupy, True
 

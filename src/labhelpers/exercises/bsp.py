@@ -25,6 +25,8 @@ from ..timing import benchmark
 from . import answers
 from . import harness as h
 from . import measured
+from ..gpus import current as current_gpu
+from ..sizes import problem_size
 
 # --------------------------------------------------------------------------- exercise 1: Amdahl
 
@@ -229,12 +231,7 @@ def time_grid_stride(kernel, n: int | None = None, reps: int = 8) -> list:
     Raises:
         CheckFailed: the kernel is not correct yet (the message says what to change).
     """
-    from numba import cuda
 
-    from ..device import device_info
-    from ..gpus import current as current_gpu
-    from ..sizes import problem_size
-    from ..timing import benchmark
 
     try:
         check_grid_stride(kernel, quiet=True)

@@ -295,7 +295,7 @@ def _contended_cas(x: np.ndarray) -> Iterator[None]:
     if not backend.is_simulator():
         yield
         return
-    from numba.cuda.simulator import kernelapi
+    from numba.cuda.simulator import kernelapi  # the simulator's internals: used only under the simulator
 
     keys = np.unique(k.float_key(x))
     original = kernelapi.FakeCUDAAtomic.cas

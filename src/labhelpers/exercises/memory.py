@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+from numba import cuda
 
 from .. import backend
 from ..errors import CheckFailed
@@ -224,7 +225,6 @@ def compare_transposes(kernel, naive_kernel, n: int | None = None) -> dict[str, 
     first: until it transposes correctly only the naive one is timed (a kernel that does
     nothing would look very fast).
     """
-    from numba import cuda
 
     try:
         check_tiled_transpose(kernel, quiet=True)
@@ -269,8 +269,6 @@ TRANSPOSE_TUNED = measured.MeasuredExercise(
 
 
 def _race_transpose(kernel) -> tuple:
-    from numba import cuda  # noqa: PLC0415  (as compare_transposes: numba.cuda after the backend is chosen)
-
     a_d = cuda.to_device(np.random.default_rng(0).standard_normal((TUNED_SIDE, TUNED_SIDE)).astype(np.float32))
     out_d = cuda.device_array((TUNED_SIDE, TUNED_SIDE), dtype=np.float32)
     grid, block = transpose_launch((TUNED_SIDE, TUNED_SIDE))

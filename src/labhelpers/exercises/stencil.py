@@ -149,7 +149,7 @@ def sobel_scipy(img) -> np.ndarray:
 def sobel_gradients(img) -> tuple[np.ndarray, np.ndarray]:
     """SciPy's Sobel derivatives ``(gx, gy)``: gx along x (the column j, right minus left), gy along y (the row i,
     down minus up), edges repeated, in float64."""
-    from scipy import ndimage
+    from scipy import ndimage  # SciPy is slow to import: only where a CPU yardstick needs it
 
     img = np.asarray(img, dtype=np.float64)
     return ndimage.sobel(img, axis=1, mode="nearest"), ndimage.sobel(img, axis=0, mode="nearest")

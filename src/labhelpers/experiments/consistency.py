@@ -16,6 +16,8 @@ in :mod:`labhelpers.kernels.consistency`, the litmus model in :mod:`labhelpers.m
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -34,6 +36,9 @@ from ..launch import blocks_for
 from ..models import consistency as model
 from ..roofline.measure import time_copy
 from ..timing import benchmark
+from ..patching import patched
+from ..kernels.portability import ToolMissing
+from ..refdata import load_reference
 
 #: Columns of :func:`counter_runs`.
 COUNTER_COLUMNS = ("variant", "run", "n", "count", "lost")
@@ -107,7 +112,7 @@ def last_block_table(sizes: Sequence[int] = (2**24, 2**26), repeat: int = 20, nu
     """
     if backend.is_simulator():
         raise GPUOnlyError("the last-block sum's speed is a GPU timing; see the reference data")
-    import cupy as cp
+    import cupy as cp  # optional: the GPU extra
 
     rows = []
     for n in sizes:
@@ -335,8 +340,6 @@ print("RESULT" + json.dumps(consistency.litmus_ptx_here(configs, tuple(json.load
 
 
 def _compiler_present() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("nvidia.cuda_nvcc") is not None
 
 
@@ -349,10 +352,9 @@ def litmus_ptx_here(configs: Sequence[tuple[str, str, str]], cc: tuple[int, int]
     if backend.is_simulator():
         raise GPUOnlyError("litmus_ptx_here compiles with the CUDA compiler, which the simulator does not load: "
                            "call litmus_ptx, which starts a compiling process")
-    from numba import types
-    from numba.cuda import compiler, dispatcher
+    from numba import types  # numba-cuda's compiler, absent from the simulator: only where PTX is compiled
+    from numba.cuda import compiler, dispatcher  # numba-cuda's compiler, absent from the simulator
 
-    from ..patching import patched
 
     class _Target:
         compute_capability = tuple(cc)
@@ -378,7 +380,6 @@ def litmus_ptx(configs: Sequence[tuple[str, str, str]], cc: tuple[int, int] = PT
     Raises:
         ToolMissing: the CUDA compiler wheels are not installed.
     """
-    from ..kernels.portability import ToolMissing
 
     configs = [tuple(c) for c in configs]
     for test, fence, access in configs:
@@ -390,8 +391,6 @@ def litmus_ptx(configs: Sequence[tuple[str, str, str]], cc: tuple[int, int] = PT
         return litmus_ptx_here(configs, cc)
     env = dict(os.environ, LABHELPERS_BACKEND="compile")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    import json
-
     proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, json.dumps(configs), json.dumps(list(cc))],
                           capture_output=True, text=True, timeout=timeout, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
@@ -525,8 +524,6 @@ def program_order_table(table: pd.DataFrame | None = None, cc: tuple[int, int] =
     sequential consistency allows).
     """
     if table is None:
-        from ..refdata import load_reference
-
         table = load_reference("ch13_litmus").table
     weak = table.groupby(["test", "fence", "access"], sort=False)["weak"].sum()
     sc_allows = table.groupby(["test", "fence", "access"], sort=False)["sc_allows_target"].any() \

@@ -39,6 +39,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from numba import cuda
 
 from .. import backend, refdata, validate
 from ..errors import ArgumentError, GPUOnlyError
@@ -86,7 +87,7 @@ def _check_devices(devices: Sequence[int], what: str) -> tuple[int, int]:
 
 def _cupy():
     try:
-        import cupy
+        import cupy  # optional: the GPU extra
     except ImportError:  # pragma: no cover - depends on the machine
         raise GPUOnlyError("the peer-to-peer copies use CuPy, which is not installed here") from None
     return cupy
@@ -176,7 +177,6 @@ def split_job_table(devices: Sequence[int] = (0, 1), n: int = exs.PIPELINE_N, it
     (the kernel about 0.8 x the H2D copy on GPU ``a``). Both halves' outputs are checked against the
     one-GPU output, bit for bit.
     """
-    from numba import cuda
 
     n = validate.integer(n, "n", minimum=2)
     repeat = validate.integer(repeat, "repeat", minimum=1)
@@ -352,7 +352,7 @@ def topology_table(devices: Sequence[int] = (0, 1)) -> pd.DataFrame:
     ``nvlink_peak_gbs`` (GPU ``a``'s NVLink links summed, one direction; NaN without NVLink).
     """
     ids = require_devices(devices, "topology_table", distinct=True)
-    from cuda.bindings import driver as cu
+    from cuda.bindings import driver as cu  # the CUDA driver's bindings: used only on a GPU
 
     links = parse_topology(nvidia_smi("topo", "-m") or "")
     rows = []
@@ -390,7 +390,6 @@ def issue_table(devices: Sequence[int] = (0, 1), n: int = exs.PIPELINE_N, *, rep
     ``issue_ms`` (median host time until every issue call returned), ``speedup`` (whole job over this row),
     ``gpus``, ``n``, ``iters``. The shares' outputs are checked against the one-GPU output, bit for bit.
     """
-    from numba import cuda
 
     ids = require_devices(devices, "issue_table")
     n = validate.integer(n, "n", minimum=len(ids))
@@ -467,7 +466,7 @@ def issue_table(devices: Sequence[int] = (0, 1), n: int = exs.PIPELINE_N, *, rep
 def _nccl():
     cp = _cupy()
     try:
-        from cupy.cuda import nccl
+        from cupy.cuda import nccl  # optional: the GPU extra
     except ImportError:  # pragma: no cover - depends on the machine
         raise GPUOnlyError("the collectives use NCCL through cupy.cuda.nccl, which this CuPy lacks (install the "
                            "nvidia-nccl wheel of your CUDA version)") from None
@@ -640,7 +639,6 @@ def nbody_scaling_table(devices: Sequence[int] = (0, 1), *, n: int = NBODY_N, st
     counts = [g for g in (1, 2, 4, 8) if g <= len(ids)]
     n = validate.divides(n, "n", 4 * max(counts), "4 x the largest GPU count")
     cp, nccl = _nccl()
-    from numba import cuda
 
     pos = knb.random_bodies(n, np.random.default_rng(0))
     eps2 = np.float32(knb.DEFAULT_EPS2)

@@ -25,6 +25,8 @@ from typing import Iterable, Sequence
 import numba
 import numpy as np
 import pandas as pd
+from numba import cuda, types
+from numba import float32 as f32
 
 from .. import backend
 from ..kernels import nbody as nb
@@ -77,7 +79,6 @@ def time_config(config: nb.Config, n: int, *, repeat: int | None = None, check: 
     small n): a timing of a wrong kernel would mean nothing.
     """
     backend.require_gpu("time_config", instead=_REFERENCE)
-    from numba import cuda
 
     pos = nb.random_bodies(n, np.random.default_rng(seed), layout=config.layout)
     pos_d = cuda.to_device(pos)
@@ -132,7 +133,6 @@ def alternatives_table(sizes: Sequence[int] = ALTERNATIVE_SIZES, *, threads: int
     Each result is checked against float64 NumPy on a sample of bodies before it is timed (CUDA events).
     """
     backend.require_gpu("alternatives_table", instead=_REFERENCE)
-    from numba import cuda
 
     eps2 = np.float32(nb.DEFAULT_EPS2)
     rows = []
@@ -326,9 +326,6 @@ def sass_ops(sass: str) -> Counter:
 
 
 def _signature(config: nb.Config):
-    from numba import float32 as f32
-    from numba import types
-
     arr = types.Array(types.float32, 2, "C")
     return (arr, f32, arr)
 

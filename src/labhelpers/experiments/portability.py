@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from numba import cuda
 
 from .. import backend
 from ..host import cpu_model, host_cpu
@@ -35,6 +36,7 @@ from ..launch import blocks_for
 from ..roofline.measure import HOST_COPY_BYTES, measure_host_bandwidth, time_copy
 from ..timing import Timing, benchmark, wall_time
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
+from .. import device as device_mod
 
 #: Columns of every table of this module.
 COLUMNS: tuple[str, ...] = ("machine", "device", "kernel", "model", "size", "median_ms", "min_ms", "gbps",
@@ -159,9 +161,8 @@ def gpu_table(saxpy_n: int = GPU_SAXPY_N, matmul_n: int = GPU_MATMUL_N, *, repea
     ``OpenCL C``, ``cuBLAS``. SAXPY's ``gbps`` counts 12 bytes per element.
     """
     backend.require_gpu("gpu_table", needs_cupy=True)
-    from ..device import device_info
 
-    gpu = device_info().name
+    gpu = device_mod.device_info().name
     machine = f"GPU: {gpu}"
     rows = []
     rng = np.random.default_rng(0)
@@ -175,8 +176,6 @@ def gpu_table(saxpy_n: int = GPU_SAXPY_N, matmul_n: int = GPU_MATMUL_N, *, repea
     blocks = blocks_for(saxpy_n, threads)
 
     # Numba
-    from numba import cuda
-
     x_d, y_d = cuda.to_device(x), cuda.to_device(y)
     pt.saxpy_numba[blocks, threads](np.float32(a), x_d, y_d)
     _check_saxpy("Numba SAXPY", y_d.copy_to_host(), expected)
@@ -420,9 +419,8 @@ def data_clause_table(n: int = GPU_SAXPY_N, *, repeat: int = 5) -> pd.DataFrame:
     each of its two loops; ``data`` and ``kernels`` once around both. The result is checked each time.
     """
     backend.require_gpu("data_clause_table", needs_cupy=True)
-    from ..device import device_info
 
-    machine = f"GPU: {device_info().name}"
+    machine = f"GPU: {device_mod.device_info().name}"
     rng = np.random.default_rng(3)
     x = rng.random(n, dtype=np.float32)
     y0 = rng.random(n, dtype=np.float32)

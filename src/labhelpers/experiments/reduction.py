@@ -25,6 +25,7 @@ import math
 from typing import Sequence
 
 import pandas as pd
+from numba import cuda
 
 from .. import backend
 from ..kernels.reduction import BLOCK_SIZES, CLASSIC, VARIANTS, Reducer
@@ -122,7 +123,6 @@ def gpu_inputs(n: int = SWEEP_N, seed: int = 0):
                         instead="The chapter shows the reference GPU's tables instead (on a GPU, CuPy's random "
                                 "numbers are the input and cupy.sum is the yardstick).")
     cp = xp  # CuPy: require_gpu(needs_cupy=True) passed
-    from numba import cuda
 
     x_cp = cp.random.default_rng(seed).random(n, dtype=cp.float32)
     exact = float(cp.sum(x_cp, dtype=cp.float64))
@@ -131,7 +131,7 @@ def gpu_inputs(n: int = SWEEP_N, seed: int = 0):
 
 def time_cupy_sum(x_cp, repeat: int = 20, number: int = FLIGHT_NUMBER):
     """``cupy.sum`` (NVIDIA's CUB) of ``x_cp``, timed with CUDA events; ``nbytes`` = bytes read."""
-    import cupy as cp
+    import cupy as cp  # optional: the GPU extra
 
     return benchmark(lambda: cp.sum(x_cp), nbytes=x_cp.nbytes, repeat=repeat, number=number, label="cupy.sum")
 
@@ -158,7 +158,7 @@ def reduction_sweep(n: int = SWEEP_N, keys: Sequence[str] | None = None,
     if "atomic_per_element" in keys:
         parts.append(sweep_variants(x_nb, ["atomic_per_element"], threads, reference=exact, repeat=3, number=1,
                                     progress=False))
-    import cupy as cp
+    import cupy as cp  # optional: the GPU extra
 
     timing = time_cupy_sum(x_cp)
     result = float(cp.sum(x_cp))

@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from numba import cuda
 
 from .. import backend, gpus
 from ..errors import GPUOnlyError
@@ -142,7 +143,7 @@ def cupy_accelerators() -> str:
     """The routine accelerators CuPy uses (``cub`` means ``cupy.cumsum``, sums and sorts go through CUB)."""
     backend.require_gpu("cupy_accelerators", needs_cupy=True)
     try:
-        from cupy._core import _accelerator
+        from cupy._core import _accelerator  # optional: the GPU extra
 
         names = {v: k for k, v in vars(_accelerator).items() if k.startswith("ACCELERATOR_")}
         return ",".join(names.get(a, str(a)).replace("ACCELERATOR_", "").lower()
@@ -259,7 +260,6 @@ def block_scans_table(n: int = 2**24, threads: Sequence[int] = (128, 256, 512, 1
                       number: int = 5) -> pd.DataFrame:
     """The in-block kernels alone (every block scans its own part, no carry): Hillis-Steele, Blelloch with and
     without padding, warp shuffles, on int32, for several block sizes. ``gbps``: ``8 n`` bytes / time."""
-    from numba import cuda
 
     backend.require_gpu("block_scans_table", needs_cupy=True)
     x = random_values(n, np.int32)
@@ -382,7 +382,7 @@ def spmv_table(matrices=None, methods: Sequence[str] = tuple(sk.SPMV_METHODS), *
     """Every SpMV kernel and ``cupyx.scipy.sparse``'s (cuSPARSE) on each matrix: effective bandwidth
     (:func:`~labhelpers.kernels.scan.spmv_bytes` / time) and the largest error relative to the float64 bound."""
     backend.require_gpu("spmv_table", needs_cupy=True)
-    import cupyx.scipy.sparse as cps
+    import cupyx.scipy.sparse as cps  # optional: the GPU extra
 
     matrices = matrices if matrices is not None else bench_matrices()
     rows = []
@@ -410,7 +410,6 @@ def spmv_table(matrices=None, methods: Sequence[str] = tuple(sk.SPMV_METHODS), *
 def histogram_table(n: int = 2**26, bins: Sequence[int] = (16, 256, 1024), *, repeat: int = 10,
                     number: int = 5) -> pd.DataFrame:
     """Global against shared-memory atomics for uniform values and for values all in one bin."""
-    from numba import cuda
 
     backend.require_gpu("histogram_table", needs_cupy=True)
     rows = []

@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from numba import cuda
 
 from .. import backend
 from ..arrays import as_device
@@ -44,6 +45,7 @@ from ..models import stencil as model
 from ..roofline.measure import time_copy
 from ..timing import benchmark, wall_time
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
+from .. import roofline as rl
 
 #: Jacobi configurations timed: (variant, block x, block y).
 JACOBI_CONFIGS: tuple[tuple[str, int, int], ...] = (
@@ -115,8 +117,6 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
     t = time_copy(u0, repeat=repeat, number=number)  # the one copy measurement: bytes read + written
     rows.append(_extra("copy", t, n))
     if fma_peak:
-        from .. import roofline as rl
-
         peak = rl.measure_fma_peak(np.float32)
         rows.append({"kernel": "fp32 FMA peak", "variant": "fp32 FMA peak", "block_x": float("nan"),
                      "block_y": float("nan"), "rows_per_thread": float("nan"), "n": n, "median_ms": float("nan"),
@@ -147,7 +147,7 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
     compared with CuPy's: ``max_abs_diff``.
     """
     backend.require_gpu("filters_table", needs_cupy=True)
-    from cupyx.scipy import ndimage as cnd
+    from cupyx.scipy import ndimage as cnd  # optional: the GPU extra
 
     img = cp.random.default_rng(1).random((n, n), dtype=cp.float32)
     img_nb = as_device(img)
@@ -187,7 +187,7 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
 
 def _partition_equal_gpu(a, b) -> bool:
     """:func:`~labhelpers.kernels.stencil.same_partition` on the GPU (CuPy arrays)."""
-    import cupy as cp
+    import cupy as cp  # optional: the GPU extra
 
     a = a.ravel().astype(cp.int64)
     b = b.ravel().astype(cp.int64)
@@ -211,8 +211,8 @@ def ccl_table(n: int = 4096, densities: Sequence[float] = DENSITIES, *, repeat: 
     is checked against CuPy's up to renaming, and ours against SciPy's exactly after renumbering.
     """
     backend.require_gpu("ccl_table", needs_cupy=True)
-    from cupyx.scipy import ndimage as cnd
-    from scipy import ndimage as snd
+    from cupyx.scipy import ndimage as cnd  # optional: the GPU extra
+    from scipy import ndimage as snd  # SciPy is slow to import: only where a CPU yardstick needs it
 
     rows = []
     for density in densities:
@@ -285,7 +285,6 @@ def stencil3d_table(n: int = 512, configs: Sequence[tuple[str, tuple[int, ...]]]
     device-to-device copy of one volume, bytes read + written, the same 8 n^3).
     """
     backend.require_gpu("stencil3d_table", needs_cupy=True)
-    from numba import cuda
 
     rng = np.random.default_rng(0)
     small = (rng.random(check_shape, dtype=np.float32) * 100).astype(np.float32)
@@ -333,7 +332,6 @@ def convergence_table(n: int = 4096, steps: int = 200, check_every: Sequence[int
     for the GPU) and ``ms_per_step``. Device and host runs are checked to end on the same field.
     """
     backend.require_gpu("convergence_table", needs_cupy=True)
-    from numba import cuda
 
     u0 = st.hot_plate(n, n, top=100.0)
     rows = []
@@ -401,7 +399,7 @@ def uf_shapes_table(n: int = 4096, *, repeat: int = 10, number: int = 3) -> pd.D
     ``ns_per_pixel`` (median time per foreground pixel).
     """
     backend.require_gpu("uf_shapes_table", needs_cupy=True)
-    from cupyx.scipy import ndimage as cnd
+    from cupyx.scipy import ndimage as cnd  # optional: the GPU extra
 
     rows = []
     for name, mask_h in ccl_shapes(n).items():

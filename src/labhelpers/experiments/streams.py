@@ -32,6 +32,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from numba import cuda
 
 from .. import backend, validate
 from ..errors import ArgumentError
@@ -40,6 +41,7 @@ from ..launch import blocks_for
 from ..models import streams as model
 from ..timing import benchmark
 from .memory import transfer_sweep
+from ..kernels import stopwatch
 
 #: Transfer sizes of the link sweep: 4 B to 1 GiB in factors of 4.
 TRANSFER_SIZES: tuple[int, ...] = tuple(4**k * 4 for k in range(15))
@@ -61,8 +63,6 @@ _MODEL = "The chapter shows reference data and the model instead."
 
 
 def _cuda():
-    from numba import cuda
-
     return cuda
 
 
@@ -612,14 +612,14 @@ def _prefetch(array, device: int, nbytes: int) -> str:
     ptr = int(array.__cuda_array_interface__["data"][0])
     errors = []
     try:
-        import cupy
+        import cupy  # optional: the GPU extra
 
         cupy.cuda.runtime.memPrefetchAsync(ptr, nbytes, device, 0)
         return "cupy.cuda.runtime.memPrefetchAsync"
     except Exception as exc:
         errors.append(f"cupy: {type(exc).__name__}: {exc}")
     try:
-        from cuda.bindings import driver as cu
+        from cuda.bindings import driver as cu  # the CUDA driver's bindings: used only on a GPU
 
         loc = cu.CUmemLocation()
         loc.type = (cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST if device < 0
@@ -836,7 +836,6 @@ def graph_table(launches: Sequence[int] = GRAPH_LAUNCHES, n: int = GRAPH_N, *, r
     """
     backend.require_gpu("graph_table", because=_STREAMS, instead=_MODEL, needs_cupy=True)
     import cupy  # optional: the GPU extra (checked above)
-    from numba import cuda
 
     n = validate.integer(n, "n", minimum=1)
     repeat = validate.integer(repeat, "repeat", minimum=1)
@@ -891,9 +890,7 @@ def events_table(trials: int = 20, n: int = 2**22, iters: int = 2000, sleep_ms: 
     and what the consumer of :func:`~labhelpers.kernels.streams.run_producer_consumer` reads without it. GPU only.
     """
     backend.require_gpu("events_table", because=_STREAMS, instead=_MODEL)
-    from numba import cuda
 
-    from ..kernels import stopwatch
 
     s1, s2 = cuda.stream(), cuda.stream()
     steps = stopwatch.sleep_steps(sleep_ms)
@@ -954,9 +951,7 @@ def queue_rows_here(spec: dict) -> list[dict]:
     launch to the last stream's synchronisation (host clock, median of ``repeat``).
     """
     backend.require_gpu("queue_rows_here", because=_STREAMS, instead=_MODEL)
-    from numba import cuda
 
-    from ..kernels import stopwatch
 
     connections = int(os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", model.DEFAULT_CONNECTIONS))
     per = int(spec["kernels_per_stream"])

@@ -508,7 +508,7 @@ class LastBlockSum:
             raise ArrayArgumentError("x is empty: pass at least one value to sum")
         self.kernel = make_sum_last_block(self.fence)
         if self.blocks is None:
-            from .reduction import resident_blocks
+            from .reduction import resident_blocks  # here, not at the top: chapter 13's stored race report quotes this module's line numbers
 
             grid = SIM_SUM_BLOCKS if backend.is_simulator() else resident_blocks(SUM_THREADS)
             self.blocks = max(1, min(grid, -(-self.n // (SUM_THREADS * SUM_UNROLL))))
@@ -1062,7 +1062,7 @@ def wait_loop_ptx(which: str) -> str:
     """
     _choice(which, "wait loop", ("plain", "atomic"))
     backend.require_gpu("compiling to PTX", because="needs the CUDA compiler, which the simulator does not have")
-    from numba import types
+    from numba import types  # the compiler's types: here, not at the top, as this module's line numbers are quoted
 
     sig = (types.int32[::1], types.int32[::1])
     ptx, _ = cuda.compile_ptx(wait_plain if which == "plain" else wait_atomic, sig)

@@ -168,7 +168,7 @@ def copy_row(dst: Any, dst_row: int, src: Any, src_row: int, stream: Any) -> Non
     if backend.is_simulator():
         dst[dst_row].copy_to_device(src[src_row], stream=stream)
         return
-    from cuda.bindings import driver as cu
+    from cuda.bindings import driver as cu  # the CUDA driver's bindings: used only on a GPU
 
     pitch = int(src.shape[1]) * src.dtype.itemsize
     result = cu.cuMemcpyAsync(_device_pointer(dst) + dst_row * pitch, _device_pointer(src) + src_row * pitch, pitch,
@@ -187,7 +187,7 @@ def enable_peer_access(devices: Sequence[int]) -> dict[tuple[int, int], bool]:
     ids = sorted(set(use_devices(devices)))
     if backend.is_simulator() or len(ids) < 2:
         return {}
-    from cuda.bindings import driver as cu
+    from cuda.bindings import driver as cu  # the CUDA driver's bindings: used only on a GPU
 
     contexts = {}
     for d in ids:

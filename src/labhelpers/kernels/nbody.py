@@ -136,7 +136,7 @@ def _rsqrt_python(x):
 def _numba_simulates() -> bool:
     """Whether ``numba.cuda`` is the simulator in this process (also in a child process that the race
     detector starts from a GPU process, where labhelpers' own backend setting says "gpu")."""
-    from numba.cuda.core import config
+    from numba.cuda.core import config  # numba-cuda's config: read after the backend is chosen
 
     return bool(config.ENABLE_CUDASIM)
 

@@ -49,6 +49,8 @@ from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LabError
 from ..launch import blocks_for
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
 from . import matmul as mm
+from ..source import source_of
+from .. import device as device_mod
 
 #: The listing files, in the order the chapter shows them.
 LISTINGS: tuple[str, ...] = ("saxpy.cu", "saxpy.cl", "saxpy_acc.c", "matmul_tiled.cu", "matmul_tiled.cl",
@@ -124,15 +126,15 @@ def listing_function(name: str, function: str) -> str:
 
 def show_listing(name: str, function: str | None = None):
     """Display listing ``name`` (or one ``function`` of it), highlighted as C."""
-    from IPython.display import Code
+    from IPython.display import Code  # notebook display only
 
     return Code(listing(name) if function is None else listing_function(name, function), language="c")
 
 
 def _highlight(code: str, language: str) -> str:
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import get_lexer_by_name
+    from pygments import highlight  # notebook display only
+    from pygments.formatters import HtmlFormatter  # notebook display only
+    from pygments.lexers import get_lexer_by_name  # notebook display only
 
     lexer = get_lexer_by_name({"opencl": "c", "cuda": "cuda", "openacc": "c"}.get(language, language))
     formatter = HtmlFormatter(noclasses=True, nowrap=True, style="default")
@@ -158,14 +160,12 @@ def side_by_side_html(panels: Sequence[tuple[str, str, str]], columns: int = 2) 
 
 
 def _numba_source(obj) -> str:
-    from ..source import source_of
-
     return source_of(obj)
 
 
 def side_by_side(kernel: str = "saxpy", columns: int = 2):
     """Display the same kernel in each model, side by side: ``"saxpy"`` or ``"matmul"``."""
-    from IPython.display import HTML
+    from IPython.display import HTML  # notebook display only
 
     validate.choice(kernel, "kernel", ("saxpy", "matmul"))
     if kernel == "saxpy":
@@ -845,9 +845,7 @@ def toolchain_status() -> pd.DataFrame:
         rows.append({"model": "CUDA C", "runs": False, "where": "no GPU (simulator): reference data shown"})
         rows.append({"model": "Numba CUDA", "runs": True, "where": "Numba's CUDA simulator (correctness only)"})
     else:
-        from ..device import device_info
-
-        name = device_info().name
+        name = device_mod.device_info().name
         try:
             backend.require_gpu("CUDA C", because=NVRTC, needs_cupy=True)
             rows.append({"model": "CUDA C", "runs": True, "where": f"{name} (NVRTC through CuPy)"})

@@ -42,6 +42,8 @@ from .. import backend, validate
 from ..launch import ConfiguredKernel, blocks_for
 from ..arrays import as_device
 from ..errors import GPUOnlyError, LabError, LaunchConfigError
+from .. import device as device_mod
+from ..models.occupancy import device_limits
 
 #: Largest block: the size of the statically allocated shared array of the classic kernels.
 MAX_THREADS = 1024
@@ -652,10 +654,8 @@ def resident_blocks(threads: int, kernel=None) -> int:
     if kernel is not None and getattr(kernel, "overloads", None):
         overload = next(iter(kernel.overloads.values()))
         return int(overload.max_cooperative_grid_blocks(threads))
-    from ..device import device_info
-    from ..models.occupancy import device_limits
 
-    info = device_info()
+    info = device_mod.device_info()
     return (info.sm_count or 1) * device_limits(info).resident_blocks(threads)  # this GPU's SM, from its driver
 
 

@@ -71,9 +71,9 @@ def _vector_access():
 
     # The GPU compiler's extension API: only a real GPU backend compiles intrinsics (the simulator runs Python).
     from llvmlite import ir
-    from numba import types
-    from numba.cuda.core.errors import TypingError
-    from numba.cuda.extending import intrinsic
+    from numba import types  # the compiler's extension API: only where an intrinsic is defined
+    from numba.cuda.core.errors import TypingError  # the compiler's extension API: only where an intrinsic is defined
+    from numba.cuda.extending import intrinsic  # the compiler's extension API: only where an intrinsic is defined
 
     v2f64 = ir.VectorType(ir.DoubleType(), 2)
     lane = [ir.Constant(ir.IntType(32), k) for k in (0, 1)]

@@ -955,8 +955,8 @@ def grayscale(rgb) -> np.ndarray:
 
 def sample_photo() -> np.ndarray:
     """The grayscale portrait of Grace Hopper that Matplotlib ships (600 x 512, float32 in [0, 1]; no download)."""
-    import matplotlib.cbook as cbook
-    import matplotlib.image as mimage
+    import matplotlib.cbook as cbook  # here, not at the top: chapter 9's stored race report quotes line numbers
+    import matplotlib.image as mimage  # (as above)
 
     path = cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
     return grayscale(mimage.imread(path))
@@ -1317,7 +1317,7 @@ def propagation_steps_reference(mask, max_steps: int | None = None) -> tuple[np.
 
 def label_reference(mask) -> np.ndarray:
     """``scipy.ndimage.label`` (4-connectivity) renumbered to this module's convention (1 + first flat index)."""
-    from scipy import ndimage
+    from scipy import ndimage  # SciPy is slow to import: only where a CPU yardstick needs it
 
     seq, _count = ndimage.label(np.asarray(mask) != 0)
     return min_index_labels(seq)

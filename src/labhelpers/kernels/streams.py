@@ -248,7 +248,7 @@ def copy_async(direction: str, dst: int, src: int, nbytes: int, stream) -> None:
     nbytes = validate.integer(nbytes, "nbytes", minimum=1)
     if backend.is_simulator():
         raise GPUOnlyError("copy_async calls the CUDA driver, which the simulator does not have.")
-    from cuda.bindings import driver as cu
+    from cuda.bindings import driver as cu  # the CUDA driver's bindings: used only on a GPU
 
     call = cu.cuMemcpyHtoDAsync if direction == "H2D" else cu.cuMemcpyDtoHAsync
     result = call(int(dst), int(src), int(nbytes), int(stream.handle))
@@ -357,7 +357,7 @@ def is_page_locked(a) -> bool:
     if backend.is_simulator():
         raise GPUOnlyError("the simulator has no page-locked memory (cuda.pinned_array returns an ordinary NumPy "
                            "array there): whether a buffer is pinned can only be asked on a GPU.")
-    from numba.cuda.cudadrv.driver import PinnedMemory
+    from numba.cuda.cudadrv.driver import PinnedMemory  # the GPU driver's internals: used only on a GPU
 
     obj, seen = a, 0
     while obj is not None and seen < 32:  # a view's base is its array, whose base is the pinned allocation
@@ -366,7 +366,7 @@ def is_page_locked(a) -> bool:
         obj = getattr(obj, "base", None) if not isinstance(obj, memoryview) else obj.obj
         seen += 1
     try:  # memory pinned some other way (cuda.pinned(...), cudaHostRegister): the driver knows its flags
-        from cuda.bindings import driver as cu
+        from cuda.bindings import driver as cu  # the CUDA driver's bindings: used only on a GPU
 
         err, _flags = cu.cuMemHostGetFlags(int(a.ctypes.data))
         return int(err) == 0

@@ -34,11 +34,13 @@ from typing import Iterable
 
 import numpy as np
 import pandas as pd
+from numba import cuda
 
 from .. import validate
 from ..device import DeviceInfo, device_info
 from ..refdata import load_reference
 from ..errors import GPUOnlyError, LaunchConfigError
+from .. import backend
 
 #: The four resources, in the order they are reported.
 THREADS, BLOCKS, REGISTERS, SHARED = "threads", "blocks", "registers", "shared memory"
@@ -271,8 +273,6 @@ def device_limits(info: DeviceInfo | None = None) -> SMLimits:
 def _reserved_shared(default: int) -> int:
     """The driver's reserved shared memory per block, when it reports it."""
     try:
-        from numba import cuda
-
         return int(cuda.get_current_device().RESERVED_SHARED_MEMORY_PER_BLOCK)
     except Exception:  # older driver or numba-cuda without the attribute
         return default
@@ -490,7 +490,6 @@ def waves(blocks: int, blocks_per_sm: int, sm_count: int) -> pd.DataFrame:
 # --------------------------------------------------------------------------- the driver's answer (GPU only)
 def _overload(kernel, signature=None):
     """The compiled kernel (numba-cuda's ``_Kernel``) for ``signature``, or the only one compiled."""
-    from .. import backend
 
     if backend.is_simulator():
         raise GPUOnlyError(
@@ -540,7 +539,6 @@ def driver_blocks_per_sm(kernel, threads_per_block: int, dynamic_shared: int = 0
     This is ``cuOccupancyMaxActiveBlocksPerMultiprocessor``, reached through numba-cuda's
     ``cuda.current_context().get_active_blocks_per_multiprocessor(cufunc, threads, dynamic_shared)``.
     """
-    from numba import cuda
 
     ov = _overload(kernel, signature)
     cufunc = ov.library.get_cufunc()

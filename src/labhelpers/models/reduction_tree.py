@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 WARP = 32
 BANKS = 32
@@ -168,8 +169,6 @@ def tree_levels(variant: int, block: int) -> list[TreeLevel]:
 
 def level_table(variant: int, block: int):
     """A DataFrame with one row per level: stride, adding threads, warps, divergence, bank conflicts."""
-    import pandas as pd
-
     return pd.DataFrame([lv.summary() for lv in tree_levels(variant, block)])
 
 

@@ -42,10 +42,10 @@ def _vector_access4():
 
         return load4, store4
 
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.core.errors import TypingError
-    from numba.cuda.extending import intrinsic
+    from llvmlite import ir  # the compiler's extension API: only where an intrinsic is defined
+    from numba import types  # the compiler's extension API: only where an intrinsic is defined
+    from numba.cuda.core.errors import TypingError  # the compiler's extension API: only where an intrinsic is defined
+    from numba.cuda.extending import intrinsic  # the compiler's extension API: only where an intrinsic is defined
 
     ok = (types.int32, types.uint32, types.float32)
 
