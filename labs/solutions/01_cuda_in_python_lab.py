@@ -51,3 +51,13 @@ def choose_threads():
     # Blocks of 32 threads cap an SM at 32 blocks = 1024 threads, half of its 2048: half the latency hiding.
     # 256 fills an SM with 8 blocks and leaves room for whole blocks on every GPU.
     return 256
+
+
+@cuda.jit
+def scale_2d_bug(a, alpha, out):
+    """out[row, col] = alpha * a[row, col]: find the bug (fix it by adding lines)."""
+    col, row = cuda.grid(2)
+    if col >= out.shape[1]:  # the rounded-up grid has threads right of the last column too
+        return
+    if row < out.shape[0]:
+        out[row, col] = alpha * a[row, col]

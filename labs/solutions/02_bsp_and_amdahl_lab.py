@@ -56,3 +56,11 @@ def choose_blocks_per_sm():
     """Blocks of 256 threads per SM for grid_stride_update. Prediction: ..."""
     # 8 blocks of 256 fill an SM of 2048 threads; 16 give each SM a second block ready when one finishes.
     return 16
+
+
+def processors_for(s, target):
+    """Processors Amdahl's law needs for speedup `target` at serial fraction `s`: find the bug (add lines)."""
+    if s * target >= 1:  # the speedup never reaches 1 / s: out of reach
+        return float("inf")
+    n = (1 - s) / (1 / target - s)
+    return n

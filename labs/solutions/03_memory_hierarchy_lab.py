@@ -68,3 +68,19 @@ def transpose_tiled(a, out):
     for k in range(0, TILE, TILE_ROWS):
         if out_row + k < out.shape[0] and out_col < out.shape[1]:
             out[out_row + k, out_col] = tile[tx, ty + k]
+
+
+@cuda.jit
+def transpose_tiled_bug(a, out):
+    """out[c, r] = a[r, c] through a padded shared tile: find the bug (fix it by adding a line)."""
+    tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    for k in range(0, TILE, TILE_ROWS):
+        r, c = cuda.blockIdx.y * TILE + ty + k, cuda.blockIdx.x * TILE + tx
+        if r < a.shape[0] and c < a.shape[1]:
+            tile[ty + k, tx] = a[r, c]
+    cuda.syncthreads()  # RAW: the whole tile is written before anyone reads another thread's element
+    for k in range(0, TILE, TILE_ROWS):
+        r, c = cuda.blockIdx.x * TILE + ty + k, cuda.blockIdx.y * TILE + tx
+        if r < out.shape[0] and c < out.shape[1]:
+            out[r, c] = tile[tx, ty + k]

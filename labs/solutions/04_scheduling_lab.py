@@ -62,3 +62,15 @@ def choose_threads():
     """Threads per block for chapter 4's scale kernel, chosen with blocks_per_sm."""
     # blocks_per_sm(256, 22, 0) = 8: 64 of 64 warp slots; 32 threads stop at 32 blocks = half the slots.
     return 256
+
+
+def resident_blocks(threads, registers, shared):
+    """Resident blocks per SM on the lab's H100 SM: find the bug (fix it by adding lines)."""
+    warps_per_block = math.ceil(threads / 32)
+    blocks = min(64 // warps_per_block, 32)
+    regs_per_warp = math.ceil(registers * 32 / 256) * 256
+    if regs_per_warp:
+        blocks = min(blocks, (65536 // regs_per_warp) // warps_per_block)
+    shared_allocated = math.ceil((shared + 1024) / 128) * 128  # the block's shared memory, reserve included
+    blocks = min(blocks, (228 * 1024) // shared_allocated)
+    return blocks

@@ -103,3 +103,21 @@ def choose_threads():
     """Threads per block for reduce_first_add (a power of two, 32 to 1024)."""
     # 128: enough loads in flight per SM, a short tree, few idle threads in its last levels.
     return 128
+
+
+@cuda.jit
+def reduce_tree_bug(x, partial):
+    """partial[block] = the sum of the block's elements: find the bug (fix it by adding a line)."""
+    s = cuda.shared.array(1024, float32)
+    tid = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[tid] = x[i] if i < x.size else float32(0)
+    cuda.syncthreads()  # RAW: every element is in shared memory before the first level reads it
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if tid < stride:
+            s[tid] += s[tid + stride]
+        cuda.syncthreads()  # RAW: this level's sums are written before the next level reads them
+        stride //= 2
+    if tid == 0:
+        partial[cuda.blockIdx.x] = s[0]

@@ -53,3 +53,10 @@ def choose_threads():
     """Threads per block for read_sum (a power of two, 32 to 1024)."""
     # I = 1/4 flop/byte is far left of the ridge: memory bound; 256 threads fill every SM with one wave.
     return 256
+
+
+def roofline_time_bug(flops, nbytes, bandwidth_gbs, peak_gflops):
+    """The roofline's lower bound on a kernel's time, in ms: find the bug (fix it by adding lines)."""
+    seconds = nbytes / (bandwidth_gbs * 1e9)
+    seconds = max(seconds, flops / (peak_gflops * 1e9))  # the compute roof bounds it too
+    return seconds * 1e3

@@ -86,3 +86,29 @@ def leapfrog_step(pos_d, vel_d, acc_d, dt, eps2, forces):
     nb.drift[blocks, threads](pos_d, vel_d, full)
     forces(pos_d, eps2, acc_d)
     nb.kick[blocks, threads](vel_d, acc_d, half)
+
+
+@cuda.jit(fastmath=True)
+def nbody_tiled_bug(pos, eps2, acc):
+    """acc[i] = the acceleration of body i, one shared tile of bodies at a time: find the bug (add a line)."""
+    sh = cuda.shared.array((TILE, 4), float32)
+    i = cuda.grid(1)
+    t = cuda.threadIdx.x
+    n = pos.shape[0]
+    k = min(i, n - 1)  # a thread without a body computes for the last one and writes nothing
+    ax, ay, az = float32(0), float32(0), float32(0)
+    for start in range(0, n, TILE):
+        j = start + t
+        for c in range(4):
+            sh[t, c] = pos[j, c] if j < n else float32(0)
+        cuda.syncthreads()  # RAW: the tile is in shared memory before anyone reads it
+        for b in range(TILE):
+            fx, fy, fz = nb.body_body(pos[k, 0], pos[k, 1], pos[k, 2], sh[b, 0], sh[b, 1], sh[b, 2], sh[b, 3], eps2)
+            ax += fx
+            ay += fy
+            az += fz
+        cuda.syncthreads()  # WAR: everyone has read the tile before the next trip overwrites it
+    if i < n:
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az

@@ -70,3 +70,22 @@ def choose_chunks_streams():
     """(chunks, streams) for chunked_pipeline. Prediction: ..."""
     # predict_ms flattens past about 8 chunks; 3 streams keep H2D, kernel and D2H of three chunks in flight.
     return (8, 3)
+
+
+def pipeline_bug(h_in, h_out, chunks, streams):
+    """h_out = fma_chain(h_in) in chunks, copies and kernels overlapped on streams: find the bug (add lines)."""
+    n = h_in.size
+    d_in = cuda.device_array(n, dtype=np.float32)
+    d_out = cuda.device_array(n, dtype=np.float32)
+    pool = [cuda.stream() for _ in range(streams)]
+    size = n // chunks
+    for c in range(chunks):
+        s = pool[c % streams]
+        lo, hi = c * size, (c + 1) * size
+        if c == chunks - 1:  # the last chunk takes the remainder: chunks need not divide n
+            hi = n
+        d_in[lo:hi].copy_to_device(h_in[lo:hi], stream=s)
+        fma_chain[max(1, (hi - lo + THREADS - 1) // THREADS), THREADS, s](d_in[lo:hi], d_out[lo:hi], A, B, LAB_ITERS)
+        d_out[lo:hi].copy_to_host(h_out[lo:hi], stream=s)
+    for s in pool:
+        s.synchronize()

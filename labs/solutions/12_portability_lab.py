@@ -65,3 +65,29 @@ def opencl_names():
         "blockIdx.x * blockDim.x + threadIdx.x": "get_global_id(0)",
         "gridDim.x": "get_num_groups(0)",
     }
+
+
+def choose_local_size():
+    """Work-items per work-group for your diff kernel."""
+    # 256: eight work-groups fill an SM of 2048 work-items, whole warps, and the size the chapter timed.
+    return 256
+
+
+def transpose_opencl_bug():
+    return r"""
+__kernel void transpose(const int rows, const int cols,
+                        __global const float *in, __global float *out)
+{
+    __local float tile[TILE][TILE + 1];
+    int lx = get_local_id(0), ly = get_local_id(1);
+    int x = get_group_id(0) * TILE + lx;
+    int y = get_group_id(1) * TILE + ly;
+    if (x < cols && y < rows)
+        tile[ly][lx] = in[y * cols + x];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    x = get_group_id(1) * TILE + lx;
+    y = get_group_id(0) * TILE + ly;
+    if (x < rows && y < cols)
+        out[y * rows + x] = tile[lx][ly];
+}
+"""

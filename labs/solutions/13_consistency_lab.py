@@ -114,3 +114,18 @@ def choose_threads():
     """Threads per block for count_block (a power of two, 32 to 1024)."""
     # 2^24 hits: one global atomic per 256 hits instead of one per hit.
     return 256
+
+
+@cuda.jit
+def count_block_bug(x, threshold, counter):
+    """counter[0] += the elements of x above threshold, one global atomic per block: find the bug (add a line)."""
+    hits = cuda.shared.array(1, int32)
+    i = cuda.grid(1)
+    if cuda.threadIdx.x == 0:
+        hits[0] = 0
+    cuda.syncthreads()  # RAW: the zero is written before anyone adds to it
+    if i < x.size and x[i] > threshold:
+        cuda.atomic.add(hits, 0, 1)
+    cuda.syncthreads()  # RAW: every thread's hit is in before thread 0 reads the total
+    if cuda.threadIdx.x == 0 and hits[0] > 0:
+        cuda.atomic.add(counter, 0, hits[0])

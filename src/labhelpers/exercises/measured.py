@@ -113,7 +113,7 @@ def can_time() -> bool:
 
 
 def check(ex: MeasuredExercise, choice: Any, *, correct: Callable[[], None],
-          race: Callable[[], tuple[Timing, Timing]]) -> Verdict:
+          race: Callable[[], tuple[Timing, Timing]], timeable: Callable[[], bool] | None = None) -> Verdict:
     """Check correctness, then (on a GPU) time the choice against the yardstick; print what was found.
 
     Args:
@@ -121,15 +121,16 @@ def check(ex: MeasuredExercise, choice: Any, *, correct: Callable[[], None],
         choice: the student's choice (printed, and passed to ``ex.reference``).
         correct: raises CheckFailed when the student's code is wrong (the harness); prints its own line.
         race: times the student's choice and the yardstick, in that order, in the same run (GPU only).
+        timeable: whether ``race`` can run here (default :func:`can_time`); e.g. "a GPU and a second one".
 
     Raises:
         CheckFailed: the code is wrong (the harness's class), or the ratio is below the target
             (:data:`BELOW_TARGET`, with both numbers).
     """
     correct()
-    if not can_time():
+    if not (timeable() if timeable is not None else can_time()):
         print(f"Reference: {ex.reference(choice)}")
-        print(f"Not timed here (no GPU): {ex.promise()}")
+        print(f"Not timed here ({'no GPU' if not can_time() else 'not on this machine'}): {ex.promise()}")
         return Verdict(passed=True, ratio=None, text=ex.promise())
     student, yardstick = race()
     result = verdict(ex, choice, student, yardstick)

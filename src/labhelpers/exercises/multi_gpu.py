@@ -10,10 +10,14 @@ from typing import Callable
 
 import numpy as np
 
+from .. import refdata
+from ..experiments import multi_gpu as experiments
 from ..kernels import multi_gpu as kmg
 from ..models import multi_gpu as model
+from ..timing import CLOCK_HOST, Timing
 from . import answers
 from . import harness as h
+from . import measured
 
 #: Message classes.
 GHOST_NOT_WRITTEN = "Ghost row never written"
@@ -166,3 +170,72 @@ def check_prediction(predict_step_ms: Callable) -> None:
 __all__ = ["BUSBW_CASES", "GHOST_NOT_WRITTEN", "OFF_BY_ONE", "OUTER_GHOST", "OWNED_ROW_CHANGED", "PREDICTION_CASES",
            "PREDICTION_MACHINE", "SERIAL_TIME", "SPLITS", "WRONG_FACTOR", "WRONG_MODEL", "WRONG_ROW", "WRONG_UNITS",
            "check_busbw", "check_exchange_halos", "check_prediction"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Grid rows the measured exercise accepts (the grid is ``rows x TUNED_NX``), and its columns.
+TUNED_ROWS: tuple[int, ...] = (256, 1024, 4096, 16384)
+TUNED_NX = experiments.JACOBI_NX
+#: The measured 2-GPU speedup to reach (one grid, strong scaling, halo exchange overlapped).
+SPEEDUP_TARGET = 1.6
+#: Steps timed per point.
+TUNED_STEPS = 20
+
+
+def predicted_speedup(predict_step_ms: Callable, rows: int, nx: int = TUNED_NX) -> float:
+    """Your model's 2-GPU speedup of a ``rows x nx`` grid on the lab's machine (:data:`PREDICTION_MACHINE`)."""
+    m = PREDICTION_MACHINE
+    one, two = (answers.number(answers.call(predict_step_ms, "predict_step_ms", rows, nx, g, True, m["mem_gbs"],
+                                            m["link_gbs"], m["latency_us"]), f"predict_step_ms({rows}, {nx}, {g}, "
+                                                                             "True, ...)") for g in (1, 2))
+    return one / two
+
+
+def _scaling_reference(rows: int) -> str:
+    missing = experiments.missing_sentence("jacobi_scaling", (2,))
+    if missing:
+        return f"no 2-GPU measurement is shipped: {missing}"
+    ref = refdata.load_reference(experiments.reference_name("jacobi_scaling", 2))
+    t = ref.table
+    row = t[(t["mode"] == "strong") & (t["overlap"]) & (t["gpus"] == 2)].iloc[0]
+    return measured.reference_text(ref, f"a grid of {int(row.ny)} x {int(row.nx)} (not your {rows} rows) ran "
+                                        f"{float(row.speedup):.2f} times faster on 2 GPUs than on one")
+
+
+SCALING_TUNED = measured.MeasuredExercise(
+    name="your grid for 2 GPUs", target=SPEEDUP_TARGET,
+    measures=f"a Jacobi step of your grid (rows x {TUNED_NX}) split over 2 GPUs, halo exchange overlapped",
+    yardstick="the same grid on one GPU (ratio: the measured speedup)", reference=_scaling_reference)
+
+
+def _two_gpus() -> bool:
+    """Whether the race can run: a GPU, and a second one."""
+    return measured.can_time() and kmg.gpu_count() >= 2
+
+
+def _race_scaling(rows: int) -> tuple[Timing, Timing]:
+    table = experiments.jacobi_scaling_table((0, 1), ny=rows, nx=TUNED_NX, steps=TUNED_STEPS, modes=("strong",))
+    t = table[table["overlap"]].set_index("gpus")["step_ms"]
+    def timing(g: int) -> Timing:
+        return Timing(f"{g} GPU(s)", times_ms=(float(t.loc[g]),), clock=CLOCK_HOST)
+    return timing(2), timing(1)
+
+
+def check_two_gpu_rows(predict_step_ms: Callable, choose_rows: Callable) -> measured.Verdict:
+    """Measured exercise (predict, then measure): ``choose_rows()`` returns the rows of a ``rows x 16384`` grid that
+    2 GPUs should run :data:`SPEEDUP_TARGET` times faster than one. Your ``predict_step_ms`` (exercise 3) is checked
+    first and its speedup printed; on a machine with 2 GPUs the split Jacobi step is timed on 1 and 2 GPUs in the
+    same run; with one GPU or the simulator the check says what would be measured.
+
+    Raises:
+        CheckFailed: the prediction is wrong, the choice is not allowed, or the measured speedup is short.
+    """
+    rows = measured.choose(choose_rows, "choose_rows", TUNED_ROWS)
+
+    def correct() -> None:
+        check_prediction(predict_step_ms)
+        print(f"Your model predicts a 2-GPU speedup of {predicted_speedup(predict_step_ms, rows):.2f} for a grid of "
+              f"{rows} x {TUNED_NX} on the lab's machine (no host issue cost in the model).")
+
+    return measured.check(SCALING_TUNED, rows, correct=correct, race=lambda: _race_scaling(rows), timeable=_two_gpus)

@@ -25,8 +25,13 @@ from numba import cuda, float32, types  # module global: the simulator swaps `cu
 from .. import backend
 from ..checkers import NUMBA_TRACE_LIMIT
 from ..errors import CheckFailed
+from ..experiments import nbody as experiments
 from ..kernels import nbody as nb
+from ..launch import blocks_for
+from ..refdata import load_reference
+from ..timing import Timing, benchmark
 from . import harness as h
+from . import measured
 
 #: Bodies tried by the kernel checkers beyond the harness's own sizes.
 SIZES_GPU: tuple[int, ...] = (1000, 4097)
@@ -266,3 +271,67 @@ def check_leapfrog(step: Callable) -> None:
 
 __all__ = ["check_interaction", "check_leapfrog", "check_naive", "check_tiled", "interaction_exercise",
            "naive_exercise", "tiled_exercise"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Bodies the tiled kernel is timed on (GPU): the size of the chapter's tuning sweep (reference ``ch08_tuning``).
+TUNED_N = 2**18
+#: The share of the chapter's best configuration's interactions/s to reach: the chapter's tiled kernel without
+#: unrolling (tile 256, one body per thread) reached about half of it on the reference GPU (``ch08_throughput``).
+TUNED_TARGET = 0.4
+
+
+def _tile_reference(tile: int) -> str:
+    """The reference GPU's tuning sweep at ``tile`` (unroll 4, one body per thread) against the best configuration."""
+    ref = load_reference("ch08_tuning")
+    t = ref.table
+    best = t.loc[t["ginteractions"].astype(float).idxmax()]
+    plain = load_reference("ch08_throughput").table
+    plain = plain[(plain["kernel"] == "tiled 256, unroll 1") & (plain["n"] == TUNED_N)]
+    plain_text = (f"; the chapter's tiled kernel without unrolling (tile 256), like yours, reached "
+                  f"{float(plain['ginteractions'].iloc[0]):,.0f} ('ch08_throughput', ratio "
+                  f"{float(plain['ginteractions'].iloc[0]) / float(best.ginteractions):.2f})" if len(plain) else "")
+    match = t[(t["tile"] == tile) & (t["bodies"] == 1)]
+    if match.empty:
+        what = (f"a tile of {tile} was not measured (the sweep has tiles {sorted(set(t['tile'].astype(int)))}); the "
+                f"chapter's best configuration (tile {int(best.tile)}, {int(best.bodies)} bodies per thread) reached "
+                f"{float(best.ginteractions):,.0f} G interactions/s at n = {int(best.n)}")
+    else:
+        row = match.iloc[0]
+        what = (f"the chapter's tiled kernel (unroll 4, one body per thread) with a tile of {tile} reached "
+                f"{float(row.ginteractions):,.0f} G interactions/s at n = {int(row.n)}, its best configuration "
+                f"(tile {int(best.tile)}, {int(best.bodies)} bodies per thread) {float(best.ginteractions):,.0f}: "
+                f"ratio {float(row.ginteractions) / float(best.ginteractions):.2f}")
+    return measured.reference_text(ref, what + plain_text)
+
+
+TILED_TUNED = measured.MeasuredExercise(
+    name="your nbody_tiled at your TILE", target=TUNED_TARGET,
+    measures=f"your nbody_tiled on {TUNED_N:,} bodies at your TILE, in interactions/s",
+    yardstick=f"the chapter's best configuration ({nb.BEST.label}) on the same bodies", reference=_tile_reference)
+
+
+def _race_tiled(kernel: Any, tile: int) -> tuple[Timing, Timing]:
+    pos = nb.random_bodies(TUNED_N, np.random.default_rng(0))
+    pos_d = cuda.to_device(pos)
+    acc_d = cuda.device_array((TUNED_N, 3), dtype=np.float32)
+    blocks = blocks_for(TUNED_N, tile)
+    eps2 = np.float32(EPS2)
+    student = benchmark(lambda: kernel[blocks, tile](pos_d, eps2, acc_d), flops=nb.flops(TUNED_N), warmup=1,
+                        repeat=3, label=f"your nbody_tiled, TILE {tile}")
+    return student, experiments.time_config(nb.BEST, TUNED_N, repeat=3)
+
+
+def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
+    """Measured exercise: ``kernel`` (exercise 3, checked first with ``tile``, the lab's TILE) must, on a GPU, reach
+    :data:`TUNED_TARGET` of the interactions/s of the chapter's best configuration (``nb.BEST``) on 2^18 bodies,
+    both timed in the same run; under the simulator the reference GPU's tuning sweep at that tile is printed.
+
+    Raises:
+        CheckFailed: the kernel is wrong (the harness's class), the tile is not allowed, or too slow.
+    """
+    h.require_kernel(kernel, "nbody_tiled")
+    tile = measured.allowed(tile, "TILE", TILES)
+    return measured.check(TILED_TUNED, tile, correct=lambda: check_tiled(kernel, tile),
+                          race=lambda: _race_tiled(kernel, tile))

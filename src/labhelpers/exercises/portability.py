@@ -25,6 +25,10 @@ import numpy as np
 from .. import validate
 from ..errors import CheckFailed
 from ..kernels import portability as pt
+from ..refdata import load_reference
+from ..timing import Timing
+from . import harness as h
+from . import measured
 
 #: The awkward sizes of exercise 1 (the lecture notes' list: 1, 31, 257, 1000), with local size 64.
 DIFF_SIZES: tuple[int, ...] = (1, 2, 31, 64, 65, 257, 1000)
@@ -691,3 +695,96 @@ def check_opencl_names(names_fn: Callable[[], dict]) -> None:
 
 __all__ = ["CUDA_NAMES", "DIFF_SIZES", "OPENCL_ANSWERS", "TRANSPOSE_SHAPES", "barrier_problems", "check_diff",
            "check_matvec", "data_clause_problems", "check_opencl_names", "check_transpose", "diff_reference", "matvec_reference"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Work-group sizes the measured exercise accepts, and the size timed on a GPU (NVIDIA's OpenCL).
+TUNED_LOCAL_SIZES: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+TUNED_N = 2**26
+#: Elements the chosen work-group size is checked on (PoCL), one partial work-group included.
+CHOICE_N = 1000
+
+
+def _diff_events(kind: str, source: str, x: np.ndarray, local_size: int, repeat: int) -> tuple[np.ndarray, list[float]]:
+    """Run the kernel ``diff`` of ``source`` on the OpenCL device of ``kind`` once (its result), then time ``repeat``
+    launches with the queue's profiling events (device time, ms)."""
+    cl = pt.opencl_module()
+    target = pt.opencl_target(kind)
+    if local_size > target.device.max_work_group_size:
+        raise h.failure(measured.NOT_ALLOWED, f"choose_local_size() returned {local_size}: {target.name} allows at "
+                                              f"most {target.device.max_work_group_size} work-items in a work-group.")
+    kernel = cl.Kernel(pt.build_opencl(source, kind), "diff")
+    mf = cl.mem_flags
+    n = x.size
+    x_b = cl.Buffer(target.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    d_b = cl.Buffer(target.context, mf.READ_WRITE, size=max(n - 1, 1) * 4)
+    kernel.set_args(np.int32(n), x_b, d_b)
+    size = (pt.global_size(n, local_size),), (local_size,)
+    cl.enqueue_nd_range_kernel(target.queue, kernel, *size).wait()
+    got = np.empty(max(n - 1, 0), np.float32)
+    cl.enqueue_copy(target.queue, got, d_b)
+    target.queue.finish()
+    times = []
+    for _ in range(repeat):
+        ev = cl.enqueue_nd_range_kernel(target.queue, kernel, *size)
+        ev.wait()
+        times.append((ev.profile.end - ev.profile.start) * 1e-6)
+    return got, times
+
+
+def _check_local_size(source: str, local_size: int) -> None:
+    x = np.random.default_rng(13).standard_normal(CHOICE_N).astype(np.float32)
+    got, _ = _diff_events("cpu", source, x, local_size, repeat=0)
+    if not np.allclose(got, diff_reference(x), rtol=1e-6, atol=1e-6):
+        raise h.failure(h.WRONG_VALUES, f"with work-groups of {local_size} your diff kernel is wrong for n = "
+                                        f"{CHOICE_N}: its index must not depend on the work-group size.")
+    print(f"Correct: with work-groups of {local_size} your diff kernel matches NumPy for n = {CHOICE_N} (PoCL).")
+
+
+def _diff_reference(local_size: int) -> str:
+    ref = load_reference("ch12_gpu")
+    t = ref.table
+    ocl = t[(t["kernel"] == "saxpy") & (t["model"] == "OpenCL C")].iloc[0]
+    copy = t[t["kernel"] == "copy"].iloc[0]
+    same = (f"nor work-groups of {local_size} " if local_size != pt.SAXPY_THREADS else "")
+    return measured.reference_text(
+        ref, f"neither the diff kernel {same}was measured; the chapter's OpenCL SAXPY ({ocl['size']}, work-groups of "
+             f"{pt.SAXPY_THREADS}) on {ocl['device']} reached {float(ocl.gbps):,.0f} GB/s, {copy['model']} "
+             f"{float(copy.gbps):,.0f} GB/s: ratio {float(ocl.gbps) / float(copy.gbps):.2f}")
+
+
+DIFF_TUNED = measured.MeasuredExercise(
+    name="your OpenCL diff at your work-group size", target=0.7,
+    measures=f"your diff kernel on NVIDIA's OpenCL, {TUNED_N:,} floats at your work-group size, in GB/s (8 bytes "
+             "per element)",
+    yardstick="the copy ceiling (a CUDA device-to-device copy of the same bytes)", reference=_diff_reference)
+
+
+def _race_diff(source: str, local_size: int) -> tuple[Timing, Timing]:
+    x = np.random.default_rng(0).standard_normal(TUNED_N).astype(np.float32)
+    got, times = _diff_events("gpu", source, x, local_size, repeat=20)
+    if not np.allclose(got[:4096], diff_reference(x[:4097]), rtol=1e-6, atol=1e-6):
+        raise h.failure(h.WRONG_VALUES, "your diff kernel is wrong on the GPU's OpenCL: nothing was timed.")
+    nbytes = 8 * TUNED_N
+    student = Timing(f"your diff, work-groups of {local_size}", times_ms=tuple(times), nbytes=nbytes)
+    return student, measured.time_copy_of(nbytes)
+
+
+def check_diff_local_size(source_fn: Callable[[], str], global_size_fn: Callable[[int, int], int],
+                          choose_local_size: Callable[[], int]) -> measured.Verdict:
+    """Measured exercise: ``choose_local_size()`` returns the work-group size of your ``diff`` (exercise 1, checked
+    first on PoCL, then once more with that size); on a GPU, through NVIDIA's OpenCL, it must reach 0.7 of the
+    copy ceiling, timed in the same run. Under the simulator (and on PoCL) it prints the reference GPU's numbers.
+
+    Raises:
+        CheckFailed: the kernel is wrong, the size is not allowed, or too slow.
+    """
+    local_size = measured.choose(choose_local_size, "choose_local_size", TUNED_LOCAL_SIZES)
+
+    def correct() -> None:
+        check_diff(source_fn, global_size_fn)
+        _check_local_size(_source(source_fn, "diff_opencl"), local_size)
+
+    return measured.check(DIFF_TUNED, local_size, correct=correct,
+                          race=lambda: _race_diff(_source(source_fn, "diff_opencl"), local_size))

@@ -17,8 +17,13 @@ from numba import cuda
 from .. import backend
 from ..checkers import NUMBA_TRACE_LIMIT
 from ..errors import CheckFailed
+from ..experiments import scan as experiments
 from ..kernels import scan as sk
+from ..launch import blocks_for
+from ..refdata import load_reference
+from ..timing import Timing, benchmark
 from . import harness as h
+from . import measured
 
 #: Sizes on a GPU and under the simulator (the harness adds 1, B - 1 and B + 1 for every block).
 SIZES_GPU = (1, 31, 33, 1000, 2**20 + 7)
@@ -379,3 +384,106 @@ def check_radix_split(kernel: Any) -> None:
 
 __all__ = ["blelloch_exercise", "check_blelloch_block", "check_block_offsets", "check_compaction",
            "check_radix_split", "offsets_exercise", "scatter_exercise", "sizes", "split_exercise"]
+
+
+# ------------------------------------------------------------------------------------------- measured exercise
+
+#: Threads per block of your Blelloch kernel the measured exercise accepts (powers of two: Blelloch's tree; the
+#: kernel's shared array holds 2048 elements, two per thread).
+TUNED_THREADS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
+#: Elements scanned on a GPU (the chapter's methods table, ``ch10_scan_methods``).
+TUNED_N = 2**24
+#: Threads per block of the block-offsets kernel in your scan.
+OFFSET_THREADS = 256
+#: CUB's scan moves 8 bytes per element, scan-then-propagate 16: the chapter's version (256 threads) reached about
+#: a fifth of CUB on the reference GPU, so the target leaves room for the block totals' own scan.
+SCAN_TARGET = 0.15
+
+
+class YourScan:
+    """Your exercise 1 and 2 kernels as a whole scan-then-propagate (exclusive) of ``x``, planned once.
+
+    Blelloch block scans of ``2 * threads`` elements (your ``blelloch_block``, block totals in ``sums``), the
+    inclusive scan of the totals (the chapter's look-back scan), then your ``add_block_offsets``.
+    """
+
+    def __init__(self, blelloch_block: Any, add_block_offsets: Any, x: Any, threads: int) -> None:
+        self.x = cuda.to_device(x) if isinstance(x, np.ndarray) else x
+        n = self.x.shape[0]
+        self.per_block = 2 * threads
+        self.blocks, self.threads = blocks_for(n, threads, 2), threads
+        self.out = cuda.device_array(n, dtype=np.int32)
+        self.sums = cuda.device_array(self.blocks, dtype=np.int32)
+        self.totals = sk.Scan(self.sums, "lookback", inclusive=True)
+        self.scan_blocks, self.add = blelloch_block, add_block_offsets
+        self.add_blocks = blocks_for(n, OFFSET_THREADS)
+
+    def launch(self) -> None:
+        """Enqueue the three steps (no allocation, no copy)."""
+        self.scan_blocks[self.blocks, self.threads](self.x, self.out, self.sums)
+        self.totals.launch()
+        self.add[self.add_blocks, OFFSET_THREADS](self.out, self.totals.out, np.int32(self.per_block))
+
+
+def _check_your_scan(blelloch_block: Any, add_block_offsets: Any, threads: int) -> None:
+    """Your two kernels, assembled at ``threads``, scan two blocks (the last partial) exactly like NumPy."""
+    n = 2 * threads + 3
+    x = np.random.default_rng(10).integers(-50, 50, n).astype(np.int32)
+    scan = YourScan(blelloch_block, add_block_offsets, x, threads)
+    scan.launch()
+    got = scan.out.copy_to_host()
+    want = np.concatenate([[0], np.cumsum(x[:-1], dtype=np.int64)]).astype(np.int32)
+    if not np.array_equal(got, want):
+        raise h.failure(h.WRONG_VALUES, f"your two kernels assembled into a scan with {threads} threads per Blelloch "
+                                        f"block give the wrong exclusive scan of {n} int32: {_first_bad(got, want)}.")
+    print(f"Correct: your Blelloch block scan and your block offsets, with {threads} threads per block, scan "
+          f"{n} elements exactly like NumPy.")
+
+
+def _scan_reference(threads: int) -> str:
+    ref = load_reference("ch10_scan_methods")
+    t = ref.table.set_index("method")
+    mine, cub = float(t.loc["scan_then_propagate", "median_ms"]), float(t.loc["cub_scan", "median_ms"])
+    blocks = load_reference("ch10_block_scans").table
+    row = blocks[(blocks["kernel"] == "blelloch_unpadded") & (blocks["threads"] == threads)]
+    block_text = (f"; the unpadded Blelloch block scans alone (like yours) took {float(row.median_ms.iloc[0]):.3g} ms "
+                  f"with {threads} threads per block ('ch10_block_scans')" if len(row) else
+                  f"; Blelloch block scans with {threads} threads per block were not measured")
+    return measured.reference_text(
+        ref, f"the chapter's scan-then-propagate (Blelloch blocks of 256 threads) took {mine:.3g} ms on "
+             f"{int(t.loc['cub_scan', 'n']):,} int32, CUB's scan {cub:.3g} ms: ratio {cub / mine:.2f}{block_text}")
+
+
+SCAN_TUNED = measured.MeasuredExercise(
+    name="your scan-then-propagate at your block size", target=SCAN_TARGET,
+    measures=f"your two kernels as one scan of {TUNED_N:,} int32 (block scans, the totals' scan, block offsets)",
+    yardstick="CUB's scan of the same array (experiments.scan.cub_scan, in place)", reference=_scan_reference)
+
+
+def _race_scan(blelloch_block: Any, add_block_offsets: Any, threads: int) -> tuple[Timing, Timing]:
+    x = experiments.random_values(TUNED_N, np.int32)
+    scan = YourScan(blelloch_block, add_block_offsets, cuda.as_cuda_array(x), threads)
+    nbytes = 2 * x.nbytes  # effective bytes: read once, write once (as the chapter's tables count)
+    student = benchmark(scan.launch, nbytes=nbytes, repeat=10, label=f"your scan, {threads} threads")
+    buf = x.copy()  # CUB scans in place: its own copy
+    yardstick = benchmark(lambda: experiments.cub_scan(buf), nbytes=nbytes, repeat=10, label="CUB's scan")
+    return student, yardstick
+
+
+def check_scan_threads(blelloch_block: Any, add_block_offsets: Any, choose_threads) -> measured.Verdict:
+    """Measured exercise: ``choose_threads()`` returns the threads per block of your ``blelloch_block``; exercises
+    1 and 2 are checked first, then your two kernels assembled into one scan at that block size; on a GPU the
+    scan of 2^24 int32 must reach :data:`SCAN_TARGET` of CUB's scan, timed in the same run.
+
+    Raises:
+        CheckFailed: a kernel is wrong (the harness's class), the block size is not allowed, or too slow.
+    """
+    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+
+    def correct() -> None:
+        check_blelloch_block(blelloch_block)
+        check_block_offsets(add_block_offsets)
+        _check_your_scan(blelloch_block, add_block_offsets, threads)
+
+    return measured.check(SCAN_TUNED, threads, correct=correct,
+                          race=lambda: _race_scan(blelloch_block, add_block_offsets, threads))
