@@ -205,3 +205,9 @@ def test_no_script_edits_sys_path():
                  for p in sorted((root / folder).rglob("*.py"))
                  for i, line in enumerate(p.read_text().splitlines(), 1) if "sys.path.insert" in line]
     assert not offenders, f"sys.path edited in {offenders}: install the package, or use pytest's pythonpath"
+
+
+def test_no_module_passes_1200_lines():
+    # A module that long does several jobs: split it along its sections (as kernels/scan/ and kernels/labelling.py).
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 1200}
+    assert not long, f"modules over 1,200 lines: {long}"

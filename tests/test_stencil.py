@@ -18,6 +18,7 @@ from scipy import ndimage
 
 import labhelpers as lh
 from labhelpers.exercises import stencil as ex
+from labhelpers.kernels import labelling as lbl
 from labhelpers.kernels import stencil as st
 from labhelpers.launch import grid_2d
 from markers import SIM, gpu_only, sim_only
@@ -304,49 +305,49 @@ def test_filter_bad_input(call, match):
 # --- connected components -------------------------------------------------------------------------
 
 def _masks():
-    out = [st.random_mask(9, 13, d, seed=3) for d in (0.3, 0.6, 0.9)]
-    out += [st.snake_mask(5, 6), st.spiral_mask(7), np.ones((1, 1), np.uint8), np.zeros((3, 4), np.uint8),
+    out = [lbl.random_mask(9, 13, d, seed=3) for d in (0.3, 0.6, 0.9)]
+    out += [lbl.snake_mask(5, 6), lbl.spiral_mask(7), np.ones((1, 1), np.uint8), np.zeros((3, 4), np.uint8),
             np.ones((1, 6), bool)]
     if not SIM:
-        out += [st.random_mask(300, 301, d, seed=4) for d in (0.5, 0.6)] + [st.spiral_mask(65)]
+        out += [lbl.random_mask(300, 301, d, seed=4) for d in (0.5, 0.6)] + [lbl.spiral_mask(65)]
     return out
 
 
 def test_both_labellings_match_scipy():
     for mask in _masks():
-        ref = st.label_reference(mask)
-        labels, steps = st.label_propagation(mask, block=(8, 4) if SIM else (32, 8))
+        ref = lbl.label_reference(mask)
+        labels, steps = lbl.label_propagation(mask, block=(8, 4) if SIM else (32, 8))
         np.testing.assert_array_equal(labels, ref)
-        np.testing.assert_array_equal(st.label_union_find(mask, block=(8, 4) if SIM else (32, 8)), ref)
-        np.testing.assert_array_equal(st.relabel_sequential(labels), ndimage.label(mask)[0])
+        np.testing.assert_array_equal(lbl.label_union_find(mask, block=(8, 4) if SIM else (32, 8)), ref)
+        np.testing.assert_array_equal(lbl.relabel_sequential(labels), ndimage.label(mask)[0])
         if mask.size <= 400:
-            assert steps == st.propagation_steps_reference(mask)[1]
+            assert steps == lbl.propagation_steps_reference(mask)[1]
 
 
-@pytest.mark.parametrize("find", list(st.UF_FINDS))
+@pytest.mark.parametrize("find", list(lbl.UF_FINDS))
 def test_union_find_with_and_without_path_halving_matches_scipy(find):
-    masks = [st.spiral_mask(9), st.snake_mask(6, 7), st.rows_mask(5, 9), st.random_mask(11, 13, 0.6, seed=5)]
+    masks = [lbl.spiral_mask(9), lbl.snake_mask(6, 7), lbl.rows_mask(5, 9), lbl.random_mask(11, 13, 0.6, seed=5)]
     for mask in masks:
-        np.testing.assert_array_equal(st.label_union_find(mask, block=(8, 4), find=find), st.label_reference(mask))
+        np.testing.assert_array_equal(lbl.label_union_find(mask, block=(8, 4), find=find), lbl.label_reference(mask))
     with pytest.raises(lh.ArgumentError, match="find"):
-        st.UnionFind(masks[0], find="splitting")
+        lbl.UnionFind(masks[0], find="splitting")
 
 
 def test_path_halving_leaves_every_parent_an_ancestor_and_smaller():
     """After merge (with halving), every parent pointer is <= its pixel and leads to the component's root."""
-    mask = st.random_mask(12, 15, 0.65, seed=9)
-    uf = st.UnionFind(mask, block=(8, 4))
+    mask = lbl.random_mask(12, 15, 0.65, seed=9)
+    uf = lbl.UnionFind(mask, block=(8, 4))
     uf.run()
     parent = uf._parent.copy_to_host()
     fg = np.flatnonzero(mask.ravel())
     assert (parent[fg] <= fg).all()
-    np.testing.assert_array_equal(uf.labels.copy_to_host(), st.label_reference(mask))
+    np.testing.assert_array_equal(uf.labels.copy_to_host(), lbl.label_reference(mask))
 
 
 def test_union_find_work_model():
     from labhelpers.models import stencil as model
 
-    rows = model.union_find_work(st.rows_mask(3, 5), compress=False)
+    rows = model.union_find_work(lbl.rows_mask(3, 5), compress=False)
     # rows of 5, two full rows: pixel 0 of a row merges nothing; pixel 1's union reads itself (1) and pixel 0, a
     # root (1); pixels 2..4 read themselves (1) and their left neighbour, whose parent is the row start (2).
     # Compress: the row start 1 read, every other pixel 2.
@@ -354,7 +355,7 @@ def test_union_find_work_model():
     assert rows["merge_reads"] == 2 * (2 + 3 * 3) and rows["compress_reads"] == 2 * (1 + 4 * 2)
     empty = model.union_find_work(np.zeros((2, 2), np.uint8))
     assert empty["reads_per_pixel"] == 0.0
-    big = st.spiral_mask(64)
+    big = lbl.spiral_mask(64)
     plain, halving = model.union_find_work(big, compress=False), model.union_find_work(big, compress=True)
     assert plain["reads_per_pixel"] > halving["reads_per_pixel"] and halving["max_find"] <= 12
 
@@ -365,33 +366,33 @@ def test_ccl_work_table_is_deterministic_and_shape_independent_with_halving():
     table = exp.ccl_work_table(sides=(16, 32))
     assert set(table["shape"]) == {"spiral", "snake", "rows", "random 0.6"}
     spiral = table[table["shape"] == "spiral"].set_index("side")
-    assert spiral.loc[32, "propagation_steps"] == int(st.spiral_mask(32).sum())
+    assert spiral.loc[32, "propagation_steps"] == int(lbl.spiral_mask(32).sum())
     assert table["uf_halving"].max() < 9
     table.equals(exp.ccl_work_table(sides=(16, 32)))
 
 
 def test_check_every_does_not_change_the_count():
-    mask = st.snake_mask(3, 5)
-    assert st.label_propagation(mask, check_every=4)[1] == st.label_propagation(mask, check_every=1)[1]
+    mask = lbl.snake_mask(3, 5)
+    assert lbl.label_propagation(mask, check_every=4)[1] == lbl.label_propagation(mask, check_every=1)[1]
 
 
 def test_snake_and_spiral_are_one_long_path():
-    for mask in (st.snake_mask(7, 9), st.spiral_mask(11)):
+    for mask in (lbl.snake_mask(7, 9), lbl.spiral_mask(11)):
         labels, count = ndimage.label(mask)
         assert count == 1
         path = int(mask.sum())
-        assert st.propagation_steps_reference(mask)[1] == path  # path - 1 steps to the end, one quiet step
-    assert st.spiral_mask(1).tolist() == [[1]]
+        assert lbl.propagation_steps_reference(mask)[1] == path  # path - 1 steps to the end, one quiet step
+    assert lbl.spiral_mask(1).tolist() == [[1]]
 
 
 def test_partition_helpers():
     a = np.array([[1, 1, 0], [0, 5, 5]])
-    assert st.same_partition(a, a * 7)
-    assert not st.same_partition(a, np.array([[1, 1, 0], [0, 1, 1]]))
-    assert not st.same_partition(a, np.array([[1, 1, 1], [0, 5, 5]]))
-    assert st.min_index_labels(np.array([[9, 9, 0], [0, 4, 4]])).tolist() == [[1, 1, 0], [0, 5, 5]]
-    assert st.relabel_sequential(np.array([[1, 1, 0], [0, 5, 5]])).tolist() == [[1, 1, 0], [0, 2, 2]]
-    new, changed = st.propagate_reference(st.initial_labels(np.ones((1, 3))))
+    assert lbl.same_partition(a, a * 7)
+    assert not lbl.same_partition(a, np.array([[1, 1, 0], [0, 1, 1]]))
+    assert not lbl.same_partition(a, np.array([[1, 1, 1], [0, 5, 5]]))
+    assert lbl.min_index_labels(np.array([[9, 9, 0], [0, 4, 4]])).tolist() == [[1, 1, 0], [0, 5, 5]]
+    assert lbl.relabel_sequential(np.array([[1, 1, 0], [0, 5, 5]])).tolist() == [[1, 1, 0], [0, 2, 2]]
+    new, changed = lbl.propagate_reference(lbl.initial_labels(np.ones((1, 3))))
     assert new.tolist() == [[1, 1, 2]] and changed
 
 
@@ -402,16 +403,16 @@ def test_partition_helpers():
 ])
 def test_ccl_bad_input(mask, match):
     with pytest.raises(lh.LabError, match=match):
-        st.label_union_find(mask)
+        lbl.label_union_find(mask)
     with pytest.raises(lh.LabError, match=match):
-        st.label_propagation(mask)
+        lbl.label_propagation(mask)
 
 
 def test_mask_generators_validate():
     with pytest.raises(lh.LabError, match="density"):
-        st.random_mask(3, 3, 1.5)
+        lbl.random_mask(3, 3, 1.5)
     with pytest.raises(lh.LabError, match="n"):
-        st.spiral_mask(0)
+        lbl.spiral_mask(0)
 
 
 @sim_only
@@ -445,9 +446,9 @@ def test_experiments_run_small_on_a_gpu():
     conv = exp.convergence_table(256, steps=20, check_every=(1, 10), repeat=2)
     assert set(conv["test"]) == {"none", "device", "host"} and (conv["ms_per_step"] > 0).all()
     uf = exp.uf_shapes_table(64, repeat=2, number=1)
-    assert set(uf["find"]) == set(st.UF_FINDS) and (uf["median_ms"] > 0).all()
+    assert set(uf["find"]) == set(lbl.UF_FINDS) and (uf["median_ms"] > 0).all()
     steps = exp.ccl_steps_table(sides=(16,), densities=(0.6,))
-    assert steps.loc[steps["shape"] == "spiral", "steps"].iloc[0] == int(st.spiral_mask(16).sum())
+    assert steps.loc[steps["shape"] == "spiral", "steps"].iloc[0] == int(lbl.spiral_mask(16).sum())
 
 
 # --- lab checkers: tests/test_lab_mutants.py (solutions pass, one mutant per bug class is rejected) ---------
@@ -479,7 +480,7 @@ def test_models():
     assert 0 < t["sector_efficiency"] < 1
     r = model.jacobi_roofline(2000.0, 60000.0)
     assert r["intensity"] == 0.5 and r["bound"] == "memory" and r["gpoints_s"] == 250.0
-    assert model.propagation_steps_bound(49) == int(st.spiral_mask(9).sum())
+    assert model.propagation_steps_bound(49) == int(lbl.spiral_mask(9).sum())
     assert len(model.tile_1d_table()) == 20 and len(model.tile_2d_table()) == 6
     with pytest.raises(lh.LabError):
         model.tile_1d(0, 1)
@@ -497,10 +498,10 @@ def test_figures_draw():
     fg.plot_tile_2d(ax, 8, 4)
     fg.heat_widget_draw(st.jacobi_snapshots(st.hot_plate(8, 8), [0, 10]))(ax, 7)
     assert "10 Jacobi steps" in ax.get_title()
-    fg.plot_labels(ax, st.label_reference(st.snake_mask(4, 5)), "snake")
+    fg.plot_labels(ax, lbl.label_reference(lbl.snake_mask(4, 5)), "snake")
     plt.close(fig)
     img = np.random.default_rng(0).random((6, 7)).astype(np.float32)
-    figs = [fg.plot_photo_filters(img, img, img), fg.plot_propagation_frames(st.spiral_mask(5), (0, 3))]
+    figs = [fg.plot_photo_filters(img, img, img), fg.plot_propagation_frames(lbl.spiral_mask(5), (0, 3))]
     for name, draw in (("ch09_jacobi", fg.plot_jacobi_bandwidth), ("ch09_ccl_steps", fg.plot_ccl_steps),
                        ("ch09_ccl", fg.plot_ccl_times)):
         ref = lh.load_reference(name)

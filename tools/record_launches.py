@@ -31,7 +31,7 @@ DEFAULT_TESTS = [
     "tests/test_cuda_intro.py", "tests/test_memory.py", "tests/test_matmul.py", "tests/test_reduction.py",
     "tests/test_scan.py", "tests/test_stencil.py", "tests/test_nbody.py", "tests/test_streams.py",
     "tests/test_scheduling.py", "tests/test_consistency.py", "tests/test_bsp.py", "tests/test_roofline.py",
-    "tests/test_portability.py", "tests/test_stopwatch.py", "tests/test_labs.py",
+    "tests/test_portability.py", "tests/test_stopwatch.py", "tests/test_labs.py", "tests/test_multi_gpu.py",
 ]
 
 

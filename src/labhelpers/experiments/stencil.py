@@ -39,6 +39,7 @@ from numba import cuda
 from .. import backend
 from ..arrays import as_device
 from ..errors import GPUOnlyError
+from ..kernels import labelling as lbl
 from ..kernels import stencil as st
 from ..launch import ConfiguredKernel, grid_2d
 from ..models import stencil as model
@@ -186,7 +187,7 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
 
 
 def _partition_equal_gpu(a, b) -> bool:
-    """:func:`~labhelpers.kernels.stencil.same_partition` on the GPU (CuPy arrays)."""
+    """:func:`~labhelpers.kernels.labelling.same_partition` on the GPU (CuPy arrays)."""
     import cupy as cp  # optional: the GPU extra
 
     a = a.ravel().astype(cp.int64)
@@ -216,10 +217,10 @@ def ccl_table(n: int = 4096, densities: Sequence[float] = DENSITIES, *, repeat: 
 
     rows = []
     for density in densities:
-        mask_h = st.random_mask(n, n, density, seed=int(density * 1000))
+        mask_h = lbl.random_mask(n, n, density, seed=int(density * 1000))
         mask = cp.asarray(mask_h)
-        lp = st.LabelPropagation(mask)
-        uf = st.UnionFind(mask)
+        lp = lbl.LabelPropagation(mask)
+        uf = lbl.UnionFind(mask)
         steps = lp.run()
         uf.run()
         lib_labels, count = cnd.label(mask)
@@ -228,7 +229,7 @@ def ccl_table(n: int = 4096, densities: Sequence[float] = DENSITIES, *, repeat: 
         if not (bool(cp.array_equal(prop, unif)) and _partition_equal_gpu(prop, lib_labels)):
             raise AssertionError(f"CCL at density {density}: our labels disagree with cupyx.scipy.ndimage.label")
         cpu_labels, cpu_count = snd.label(mask_h)
-        if not np.array_equal(st.relabel_sequential(cp.asnumpy(unif)), cpu_labels):
+        if not np.array_equal(lbl.relabel_sequential(cp.asnumpy(unif)), cpu_labels):
             raise AssertionError(f"CCL at density {density}: our labels disagree with scipy.ndimage.label")
         common = {"n": n, "density": density, "components": int(cpu_count), "steps": steps}
         timings = (
@@ -257,11 +258,11 @@ def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float
     backend.require_gpu("ccl_steps_table", needs_cupy=True)
     rows = []
     for side in sides:
-        shapes = [("spiral", st.spiral_mask(side)), ("snake", st.snake_mask(side, side))]
-        shapes += [(f"random {d:.1f}", st.random_mask(side, side, d, seed=side)) for d in densities]
+        shapes = [("spiral", lbl.spiral_mask(side)), ("snake", lbl.snake_mask(side, side))]
+        shapes += [(f"random {d:.1f}", lbl.random_mask(side, side, d, seed=side)) for d in densities]
         for name, mask in shapes:
-            labels, steps = st.label_propagation(mask, check_every=64)
-            if not np.array_equal(labels, st.label_reference(mask)):
+            labels, steps = lbl.label_propagation(mask, check_every=64)
+            if not np.array_equal(labels, lbl.label_reference(mask)):
                 raise AssertionError(f"propagation labels wrong for {name} {side}x{side}")
             rows.append({"shape": name, "side": side, "pixels": side * side,
                          "foreground": int(np.count_nonzero(mask)), "steps": steps, "union_find_launches": 3})
@@ -365,8 +366,8 @@ WORK_SIDES: tuple[int, ...] = (16, 32, 64, 128)
 
 def ccl_shapes(side: int, density: float = 0.6) -> dict[str, np.ndarray]:
     """The chapter's test images of one side: spiral, snake, rows and a random image (``density``, seeded by side)."""
-    return {"spiral": st.spiral_mask(side), "snake": st.snake_mask(side, side), "rows": st.rows_mask(side, side),
-            f"random {density:.1f}": st.random_mask(side, side, density, seed=side)}
+    return {"spiral": lbl.spiral_mask(side), "snake": lbl.snake_mask(side, side), "rows": lbl.rows_mask(side, side),
+            f"random {density:.1f}": lbl.random_mask(side, side, density, seed=side)}
 
 
 def ccl_work_table(sides: Sequence[int] = WORK_SIDES) -> pd.DataFrame:
@@ -381,7 +382,7 @@ def ccl_work_table(sides: Sequence[int] = WORK_SIDES) -> pd.DataFrame:
     rows = []
     for side in sides:
         for name, mask in ccl_shapes(side).items():
-            _labels, steps = st.propagation_steps_reference(mask)
+            _labels, steps = lbl.propagation_steps_reference(mask)
             halving = model.union_find_work(mask, compress=True)
             plain = model.union_find_work(mask, compress=False)
             rows.append({"shape": name, "side": side, "foreground": halving["foreground"],
@@ -406,8 +407,8 @@ def uf_shapes_table(n: int = 4096, *, repeat: int = 10, number: int = 3) -> pd.D
         mask = cp.asarray(mask_h)
         lib_labels, _count = cnd.label(mask)
         fg = int(np.count_nonzero(mask_h))
-        for find in st.UF_FINDS:
-            uf = st.UnionFind(mask, find=find)
+        for find in lbl.UF_FINDS:
+            uf = lbl.UnionFind(mask, find=find)
             uf.run()
             if not _partition_equal_gpu(cp.asarray(uf.labels), lib_labels):
                 raise AssertionError(f"union-find ({find}) on the {n}x{n} {name}: labels disagree with cupyx")

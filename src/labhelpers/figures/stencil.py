@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib import colors, patches
 import matplotlib.pyplot as plt
 
+from ..kernels import labelling as lbl
 from ..kernels import stencil as st
 from ..models import stencil as model
 from ..roofline.plots import plot_roofline, table_ceilings
@@ -179,11 +180,11 @@ def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
     steps = sorted(int(s) for s in steps)
     fig, axes = plt.subplots(1, len(steps), figsize=(2.6 * len(steps), 2.9))
     axes = np.atleast_1d(axes)
-    lab = st.initial_labels(mask)
+    lab = lbl.initial_labels(mask)
     done = 0
     for ax, k in zip(axes, steps):
         for _ in range(k - done):
-            lab, _changed = st.propagate_reference(lab)
+            lab, _changed = lbl.propagate_reference(lab)
         done = k
         n = len(np.unique(lab[lab != 0]))
         plot_labels(ax, lab, f"after {k} steps: {n} label{'s' * (n != 1)}")
