@@ -61,6 +61,19 @@ def test_product_is_capped_and_every_control_keeps_two_stops():
     assert [len(s) for s in three][2] == 2  # sliders are thinned before dropdowns
 
 
+def test_thinned_sliders_keep_their_start_and_ends():
+    # Chapter 4's scheduler: thinning three times over must not lose n_warps' maximum (8 warps).
+    stops = sf.fit_stops(_stops(n_warps=(1, 8, 1, 3), burst=(1, 60, 1, 20), stall=(0, 300, 10, 50),
+                                policy=["greedy", "round-robin"]))
+    assert sf.math.prod(len(s) for s in stops) <= sf.MAX_FRAMES
+    for s, (lo, hi, start) in zip(stops, [(1, 8, 3), (1, 60, 20), (0, 300, 50)]):
+        assert s.values[s.start] == start and hi in s.values
+        assert len(s) == 2 or lo in s.values
+    assert stops[0].values == (1, 3, 8)  # the first control is thinned last
+    (two,) = sf.fit_stops(_stops(k=(0, 4, 1, 2)), max_frames=2)
+    assert two.values == (2, 4)  # a tie between the ends keeps the larger
+
+
 def test_spread():
     assert sf.spread(5, 10, 2) == [0, 1, 2, 3, 4]
     picked = sf.spread(100, 4, 57)
