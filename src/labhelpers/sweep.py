@@ -63,7 +63,9 @@ def sweep(
         run: measures one point; returns a Timing (from :func:`~labhelpers.timing.benchmark`).
         grid: parameter name -> list of values; the sweep covers their product.
         check: optional; returns why a point cannot run (then it is not run), or None.
-        progress: show a progress bar (tqdm.auto: a widget in Jupyter, text elsewhere).
+        progress: show a progress bar (tqdm.auto: a widget in Jupyter, text elsewhere), unless the environment
+            says ``TQDM_DISABLE=1``, as ``tools/execute_notebooks.py`` and nbval do: a widget bar saved in a
+            notebook would make its website page load the 4 MB Jupyter widget manager.
         desc: the progress bar's label.
 
     Returns:
@@ -74,7 +76,7 @@ def sweep(
     points = grid_points(grid)
     rows = []
     launch_errors = _launch_error_types()
-    for point in tqdm(points, desc=desc, disable=not progress):
+    for point in tqdm(points, desc=desc, **({} if progress else {"disable": True})):  # else TQDM_DISABLE decides
         row = dict(point)
         reason = check(**point) if check else None
         timing = None

@@ -353,7 +353,7 @@ def measure_ceilings(*, refresh: bool = False, cache: bool = True, progress: boo
         ("fp64_gflops", "FP64 FMA peak", lambda: measure_fma_peak(np.float64)),
     ]
     values, how, tried = {}, {}, {}
-    with tqdm(total=len(steps), desc="measuring ceilings", disable=not progress) as bar:
+    with tqdm(total=len(steps), desc="measuring ceilings", **({} if progress else {"disable": True})) as bar:
         for key, label, measure in steps:
             bar.set_postfix_str(label)
             result = measure()
