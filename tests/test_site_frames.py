@@ -133,3 +133,25 @@ def test_frame_is_a_small_palette_png():
 def test_bad_control_is_refused(bad):
     with pytest.raises(ValueError):
         lh.interactive_figure(_draw, n=bad, kind=["up"])
+
+
+def test_inline_png_records_the_smallest_drawn_font():
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from labhelpers import notebook, plotting
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("title", fontsize=12)
+    ax.text(0.5, 0.5, "small", fontsize=6.5)
+    ax.text(0.5, 0.2, "hidden", fontsize=3, visible=False)
+    off = fig.add_axes([0.8, 0.8, 0.1, 0.1])
+    off.tick_params(labelsize=2)
+    off.axis("off")  # tick labels of an axes turned off are not drawn
+    png = Image.open(io.BytesIO(base64.b64decode(notebook._png_with_font_sizes(fig))))
+    plt.close(fig)
+    assert png.text[plotting.PNG_FONT_KEY] == "6.5" and png.text[plotting.PNG_DPI_KEY] == "100"

@@ -30,9 +30,8 @@ from typing import Any, Callable, Sequence
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
-from matplotlib.text import Text
 
-from .plotting import COLUMN_PX
+from .plotting import COLUMN_PX, smallest_font_pt
 
 #: At most this many frames per widget (the product of the controls' stops).
 MAX_FRAMES = 40
@@ -184,12 +183,6 @@ def fit_stops(all_stops: Sequence[Stops], max_frames: int = MAX_FRAMES) -> list[
         i = max(candidates, key=lambda k: (counts[k], all_stops[k].kind == "range", k))  # later controls first
         counts[i] -= 1
     return [s if n == len(s) else _thinned(s, n) for s, n in zip(all_stops, counts)]
-
-
-def smallest_font_pt(fig) -> float:
-    """The smallest font size (pt) of the visible, non-empty text of ``fig`` (inf when it has none)."""
-    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    return min(sizes, default=math.inf)
 
 
 def png_bytes(fig, dpi: float) -> bytes:
