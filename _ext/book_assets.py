@@ -25,7 +25,7 @@ def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     for script in scripts:
         # Sphinx stores an inline script's file name as None or "" depending on who added it.
         attributes = dict(getattr(script, "attributes", {}))
-        key = (getattr(script, "filename", None) or "", tuple(sorted(attributes.items())))
+        key = (_static_name(script), tuple(sorted(attributes.items())))
         if key in seen:
             continue
         seen.add(key)
@@ -39,13 +39,19 @@ WIDGET_STATE_TYPE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW_TYPE = "application/vnd.jupyter.widget-view+json"
 
 
+def _static_name(script) -> str:
+    """A script's file name under ``_static/`` (Sphinx 7.4 stores ``_static/widgets/require.js``, older ones not)."""
+    name = str(getattr(script, "filename", None) or "")
+    return name[len("_static/"):] if name.startswith("_static/") else name
+
+
 def widget_assets(app, pagename, templatename, context, doctree) -> None:
     """Load the website widgets' script where a ``.lh-widget`` is, and the widget manager only where a view is."""
     body = context.get("body", "")
     scripts = context.get("script_files")
     if scripts is not None and WIDGET_VIEW_TYPE not in body:
         scripts[:] = [s for s in scripts
-                      if getattr(s, "filename", None) not in WIDGET_MANAGER_FILES
+                      if _static_name(s) not in WIDGET_MANAGER_FILES
                       and dict(getattr(s, "attributes", {})).get("type") != WIDGET_STATE_TYPE]
     if 'class="lh-widget"' in body:
         app.add_js_file("lh-widgets.js", priority=520, defer="defer")

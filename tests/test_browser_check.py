@@ -88,3 +88,24 @@ def test_page_budget(tmp_path, monkeypatch):
     (tmp_path / "book" / "heavy.html").write_text("<html><body>" + "x" * 500 + "</body></html>")
     (report,) = browser_check.inspect_pages(tmp_path, ["book/heavy"], screenshots=None)
     assert "over the page budget" in "\n".join(report.problems())
+
+
+def test_static_figure_text_is_read_from_the_png(tmp_path):
+    import base64
+
+    import matplotlib.pyplot as plt
+
+    from labhelpers import notebook
+
+    (tmp_path / "book").mkdir()
+    for name, size in (("tiny", 5), ("fine", 10)):
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.set_title("x", fontsize=12)
+        ax.tick_params(labelsize=size)
+        (tmp_path / "book" / f"{name}.png").write_bytes(base64.b64decode(notebook._png_with_font_sizes(fig)))
+        plt.close(fig)
+    (tmp_path / "book" / "figs.html").write_text(
+        '<html><body><div class="cell_output" style="width: 700px"><img src="tiny.png"><img src="fine.png">'
+        '</div></body></html>')
+    (report,) = browser_check.inspect_pages(tmp_path, ["book/figs"], screenshots=None)
+    assert len(report.small_text) == 1 and "tiny.png" in report.small_text[0] and "5 pt" in report.small_text[0]

@@ -61,6 +61,19 @@ def test_product_is_capped_and_every_control_keeps_two_stops():
     assert [len(s) for s in three][2] == 2  # sliders are thinned before dropdowns
 
 
+def test_thinned_sliders_keep_their_start_and_ends():
+    # Chapter 4's scheduler: thinning three times over must not lose n_warps' maximum (8 warps).
+    stops = sf.fit_stops(_stops(n_warps=(1, 8, 1, 3), burst=(1, 60, 1, 20), stall=(0, 300, 10, 50),
+                                policy=["greedy", "round-robin"]))
+    assert sf.math.prod(len(s) for s in stops) <= sf.MAX_FRAMES
+    for s, (lo, hi, start) in zip(stops, [(1, 8, 3), (1, 60, 20), (0, 300, 50)]):
+        assert s.values[s.start] == start and hi in s.values
+        assert len(s) == 2 or lo in s.values
+    assert stops[0].values == (1, 3, 8)  # the first control is thinned last
+    (two,) = sf.fit_stops(_stops(k=(0, 4, 1, 2)), max_frames=2)
+    assert two.values == (2, 4)  # a tie between the ends keeps the larger
+
+
 def test_spread():
     assert sf.spread(5, 10, 2) == [0, 1, 2, 3, 4]
     picked = sf.spread(100, 4, 57)
@@ -120,3 +133,25 @@ def test_frame_is_a_small_palette_png():
 def test_bad_control_is_refused(bad):
     with pytest.raises(ValueError):
         lh.interactive_figure(_draw, n=bad, kind=["up"])
+
+
+def test_inline_png_records_the_smallest_drawn_font():
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from labhelpers import notebook, plotting
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("title", fontsize=12)
+    ax.text(0.5, 0.5, "small", fontsize=6.5)
+    ax.text(0.5, 0.2, "hidden", fontsize=3, visible=False)
+    off = fig.add_axes([0.8, 0.8, 0.1, 0.1])
+    off.tick_params(labelsize=2)
+    off.axis("off")  # tick labels of an axes turned off are not drawn
+    png = Image.open(io.BytesIO(base64.b64decode(notebook._png_with_font_sizes(fig))))
+    plt.close(fig)
+    assert png.text[plotting.PNG_FONT_KEY] == "6.5" and png.text[plotting.PNG_DPI_KEY] == "100"

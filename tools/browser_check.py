@@ -17,8 +17,8 @@ machine without a network. A page fails when
   image (a widget that says its live version needs a GPU may keep it);
 * text in a figure would be drawn smaller than ``MIN_FONT_PX`` pixels: for a widget, its smallest font (pt), dpi
   and pixel width (written by site_frames) give pt * dpi / 72 * shown width / natural width; for a static figure,
-  matplotlib's default 10 pt text at the book's 100 dpi, scaled the same way (explicitly smaller fonts in static
-  figures are not seen);
+  the smallest font and dpi that ``lh.setup()``'s inline backend writes into the PNG's metadata
+  (``labhelpers.plotting.PNG_FONT_KEY``), scaled the same way (a PNG without them: matplotlib's default 10 pt);
 * the page's own bytes (the HTML and the images it loads; not the theme's shared scripts, styles and fonts) exceed
   ``PAGE_BUDGET_BYTES``; with every page checked, the built site over ``SITE_BUDGET_BYTES`` fails too.
 
@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from PIL import Image
 
 from check_built_book import toc_pages  # noqa: E402
+from labhelpers.plotting import MIN_TEXT_PX, PNG_DPI_KEY, PNG_FONT_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Pages photographed for the build artefacts (when they exist).
@@ -48,8 +50,9 @@ SCREENSHOT_PAGES = ("book/intro", "book/01_cuda_in_python", "book/06_reduction",
 PAGE_TIMEOUT_S = 60
 VIEWPORT = {"width": 1280, "height": 900}
 #: Text in a figure must be drawn at least this many pixels high (font size in px, as CSS counts it).
-MIN_FONT_PX = 9.0
-#: matplotlib's default font size (pt) and the dpi the book's setup cell sets: what static figures are checked at.
+MIN_FONT_PX = MIN_TEXT_PX
+#: matplotlib's default font size (pt) and the dpi the book's setup cell sets: what a static figure whose PNG does not
+#: record its smallest font (plotting.PNG_FONT_KEY) is checked at.
 STATIC_FONT_PT, STATIC_DPI = 10.0, 100.0
 #: A page's own bytes (HTML and images) at most this; the whole built site at most SITE_BUDGET_BYTES.
 PAGE_BUDGET_BYTES = 3_000_000
@@ -59,7 +62,7 @@ WIDGET_SHOTS = 8
 
 #: In the page: count what a reader sees. Returns a dict (see PageReport).
 INSPECT_JS = r"""
-async ([STATIC_PX, MIN_PX]) => {
+async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     try { await MathJax.startup.promise; } catch (e) {}
   }
@@ -82,13 +85,12 @@ async ([STATIC_PX, MIN_PX]) => {
                 + e.textContent.trim().split('\n').sort((a, b) => b.length - a.length)[0].slice(0, 70));
     }
   }
-  const small = [];
+  const figures = [];
   for (const img of document.querySelectorAll('.cell_output img')) {
     if (img.closest('.lh-widget') || !img.naturalWidth || !img.clientWidth) continue;
-    const px = STATIC_PX * img.clientWidth / img.naturalWidth;
-    if (px < MIN_PX) small.push(`static figure ${img.getAttribute('src').slice(-40)}: default text at ${px.toFixed(1)}px`);
+    figures.push({src: img.src, shown: img.clientWidth, natural: img.naturalWidth});
   }
-  return {views, rendered, untypeset, images, wide, small};
+  return {views, rendered, untypeset, images, wide, figures};
 }
 """
 
@@ -208,6 +210,30 @@ def widget_problems(found: list[dict], report: PageReport) -> None:
             report.small_text.append(f"{where}: smallest text at {w['font_px']:.1f}px")
 
 
+def png_font(url: str) -> tuple[float, float]:
+    """The smallest font (pt) and dpi a figure's PNG records (``lh.setup()``'s inline backend writes them), else
+    matplotlib's default text size at the book's dpi."""
+    path = Path(unquote(urlparse(url).path))
+    if url.startswith("file:") and path.suffix == ".png" and path.is_file():
+        with Image.open(path) as png:
+            text = getattr(png, "text", {})
+            if PNG_FONT_KEY in text:
+                return float(text[PNG_FONT_KEY]), float(text.get(PNG_DPI_KEY, STATIC_DPI))
+    return STATIC_FONT_PT, STATIC_DPI
+
+
+def static_figure_problems(figures: list[dict]) -> list[str]:
+    """One line per static figure whose smallest text is shown under ``MIN_FONT_PX`` (pt * dpi / 72, scaled by
+    the width the page shows the image at)."""
+    out = []
+    for f in figures:
+        pt, dpi = png_font(f["src"])
+        px = pt * dpi / 72 * f["shown"] / f["natural"]
+        if px < MIN_FONT_PX:
+            out.append(f"static figure {f['src'][-40:]}: smallest text ({pt:g} pt at {dpi:g} dpi) at {px:.1f}px")
+    return out
+
+
 def _file_size(url: str) -> int:
     path = Path(unquote(urlparse(url).path))
     return path.stat().st_size if url.startswith("file:") and path.is_file() else 0
@@ -243,10 +269,10 @@ def inspect_pages(html_root: Path, pages: list[str], screenshots: Path | None,
                 f"could not load {_short(req.url, root)} ({req.failure})"))
             page.on("pageerror", lambda exc, r=report: r.console_errors.append(f"uncaught: {str(exc)[:200]}"))
             page.goto(path.resolve().as_uri(), wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
-            seen = page.evaluate(INSPECT_JS, [STATIC_FONT_PT * STATIC_DPI / 72, MIN_FONT_PX])
+            seen = page.evaluate(INSPECT_JS)
             report.views, report.rendered = seen["views"], seen["rendered"]
             report.untypeset, report.broken_images, report.too_wide = seen["untypeset"], seen["images"], seen["wide"]
-            report.small_text = seen["small"]
+            report.small_text = static_figure_problems(seen["figures"])
             report.own_bytes = sum(own.values())
             if widget_shots is not None:
                 shots_taken += photograph_widgets(page, page_name, widget_shots, WIDGET_SHOTS - shots_taken)

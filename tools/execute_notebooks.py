@@ -45,6 +45,8 @@ def execute(path: Path, timeout: int = 600, write: bool = True) -> tuple[float, 
     nb = nbformat.read(path, as_version=4)
     os.environ["LABHELPERS_BACKEND"] = os.environ.get("LABHELPERS_BACKEND", "sim")
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    # No progress bars (lh.sweep's tqdm): a saved widget bar would make the website page load the widget manager.
+    os.environ.setdefault("TQDM_DISABLE", "1")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
                             store_widget_state=True, record_timing=True)
     start = time.time()

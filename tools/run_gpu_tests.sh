@@ -42,7 +42,7 @@ fi
 if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then
   echo "==> notebook regression tests with the GPU backend (nbval, strict) over book/ and labs/"
   nbval() {
-    MPLBACKEND=module://matplotlib_inline.backend_inline "$PY" -m pytest -q -p no:cacheprovider --nbval \
+    TQDM_DISABLE=1 MPLBACKEND=module://matplotlib_inline.backend_inline "$PY" -m pytest -q -p no:cacheprovider --nbval \
       --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 "$@"
   }
   if [ "$LANES" -le 1 ]; then

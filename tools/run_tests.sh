@@ -12,8 +12,8 @@ JOBS=${JOBS:-2}
 echo "==> 1/5 package and structure tests (pytest tests/)"
 MPLBACKEND=Agg .venv/bin/python -m pytest -q -n "$JOBS" tests
 echo "==> 2/5 notebook regression tests (nbval, strict) over book/ and labs/"
-# Same matplotlib backend as tools/execute_notebooks.py, so figures appear as they do in the committed notebooks.
-MPLBACKEND=module://matplotlib_inline.backend_inline .venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
+# Same matplotlib backend and no progress bars, as tools/execute_notebooks.py, so outputs match the committed ones.
+TQDM_DISABLE=1 MPLBACKEND=module://matplotlib_inline.backend_inline .venv/bin/python -m pytest -q -n "$JOBS" --dist loadfile -p no:cacheprovider \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 600 book labs
 echo "==> 3/5 building the book (warnings as errors) and checking its pages"
 bash tools/build_book.sh

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import warnings
 
-import matplotlib as mpl
+import matplotlib
 import numpy as np
+from matplotlib.figure import Figure
 from numba import cuda
 
-from . import backend
+from . import backend, plotting
 from ._release import pip_requirement
 from .device import DeviceInfo, banner, device_info
 from .errors import LabError
@@ -42,9 +43,37 @@ def configure_warnings() -> None:
 
 
 def configure_plots() -> None:
-    """Readable, consistent matplotlib defaults for the book."""
-    mpl.rcParams.update({"figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
-                         "figure.figsize": (7, 4)})
+    """Readable, consistent matplotlib defaults for the book, and font sizes recorded in inline PNGs."""
+    matplotlib.rcParams.update({"figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
+                                "figure.figsize": (7, 4)})
+    record_font_sizes()
+
+
+def _png_with_font_sizes(fig) -> str:
+    """The inline backend's PNG of ``fig`` (base64), with its smallest font and dpi in the PNG's metadata."""
+    from IPython.core.pylabtools import print_figure  # notebook display only: IPython's PNG writer
+    from matplotlib_inline.config import InlineBackend  # notebook display only: the inline backend's settings
+
+    kwargs = dict(InlineBackend.instance().print_figure_kwargs)
+    fig.draw_without_rendering()  # lays the figure out, so that its tick labels exist
+    kwargs["metadata"] = {**kwargs.get("metadata", {}), **plotting.png_font_metadata(fig)}
+    return print_figure(fig, "png", base64=True, **kwargs)
+
+
+def record_font_sizes() -> None:
+    """In a Jupyter kernel with the inline backend, write each figure's smallest font size (pt) and dpi into its
+    PNG (``plotting.PNG_FONT_KEY``), where ``tools/browser_check.py`` reads them: text under 9 px on the website
+    fails the check. Elsewhere (a script, another backend) nothing changes."""
+    try:
+        from IPython import get_ipython  # notebook display only: the running kernel, if any
+        from matplotlib_inline.config import InlineBackend  # noqa: F401  (the inline backend is installed)
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or "inline" not in matplotlib.get_backend():
+        return
+    formatter = shell.display_formatter.formatters["image/png"]
+    formatter.for_type(Figure, _png_with_font_sizes)
 
 
 def _fix_for(message: str) -> str:

@@ -12,6 +12,9 @@ import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.axis import Axis
+from matplotlib.text import Text
 
 from .measured import Measured, live_or_reference, timed_rows, typed_table
 from .refdata import Reference
@@ -32,6 +35,38 @@ def readable_pt(fig) -> float:
     """
     inches_per_px = max(fig.get_figwidth() / COLUMN_PX, 1 / 100)
     return math.ceil(MIN_TEXT_PX * 72 * inches_per_px * 10) / 10
+
+
+#: PNG text keys under which ``lh.setup()``'s inline backend stores a figure's smallest font (pt) and its dpi;
+#: ``tools/browser_check.py`` reads them to check static figures on the website.
+PNG_FONT_KEY, PNG_DPI_KEY = "labhelpers:min_font_pt", "labhelpers:dpi"
+
+
+def _drawn_texts(artist):
+    """The visible, non-empty texts under ``artist`` (not the tick labels of axes turned off)."""
+    if not artist.get_visible():
+        return
+    if isinstance(artist, Text):
+        if artist.get_text().strip():
+            yield artist
+        return
+    children = artist.get_children()
+    if isinstance(artist, Axes) and not artist.axison:
+        children = [c for c in children if not isinstance(c, Axis)]
+    for child in children:
+        yield from _drawn_texts(child)
+
+
+def smallest_font_pt(fig) -> float:
+    """The smallest font size (pt) of the text ``fig`` draws (inf when it draws none); call after a draw or
+    ``tight_layout`` so that the tick labels exist."""
+    return min((t.get_fontsize() for t in _drawn_texts(fig)), default=math.inf)
+
+
+def png_font_metadata(fig) -> dict[str, str]:
+    """PNG metadata giving ``fig``'s smallest font (pt) and dpi, for the browser check's legibility test."""
+    pt = smallest_font_pt(fig)
+    return {PNG_DPI_KEY: f"{fig.dpi:g}"} | ({} if math.isinf(pt) else {PNG_FONT_KEY: f"{pt:g}"})
 
 
 def figure_axes(ax=None, figsize: tuple[float, float] = (7, 3.5)):

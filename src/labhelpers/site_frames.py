@@ -30,9 +30,8 @@ from typing import Any, Callable, Sequence
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
-from matplotlib.text import Text
 
-from .plotting import COLUMN_PX
+from .plotting import COLUMN_PX, smallest_font_pt
 
 #: At most this many frames per widget (the product of the controls' stops).
 MAX_FRAMES = 40
@@ -95,14 +94,15 @@ def _decimals(step: float) -> int:
 def spread(count: int, n: int, start: int) -> list[int]:
     """At most ``n`` indices of ``range(count)``, evenly spread, always with 0, ``count - 1`` and ``start``.
 
-    With ``n == 2`` the two are ``start`` and the end farther from it; with ``n == 1``, ``start`` alone.
+    With ``n == 2`` the two are ``start`` and the end farther from it (the last one at a tie, or when ``start``
+    is the first); with ``n == 1``, ``start`` alone.
     """
     if count <= n:
         return list(range(count))
     if n <= 1:
         return [start]
     if n == 2:
-        return sorted({start, 0 if start - 0 >= count - 1 - start else count - 1})
+        return sorted({start, 0 if start > count - 1 - start else count - 1})
     chosen = {round(k * (count - 1) / (n - 1)) for k in range(n)}
     if start not in chosen:  # replace the spread index nearest to the start value (never an end)
         inner = sorted(chosen - {0, count - 1}, key=lambda i: abs(i - start))
@@ -165,28 +165,24 @@ def _thinned(stops: Stops, n: int) -> Stops:
 def fit_stops(all_stops: Sequence[Stops], max_frames: int = MAX_FRAMES) -> list[Stops]:
     """Thin the stops until their product is at most ``max_frames``.
 
-    The control with the most stops loses one at a time (sliders before dropdowns at equal counts), keeping its
-    start value and its ends while it has three or more; no control goes below two stops unless even two each do
-    not fit.
+    The control with the most stops loses one at a time (at equal counts sliders before dropdowns, and later
+    controls before earlier ones, the first being the widget's main one); each control's
+    stops are then spread afresh over its full list (:func:`spread`), so a slider keeps its start value and both
+    ends while it has three or more, and its largest value next to the start when it has two. No control goes
+    below two stops unless even two each do not fit.
     """
-    fitted = list(all_stops)
+    counts = [len(s) for s in all_stops]
     floor = 2
-    while math.prod(len(s) for s in fitted) > max_frames:
-        candidates = [i for i, s in enumerate(fitted) if len(s) > floor]
+    while math.prod(counts) > max_frames:
+        candidates = [i for i, n in enumerate(counts) if n > floor]
         if not candidates:
             if floor == 1:
                 break
             floor = 1
             continue
-        i = max(candidates, key=lambda k: (len(fitted[k]), fitted[k].kind == "range"))
-        fitted[i] = _thinned(fitted[i], len(fitted[i]) - 1)
-    return fitted
-
-
-def smallest_font_pt(fig) -> float:
-    """The smallest font size (pt) of the visible, non-empty text of ``fig`` (inf when it has none)."""
-    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    return min(sizes, default=math.inf)
+        i = max(candidates, key=lambda k: (counts[k], all_stops[k].kind == "range", k))  # later controls first
+        counts[i] -= 1
+    return [s if n == len(s) else _thinned(s, n) for s, n in zip(all_stops, counts)]
 
 
 def png_bytes(fig, dpi: float) -> bytes:

@@ -13,6 +13,7 @@ recorded, not crashed on.
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -49,6 +50,12 @@ def _launch_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+def progress_wanted(progress: bool) -> bool:
+    """Whether to show a progress bar: ``progress``, unless the environment says ``TQDM_DISABLE=1`` (tqdm's own
+    variable, which its notebook widget bar ignores), as ``tools/execute_notebooks.py`` and nbval do."""
+    return progress and os.environ.get("TQDM_DISABLE", "").strip().lower() in ("", "0", "false")
+
+
 def sweep(
     run: Callable[..., Timing | None],
     grid: Mapping[str, Sequence],
@@ -63,7 +70,9 @@ def sweep(
         run: measures one point; returns a Timing (from :func:`~labhelpers.timing.benchmark`).
         grid: parameter name -> list of values; the sweep covers their product.
         check: optional; returns why a point cannot run (then it is not run), or None.
-        progress: show a progress bar (tqdm.auto: a widget in Jupyter, text elsewhere).
+        progress: show a progress bar (tqdm.auto: a widget in Jupyter, text elsewhere), unless the environment
+            says ``TQDM_DISABLE=1`` (:func:`progress_wanted`), as ``tools/execute_notebooks.py`` and nbval do:
+            a widget bar saved in a notebook would make its website page load the 4 MB Jupyter widget manager.
         desc: the progress bar's label.
 
     Returns:
@@ -74,7 +83,7 @@ def sweep(
     points = grid_points(grid)
     rows = []
     launch_errors = _launch_error_types()
-    for point in tqdm(points, desc=desc, disable=not progress):
+    for point in tqdm(points, desc=desc, disable=not progress_wanted(progress)):
         row = dict(point)
         reason = check(**point) if check else None
         timing = None

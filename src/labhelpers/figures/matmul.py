@@ -16,7 +16,7 @@ from matplotlib.patches import Rectangle
 from ..experiments.matmul import roofline_points
 from ..kernels.matmul_cpu import ORDERS
 from ..models.tiling import Phase, naive_loads, tile_phase, tiled_loads
-from ..plotting import figure_axes
+from ..plotting import figure_axes, readable_pt
 from ..roofline.ceilings import Ceilings
 from ..roofline.plots import plot_roofline
 
@@ -103,14 +103,14 @@ def draw_sweep(ax, table, *, tile: int = 16, label: str = "", live=None, yscale:
                 color="0.4")
     elif label:
         ax.text(0.01, 0.99, f"dashed: {label}" + ("; solid: this machine" if usable(live) is not None else ""),
-                transform=ax.transAxes, va="top", fontsize=8, color="0.3")
+                transform=ax.transAxes, va="top", fontsize=max(8, readable_pt(ax.figure)), color="0.3")
     ax.set_xscale("log", base=2)
     ax.set_yscale(yscale)
     ax.set_xlabel("n (n x n matrices)")
     ax.set_ylabel("GFLOP/s")
     ax.grid(True, which="both", alpha=0.25)
     if drawn:
-        ax.legend(fontsize=7, ncol=2, loc="lower right")
+        ax.legend(fontsize=max(7, readable_pt(ax.figure)), ncol=2, loc="lower right")
 
 
 def draw_phase(ax, block_row: int, block_col: int, phase: int) -> None:
@@ -149,7 +149,7 @@ def draw_sweep_widget(ax, tile: int, scale: str, *, table: pd.DataFrame, label: 
     """The sweep widget: :func:`draw_sweep` with the tiled kernel's ``tile`` and a ``"log"``/``"linear"`` axis."""
     draw_sweep(ax, table, tile=tile, label=label, live=live, yscale=scale)
     ax.set_title(f"n x n float32 products (cuBLAS FP64: float64); tiled kernel with {tile} x {tile} tiles",
-                 fontsize=9)
+                 fontsize=max(9, readable_pt(ax.figure)))
 
 
 def draw_roofline(ax, n: int, *, table: pd.DataFrame, ceilings: Ceilings, cublas_gflops: float,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..plotting import figure_axes
+from ..plotting import figure_axes, readable_pt
 from ..roofline.ceilings import CEILING_NAMES, LIBRARY, Ceilings
 from ..roofline.model import bound
 from ..roofline.plots import FONT, TITLE_FONT, _finite, plot_roofline
@@ -212,9 +212,10 @@ def sweep_explorer(ceilings: Ceilings, table: pd.DataFrame, label: str):
                 text += f" ({achieved / roof:.0%} of the roof, {which} bound)"
         else:
             text = f"{nfma} FMA/element: I = {intensity:g} FLOP/B (no timing for this point)"
-        ax.set_title(text, fontsize=TITLE_FONT)
+        small = max(FONT, readable_pt(ax.figure))
+        ax.set_title(text, fontsize=max(TITLE_FONT, small))
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+            ax.legend(fontsize=small, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
     return interactive_figure(draw, figsize=(9, 4.5), nfma=slider)
 

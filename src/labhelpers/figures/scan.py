@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..models import scan as model
+from ..plotting import readable_pt
 
 #: Colours: combined (read), updated (written), untouched.
 READ, WRITE, IDLE = "#4C72B0", "#DD8452", "#E5E5E5"
@@ -42,7 +43,9 @@ def draw_scan_step(ax=None, algorithm: str = "hillis_steele", step: int = 0, val
     if values is None:
         values = [3, 1, 7, 0, 4, 1, 6, 3, 5, 2, 8, 1, 2, 6, 0, 4]
     steps = model.steps_of(algorithm, values, seed_bounds)
-    step = max(0, min(int(step), len(steps) - 1))
+    asked = int(step)
+    step = max(0, min(asked, len(steps) - 1))
+    small = max(8, readable_pt(ax.figure))
     now = steps[step]
     before = steps[step - 1].values if step > 0 else now.values
     n = len(now.values)
@@ -57,7 +60,7 @@ def draw_scan_step(ax=None, algorithm: str = "hillis_steele", step: int = 0, val
             else:
                 color = WRITE if i in written else IDLE
             ax.add_patch(plt.Rectangle((i - 0.45, y - 0.3), 0.9, 0.6, color=color, ec="0.4", lw=0.6))
-            ax.text(i, y, str(v), ha="center", va="center", fontsize=8)
+            ax.text(i, y, str(v), ha="center", va="center", fontsize=small)
     for a, b in now.pairs:
         ax.annotate("", xy=(b, 0.32), xytext=(a, 0.68),
                     arrowprops=dict(arrowstyle="->", color=READ, lw=0.9, shrinkA=0, shrinkB=0))
@@ -67,14 +70,16 @@ def draw_scan_step(ax=None, algorithm: str = "hillis_steele", step: int = 0, val
     adds = sum(s.adds for s in steps[:step + 1])
     depth = sum(1 for s in steps[1:step + 1] if s.phase in ("step", "up", "down"))
     name = {"hillis_steele": "Hillis-Steele (inclusive)", "blelloch": "Blelloch (exclusive)"}[algorithm]
-    ax.set_title(f"{name}, {'slide loop bounds, ' if seed_bounds else ''}{now.label}: "
-                 f"{now.active} threads add; {adds} additions and {depth} steps so far "
-                 f"(of {len(steps) - 1})", fontsize=9)
+    title = (f"{name}, {'slide loop bounds, ' if seed_bounds else ''}{now.label}: "
+             f"{now.active} threads add; {adds} additions and {depth} steps so far (of {len(steps) - 1})")
+    if asked > step:  # the slider goes past this algorithm's last step: say so rather than repeat the picture
+        title = f"step {asked}: {name.split(' (')[0]} is done after step {step}, shown here\n" + title
+    ax.set_title(title, fontsize=max(9, small))
     ax.set_xlim(-0.7, n - 0.3)
     ax.set_ylim(-0.5, 1.5)
     ax.set_yticks([0, 1], ["after", "before"])
     ax.set_xticks(range(n))
-    ax.tick_params(axis="x", labelsize=7)
+    ax.tick_params(axis="x", labelsize=small)
     ax.set_xlabel("element (thread)")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)

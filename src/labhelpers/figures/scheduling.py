@@ -23,7 +23,7 @@ from ..models import occupancy as occ
 from ..models import warp_timeline as wt
 from ..models.occupancy import KIB, RESOURCES, Occupancy, SMLimits
 from ..models.warp_timeline import ISSUE, READY, STALL, VECTOR_ADD, Timeline, Walkthrough
-from ..plotting import figure_axes
+from ..plotting import figure_axes, readable_pt
 
 _COLOURS = {ISSUE: "tab:green", STALL: "tab:red", READY: "0.85"}
 
@@ -61,7 +61,8 @@ def draw_timeline(ax, timeline: Timeline) -> None:
                  f"utilisation {timeline.utilisation:.0%}", fontsize=10)
     handles, labels = ax.get_legend_handles_labels()
     by_label = dict(zip(labels, handles))
-    ax.legend(by_label.values(), by_label.keys(), fontsize=7, loc="upper center", ncol=4, frameon=False)
+    ax.legend(by_label.values(), by_label.keys(), fontsize=max(7, readable_pt(ax.figure)), loc="upper center",
+              ncol=4, frameon=False)
 
 
 
@@ -89,6 +90,7 @@ def draw_walkthrough(ax, walk: Walkthrough) -> None:
     """Draw a :class:`Walkthrough`: one row per warp, a box per issued instruction, red where the scoreboard waits."""
     kinds = {ins.text: ins.kind for part in VECTOR_ADD.values() for ins in part}
     n_warps = walk.trace.shape[1]
+    small = max(6, readable_pt(ax.figure))
     labelled = set()
     for w, column in enumerate(walk.trace.columns):
         y = n_warps - 1 - w
@@ -103,16 +105,16 @@ def draw_walkthrough(ax, walk: Walkthrough) -> None:
                                label=None if kind in labelled else kind)
                 labelled.add(kind)
                 ax.text(cycle + 0.5, y, text.split()[0].split(".")[0], rotation=90, ha="center", va="center",
-                        fontsize=6, color="white")
+                        fontsize=small, color="white")
     ax.set_yticks(range(n_warps))
     ax.set_yticklabels([f"warp {n_warps - 1 - k}" for k in range(n_warps)])
     ax.set_xlim(0, walk.cycles)
     ax.set_ylim(-0.8, n_warps + 0.4)
     ax.set_xlabel("cycle")
     ax.set_title(f"vector add of {walk.n} elements, {walk.threads} threads in warps of {walk.warp_size}, memory latency "
-                 f"{walk.memory_latency}: {walk.cycles} cycles, {walk.idle_cycles} idle", fontsize=9)
+                 f"{walk.memory_latency}: {walk.cycles} cycles, {walk.idle_cycles} idle", fontsize=max(9, small))
     handles, labels = ax.get_legend_handles_labels()
-    ax.legend(handles, labels, fontsize=7, loc="upper center", ncol=6, frameon=False)
+    ax.legend(handles, labels, fontsize=max(7, small), loc="upper center", ncol=6, frameon=False)
 
 
 def draw_vector_add(ax, n: int, memory_latency: int, *, threads: int = 8, warp_size: int = 4) -> None:

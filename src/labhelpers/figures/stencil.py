@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 from ..kernels import labelling as lbl
 from ..kernels import stencil as st
 from ..models import stencil as model
+from ..plotting import readable_pt
 from ..roofline.plots import plot_roofline, table_ceilings
 
 HALO = "#f4a259"
@@ -29,23 +30,25 @@ def plot_tile_1d(ax, threads: int = 16, radius: int = 3) -> None:
     output of the kernel without a tile.
     """
     m = model.tile_1d(threads, radius)
+    small = readable_pt(ax.figure)
     words = m["words"]
     for w in range(words):
         halo = w < radius or w >= radius + threads
         ax.add_patch(patches.Rectangle((w, 0), 0.92, 1, color=HALO if halo else OWN, lw=0))
     if words <= 48:
         for w in range(words):
-            ax.text(w + 0.46, 0.5, str(w - radius), ha="center", va="center", fontsize=7, color="white")
+            ax.text(w + 0.46, 0.5, str(w - radius), ha="center", va="center", fontsize=max(7, small),
+                    color="white")
     ax.set_xlim(-0.5, max(words, 8) + 0.5)
     ax.set_ylim(-1.2, 1.6)
     ax.set_yticks([])
     ax.set_xlabel("tile word (numbers: offset from the block's first element)")
     ax.legend(handles=[patches.Patch(color=OWN, label=f"the block's {threads} elements"),
                        patches.Patch(color=HALO, label=f"halo: {radius} on each side")],
-              loc="lower center", ncol=2, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.05))
+              loc="lower center", ncol=2, fontsize=max(8, small), frameon=False, bbox_to_anchor=(0.5, -0.05))
     ax.set_title(f"block of {threads} threads, radius {radius}: {words} loads for {threads} outputs = "
                  f"{m['loads_per_output']:.2f} per output (without a tile: {m['global_reads_per_output']} reads "
-                 "per output)", fontsize=9)
+                 "per output)", fontsize=max(9, small))
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
 

@@ -35,6 +35,7 @@ from ..errors import GPUOnlyError
 from ..kernels import roofline as rk
 from ..launch import blocks_for
 from ..measured import SOURCE_PREFIX, live_or_reference
+from ..sweep import progress_wanted
 from ..xp import HAS_CUPY
 from .cache import CEILINGS_FILE, device_cache_dir
 from .ceilings import (
@@ -353,7 +354,7 @@ def measure_ceilings(*, refresh: bool = False, cache: bool = True, progress: boo
         ("fp64_gflops", "FP64 FMA peak", lambda: measure_fma_peak(np.float64)),
     ]
     values, how, tried = {}, {}, {}
-    with tqdm(total=len(steps), desc="measuring ceilings", disable=not progress) as bar:
+    with tqdm(total=len(steps), desc="measuring ceilings", disable=not progress_wanted(progress)) as bar:
         for key, label, measure in steps:
             bar.set_postfix_str(label)
             result = measure()

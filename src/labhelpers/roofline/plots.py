@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..plotting import readable_pt
 from .ceilings import CEILING_NAMES, Ceilings
 
 _MEMORY_STYLE = {"dram_gbs": {"color": "C0"}, "l2_gbs": {"color": "C2"}}
@@ -171,15 +172,16 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
         _label_points(ax, pts)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(title, fontsize=TITLE_FONT)
+    ax.set_title(title, fontsize=max(TITLE_FONT, readable_pt(ax.figure)))
     ax.grid(True, which="major", alpha=0.3)
+    font = max(FONT, readable_pt(ax.figure))  # FONT, or larger where the page shrinks a wide figure
     if ax.get_legend_handles_labels()[0]:
         if legend == "outside":
-            ax.legend(fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+            ax.legend(fontsize=font, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         elif legend == "below":
-            ax.legend(fontsize=FONT, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+            ax.legend(fontsize=font, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
         else:
-            ax.legend(fontsize=FONT, loc=legend)
+            ax.legend(fontsize=font, loc=legend)
     if not mems and not comps:
         ax.text(0.5, 0.5, "no ceilings to draw (not measured yet)", transform=ax.transAxes, ha="center")
     return ax
@@ -200,6 +202,7 @@ def _label_points(ax, pts: pd.DataFrame) -> None:
              if line.get_linestyle() not in ("None", "", " ") and len(line.get_xdata()) > 1]
     dots = [ax.transData.transform((float(r["intensity"]), float(r["gflops"]))) for _, r in pts.iterrows()]
     placed = []
+    font = max(FONT, readable_pt(ax.figure))
 
     def covers_a_point(box) -> bool:
         return any(box.x0 - 4 <= x <= box.x1 + 4 and box.y0 - 4 <= y <= box.y1 + 4 for x, y in dots)
@@ -209,7 +212,7 @@ def _label_points(ax, pts: pd.DataFrame) -> None:
         chosen = None
         for dx, dy, ha in _LABEL_SPOTS:
             label = ax.annotate(str(row["name"]), (row["intensity"], row["gflops"]), textcoords="offset points",
-                                xytext=(dx, dy), ha=ha, fontsize=FONT)
+                                xytext=(dx, dy), ha=ha, fontsize=font)
             box = label.get_window_extent(renderer)
             label.remove()
             free = not any(box.overlaps(other) for other in placed) and not covers_a_point(box)
@@ -221,7 +224,7 @@ def _label_points(ax, pts: pd.DataFrame) -> None:
                 fallback = (dx, dy, ha)
         dx, dy, ha = chosen or fallback or _LABEL_SPOTS[0]
         label = ax.annotate(str(row["name"]), (row["intensity"], row["gflops"]), textcoords="offset points",
-                            xytext=(dx, dy), ha=ha, fontsize=FONT)
+                            xytext=(dx, dy), ha=ha, fontsize=font)
         placed.append(label.get_window_extent(renderer))
 
 
