@@ -73,7 +73,7 @@ def transpose_tiled(a, out):
 @cuda.jit
 def transpose_tiled_bug(a, out):
     """out[c, r] = a[r, c] through a padded shared tile: find the bug (fix it by adding a line)."""
-    tile = cuda.shared.array(shape=(TILE, TILE + 1), dtype=float32)
+    tile = cuda.shared.array(shape=(TILE, 33), dtype=float32)  # TILE + 1: Numba wants a constant
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     for k in range(0, TILE, TILE_ROWS):
         r, c = cuda.blockIdx.y * TILE + ty + k, cuda.blockIdx.x * TILE + tx

@@ -103,7 +103,7 @@ def nbody_tiled_bug(pos, eps2, acc):
             sh[t, c] = pos[j, c] if j < n else float32(0)
         cuda.syncthreads()  # RAW: the tile is in shared memory before anyone reads it
         for b in range(TILE):
-            fx, fy, fz = nb.body_body(pos[k, 0], pos[k, 1], pos[k, 2], sh[b, 0], sh[b, 1], sh[b, 2], sh[b, 3], eps2)
+            fx, fy, fz = nb.interaction_fast(pos[k, 0], pos[k, 1], pos[k, 2], sh[b, 0], sh[b, 1], sh[b, 2], sh[b, 3], eps2)
             ax += fx
             ay += fy
             az += fz
