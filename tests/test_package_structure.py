@@ -213,20 +213,8 @@ def test_no_module_passes_1200_lines():
     assert not long, f"modules over 1,200 lines: {long}"
 
 
+#: The figures modules: one per chapter that draws.
 FIGURES = PACKAGE / "figures"
-#: Figures functions still in the old ``plot_x(ax, ...)`` form, each with the reason it is kept; empty this as they
-#: are converted (chapter 11's multi-panel figures take a row of axes and are drawn cell by cell in its notebook).
-OLD_FORM = {
-    "streams.plot_transfers": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_gantt": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_gantt_pair": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_pipeline_sweep": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_model_vs_measured": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_managed": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_multi_gpu": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_launch_chain": "chapter 11 not converted yet (issue 24)",
-    "streams.plot_queues": "chapter 11 not converted yet (issue 24)",
-}
 
 
 def figure_signature_problems(path: Path) -> list[str]:
@@ -248,12 +236,10 @@ def figure_signature_problems(path: Path) -> list[str]:
 
 
 def test_figures_have_the_two_signatures():
-    problems = [p for path in sorted(FIGURES.glob("*.py")) for p in figure_signature_problems(path)
-                if p.partition(":")[0] not in OLD_FORM]
+    # A static figure builds its own figure or draws on the axes given; a drawer draws on the axes it is given. No
+    # exceptions: convert an old plot_x(ax, ...) (its notebook cells become one call and plt.show()).
+    problems = [p for path in sorted(FIGURES.glob("*.py")) for p in figure_signature_problems(path)]
     assert not problems, "figures functions out of form:\n" + "\n".join(problems)
-    stale = set(OLD_FORM) - {p.partition(":")[0] for path in sorted(FIGURES.glob("*.py"))
-                             for p in figure_signature_problems(path)}
-    assert not stale, f"converted: remove {sorted(stale)} from OLD_FORM"
 
 
 def test_the_figures_rule_sees_both_forms(tmp_path):
