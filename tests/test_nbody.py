@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
 import labhelpers as lh
 from labhelpers.experiments import nbody as exp
@@ -586,24 +587,39 @@ def test_figures_draw_from_the_reference_data():
     best = mix.set_index("kernel").loc[f"best: {nb.BEST.label}"]
     pos, vel = nb.galaxy_collision(40)
     traj = nb.simulate(pos, vel, 0.05, 4, every=2, engine="numpy")
-    draws = [
-        lambda ax: fig_nb.plot_throughput(ax, t.table, t.label, fma_peak_gflops=peak),
-        lambda ax: fig_nb.plot_lecture_comparison(ax, here, "here", lh.load_reference("ch08_lecture_table").table,
-                                                  "lecture"),
-        lambda ax: fig_nb.plot_math_traps(ax, lh.load_reference("ch08_math_traps").table, "ref"),
-        lambda ax: fig_nb.plot_tuning(ax, lh.load_reference("ch08_tuning").table, "ref", peak),
-        lambda ax: fig_nb.plot_instruction_mix(ax, mix.dropna(subset=["sass_total"]), "ref"),
-        lambda ax: fig_nb.plot_unit_limits(ax, model.limits_from_mix(best, fma_peak_gflops=peak), 2000.0, "ref"),
-        lambda ax: fig_nb.plot_roofline(ax, exp.roofline_points(t.table, 2**18, ["naive, unroll 4"]),
+    plots = [
+        lambda ax: fig_nb.plot_throughput(t.table, ax=ax, label=t.label, fma_peak_gflops=peak),
+        lambda ax: fig_nb.plot_lecture_comparison(here, lh.load_reference("ch08_lecture_table").table, ax=ax,
+                                                  here_label="here", lecture_label="lecture"),
+        lambda ax: fig_nb.plot_math_traps(lh.load_reference("ch08_math_traps").table, ax=ax, label="ref"),
+        lambda ax: fig_nb.plot_tuning(lh.load_reference("ch08_tuning").table, ax=ax, label="ref",
+                                      fma_peak_gflops=peak),
+        lambda ax: fig_nb.plot_instruction_mix(mix.dropna(subset=["sass_total"]), ax=ax, label="ref"),
+        lambda ax: fig_nb.plot_unit_limits(model.limits_from_mix(best, fma_peak_gflops=peak), 2000.0, ax=ax,
+                                           label="ref"),
+        lambda ax: fig_nb.plot_roofline(exp.roofline_points(t.table, 2**18, ["naive, unroll 4"]), ax=ax,
                                         dram_gbs=t.meta["dram_gbs"], fma_peak_gflops=peak, label="ref"),
+        lambda ax: fig_nb.plot_energy_error({"a": traj}, ax=ax),
+    ]
+    for plot in plots:  # on the axes given: that axes' figure
+        fig, ax = plt.subplots()
+        assert plot(ax) is fig
+        plt.close(fig)
+    for plot in plots:  # on none: a new figure
+        fig = plot(None)
+        assert isinstance(fig, Figure) and len(fig.axes) >= 1
+        plt.close(fig)
+    fig = fig_nb.plot_galaxy_frames(traj, (0, 1, 2))
+    assert [ax.get_title() for ax in fig.axes] == [f"t = {traj.times[k]:.2f}  (40 bodies)" for k in range(3)]
+    plt.close(fig)
+    drawers = [
         lambda ax: fig_nb.draw_galaxy(ax, traj, 1),
-        lambda ax: fig_nb.plot_energy_error(ax, {"a": traj}),
         lambda ax: fig_nb.draw_tiles(ax, 100, 32),
         lambda ax: fig_nb.draw_tiles(ax, 1, 32, block=0),
     ]
-    for draw in draws:
+    for draw in drawers:
         fig, ax = plt.subplots()
-        assert draw(ax) is ax
+        assert draw(ax) is None and ax.get_title()
         plt.close(fig)
 
 

@@ -211,3 +211,41 @@ def test_no_module_passes_1200_lines():
     # A module that long does several jobs: split it along its sections (as kernels/scan/ and kernels/labelling.py).
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 1200}
     assert not long, f"modules over 1,200 lines: {long}"
+
+
+#: The figures modules: one per chapter that draws.
+FIGURES = PACKAGE / "figures"
+
+
+def figure_signature_problems(path: Path) -> list[str]:
+    """The public ``plot_*`` functions of ``path`` whose first positional parameter is an axes (``ax`` or ``axes``),
+    and the ``draw_*`` ones whose first is not ``ax``: the book's two signatures are ``plot_x(data..., *, ax=None,
+    label=...) -> Figure`` and ``draw_x(ax, **params) -> None`` (CONTRIBUTING.md, "figures")."""
+    problems = []
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+            continue
+        positional = [a.arg for a in node.args.posonlyargs + node.args.args]
+        first = positional[0] if positional else None
+        where = f"{path.stem}.{node.name}"
+        if node.name.startswith("plot_") and first in ("ax", "axes"):
+            problems.append(f"{where}: a plot_ takes its data first and ax=None as a keyword (a drawer is draw_)")
+        elif node.name.startswith("draw_") and first != "ax":
+            problems.append(f"{where}: a draw_ takes the axes first, draw_x(ax, **params)")
+    return problems
+
+
+def test_figures_have_the_two_signatures():
+    # A static figure builds its own figure or draws on the axes given; a drawer draws on the axes it is given. No
+    # exceptions: convert an old plot_x(ax, ...) (its notebook cells become one call and plt.show()).
+    problems = [p for path in sorted(FIGURES.glob("*.py")) for p in figure_signature_problems(path)]
+    assert not problems, "figures functions out of form:\n" + "\n".join(problems)
+
+
+def test_the_figures_rule_sees_both_forms(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def plot_a(ax, table):\n    pass\n\ndef plot_b(axes, t):\n    pass\n\n"
+                   "def plot_ok(table, *, ax=None):\n    pass\n\ndef draw_c(table, ax):\n    pass\n\n"
+                   "def draw_ok(ax, n=1):\n    pass\n\ndef _plot_private(ax):\n    pass\n")
+    found = [p.partition(":")[0] for p in figure_signature_problems(bad)]
+    assert found == ["bad.plot_a", "bad.plot_b", "bad.draw_c"]

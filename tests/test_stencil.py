@@ -493,23 +493,23 @@ def test_figures_draw():
     from labhelpers.figures import stencil as fg
 
     fig, ax = plt.subplots()
-    fg.plot_tile_1d(ax, 16, 3)
+    assert fg.draw_tile_1d(ax, 16, 3) is None
     assert "22 loads" in ax.get_title()
-    fg.plot_tile_2d(ax, 8, 4)
-    fg.heat_widget_draw(st.jacobi_snapshots(st.hot_plate(8, 8), [0, 10]))(ax, 7)
+    assert fg.draw_heat(ax, 7, snapshots=st.jacobi_snapshots(st.hot_plate(8, 8), [0, 10])) is None
     assert "10 Jacobi steps" in ax.get_title()
-    fg.plot_labels(ax, lbl.label_reference(lbl.snake_mask(4, 5)), "snake")
+    assert fg.plot_tile_2d(8, 4, ax=ax) is fig
+    assert fg.plot_labels(lbl.label_reference(lbl.snake_mask(4, 5)), "snake", ax=ax) is fig
     plt.close(fig)
     img = np.random.default_rng(0).random((6, 7)).astype(np.float32)
-    figs = [fg.plot_photo_filters(img, img, img), fg.plot_propagation_frames(lbl.spiral_mask(5), (0, 3))]
-    for name, draw in (("ch09_jacobi", fg.plot_jacobi_bandwidth), ("ch09_ccl_steps", fg.plot_ccl_steps),
-                       ("ch09_ccl", fg.plot_ccl_times)):
+    figs = [fg.plot_photo_filters(img, img, img), fg.plot_propagation_frames(lbl.spiral_mask(5), (0, 3)),
+            fg.plot_tile_2d(), fg.plot_heat(img, 3), fg.plot_labels(lbl.label_reference(lbl.snake_mask(4, 5)))]
+    for name, plot in (("ch09_jacobi", fg.plot_jacobi_bandwidth), ("ch09_jacobi", fg.plot_jacobi_roofline),
+                       ("ch09_ccl_steps", fg.plot_ccl_steps), ("ch09_ccl", fg.plot_ccl_times)):
         ref = lh.load_reference(name)
-        figs.append(draw(ref.table, ref.label))
-    fig, ax = plt.subplots()
-    ref = lh.load_reference("ch09_jacobi")
-    fg.plot_jacobi_roofline(ax, ref.table, ref.label)
-    figs.append(fig)
+        figs.append(plot(ref.table, label=ref.label))
+        fig, ax = plt.subplots()
+        assert plot(ref.table, ax=ax, label=ref.label) is fig
+        plt.close(fig)
     for f in figs:
         assert isinstance(f, matplotlib.figure.Figure)
         plt.close(f)

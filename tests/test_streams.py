@@ -374,21 +374,31 @@ def test_figures_draw_the_reference_data():
 
     tr, link = lh.load_reference("ch11_transfers"), lh.load_reference("ch11_link").table
     pipe, gantt = lh.load_reference("ch11_pipeline").table, lh.load_reference("ch11_gantt").table
+    measured = gantt[gantt["streams_used"] == 4]
+    comparison = exs.model_comparison(pipe, **exs.model_options(pipe, gantt))
+    managed = lh.load_reference("ch11_managed").table
     fig, axes = plt.subplots(3, 3)
-    f.plot_transfers(axes[0, 0], tr.table, exs.fit_table(tr.table), tr.label, float(link["link_max_gbs"].iloc[0]))
+    assert f.plot_transfers(tr.table, exs.fit_table(tr.table), ax=axes[0, 0], label=tr.label,
+                            link_max_gbs=float(link["link_max_gbs"].iloc[0])) is fig
     f.draw_pipeline(axes[0, 1], 5, 3, 1, 2.0, "breadth-first")
     f.draw_pipeline(axes[0, 2], 1, 8, 2, 12.0, "depth-first")  # more streams than chunks: clipped
-    measured = gantt[gantt["streams_used"] == 4]
-    f.plot_gantt_pair(axes[1, :2], measured, model.simulate_pipeline(5, 4, 5, 8, 4), "ref")
-    f.plot_pipeline_sweep(axes[2, :2], pipe, "ref")
-    f.plot_model_vs_measured(axes[1, 2], exs.model_comparison(pipe, **exs.model_options(pipe, gantt)), "ref")
-    f.plot_multi_gpu(axes[2, 2], 5.5, 4.6, 5.2)
+    assert f.plot_gantt_pair(measured, model.simulate_pipeline(5, 4, 5, 8, 4), axes=axes[1, :2], label="ref") is fig
+    assert f.plot_pipeline_sweep(pipe, axes=axes[2, :2], label="ref") is fig
+    assert f.plot_model_vs_measured(comparison, ax=axes[1, 2], label="ref") is fig
+    assert f.plot_multi_gpu(5.5, 4.6, 5.2, ax=axes[2, 2]) is fig
     assert all(ax.has_data() or ax.patches for ax in axes.ravel())
     plt.close(fig)
     fig, axes = plt.subplots(1, 3)
-    f.plot_managed(axes, lh.load_reference("ch11_managed").table, "ref")
+    assert f.plot_managed(managed, axes=axes, label="ref") is fig
     assert all(ax.patches for ax in axes)
     plt.close(fig)
+    new = [f.plot_transfers(tr.table, label=tr.label), f.plot_gantt_pair(measured, measured, label="ref"),
+           f.plot_pipeline_sweep(pipe, label="ref"), f.plot_model_vs_measured(comparison, label="ref"),
+           f.plot_multi_gpu(5.5, 4.6, 5.2), f.plot_managed(managed, label="ref"),
+           f.plot_launch_chain(4.0, 3.0, 10.0), f.plot_queues(exs.queue_model_table())]
+    for fig in new:  # on no axes: a new figure
+        assert isinstance(fig, matplotlib.figure.Figure) and all(ax.has_data() or ax.patches for ax in fig.axes)
+        plt.close(fig)
 
 
 # --- what the chapter says about the reference data -----------------------------------------------

@@ -1,6 +1,8 @@
-"""Chapter "n-body": its figures. Each function draws on the axes it is given and returns them.
+"""Chapter "n-body": its figures.
 
-The tables come from :mod:`labhelpers.experiments.nbody` (measured on a GPU) or from the reference data
+Static figures: ``plot_x(table..., *, ax=None, label=...) -> Figure`` (a new figure of the size the chapter shows
+when ``ax`` is None); widget drawers: ``draw_x(ax, **params) -> None``, as :func:`labhelpers.interactive_figure`
+calls them. The tables come from :mod:`labhelpers.experiments.nbody` (measured on a GPU) or from the reference data
 ``ch08_*``; the galaxy pictures from a :class:`~labhelpers.kernels.nbody.Trajectory`.
 """
 
@@ -9,9 +11,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..models import nbody as model
+from ..plotting import figure_axes
 from ..roofline.plots import plot_roofline as plot_roofline_on
 from ..roofline.plots import table_ceilings
 
@@ -22,9 +26,10 @@ def _numeric(series) -> np.ndarray:
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
 
 
-def plot_throughput(ax, table: pd.DataFrame, label: str, *, fma_peak_gflops: float | None = None,
-                    kernels: list[str] | None = None):
+def plot_throughput(table: pd.DataFrame, *, ax=None, label: str, fma_peak_gflops: float | None = None,
+                    kernels: list[str] | None = None) -> Figure:
     """G interactions/s against n (log-log), one line per kernel, with the FMA peak in interactions/s."""
+    fig, ax = figure_axes(ax, (9, 5))
     kernels = kernels or list(dict.fromkeys(table["kernel"]))
     for k, name in enumerate(kernels):
         rows = table[table["kernel"] == name].sort_values("n")
@@ -41,15 +46,18 @@ def plot_throughput(ax, table: pd.DataFrame, label: str, *, fma_peak_gflops: flo
     ax.set_title(f"All-pairs forces, float32 ({label})", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    return ax
+    return fig
 
 
-def plot_lecture_comparison(ax, here: pd.DataFrame, here_label: str, lecture: pd.DataFrame, lecture_label: str):
+def plot_lecture_comparison(here: pd.DataFrame, lecture: pd.DataFrame, *, ax=None, here_label: str,
+                            lecture_label: str) -> Figure:
     """The lecture's published rates beside this chapter's, horizontal bars on a log axis.
 
     ``here`` has columns ``kernel`` and ``ginteractions`` (one row per kernel, at one n); ``lecture`` is the
-    reference table ``ch08_lecture_table``.
+    reference table ``ch08_lecture_table``. A new figure (``ax`` None) has its layout tightened.
     """
+    new = ax is None
+    fig, ax = figure_axes(ax, (9, 5.5))
     lec_names = [f"{r.kernel}" + (f", unroll {int(r.unroll)}" if pd.notna(r.unroll) else "")
                  for r in lecture.itertuples()]
     names = [f"lecture: {n}" for n in lec_names] + [f"here: {n}" for n in here["kernel"]]
@@ -66,11 +74,14 @@ def plot_lecture_comparison(ax, here: pd.DataFrame, here_label: str, lecture: pd
     ax.set_xlabel("G interactions/s (log scale)")
     ax.set_title(f"grey: {lecture_label}; blue: {here_label}", fontsize=8)
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    return ax
+    if new:
+        fig.tight_layout()
+    return fig
 
 
-def plot_math_traps(ax, traps: pd.DataFrame, label: str):
+def plot_math_traps(traps: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """Time of one force evaluation for each way of writing ``1 / sqrt``, with the slowdown."""
+    fig, ax = figure_axes(ax, (8, 3.2))
     names = {"rsqrt": "rsqrt(r2)\n(libdevice, fastmath)", "fast": "float32(1) / math.sqrt(r2)\nfastmath=True",
              "precise": "float32(1) / math.sqrt(r2)\nno fastmath", "float64": "1 / math.sqrt(r2)\n(float64!)"}
     modes = list(traps["math_mode"])
@@ -85,11 +96,12 @@ def plot_math_traps(ax, traps: pd.DataFrame, label: str):
     n = int(_numeric(traps["n"])[0])
     ax.set_xlabel(f"ms per force evaluation, n = {n:,} (tiled kernel)")
     ax.set_title(f"Four ways to write the inverse square root ({label})", fontsize=9)
-    return ax
+    return fig
 
 
-def plot_tuning(ax, tuning: pd.DataFrame, label: str, fma_peak_gflops: float | None = None):
+def plot_tuning(tuning: pd.DataFrame, *, ax=None, label: str, fma_peak_gflops: float | None = None) -> Figure:
     """Tile size x bodies per thread heatmap of G interactions/s (and % of the FMA peak)."""
+    fig, ax = figure_axes(ax, (6.5, 4))
     grid = tuning.pivot_table(index="tile", columns="bodies", values="ginteractions")
     values = grid.to_numpy(dtype=float)
     ax.imshow(values, cmap="viridis", aspect="auto")
@@ -105,11 +117,16 @@ def plot_tuning(ax, tuning: pd.DataFrame, label: str, fma_peak_gflops: float | N
         ax.text(c, r, text, ha="center", va="center", fontsize=7, color="black" if v > 0.75 * top else "white")
     n = int(_numeric(tuning["n"])[0])
     ax.set_title(f"G interactions/s (% of FMA peak), n = 2^{int(np.log2(n))} ({label})", fontsize=8)
-    return ax
+    return fig
 
 
-def plot_instruction_mix(ax, mix: pd.DataFrame, label: str):
-    """SASS instructions per interaction in each kernel's hot loop, stacked by the unit that runs them."""
+def plot_instruction_mix(mix: pd.DataFrame, *, ax=None, label: str) -> Figure:
+    """SASS instructions per interaction in each kernel's hot loop, stacked by the unit that runs them.
+
+    A new figure (``ax`` None) has its layout tightened.
+    """
+    new = ax is None
+    fig, ax = figure_axes(ax, (9, 5.8))
     per = _numeric(mix["interactions_per_trip"])
     parts = {
         "FP32 (FADD, FMUL, FFMA)": _numeric(mix["sass_fp32"]) / per,
@@ -134,11 +151,14 @@ def plot_instruction_mix(ax, mix: pd.DataFrame, label: str):
     ax.set_title(f"What each kernel issues per interaction ({label})", fontsize=9)
     ax.set_xlim(0, np.nanmax(total) * 1.12)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
-    return ax
+    if new:
+        fig.tight_layout()
+    return fig
 
 
-def plot_unit_limits(ax, limits: pd.DataFrame, achieved_ginteractions: float, label: str):
+def plot_unit_limits(limits: pd.DataFrame, achieved_ginteractions: float, *, ax=None, label: str) -> Figure:
     """The bound from each unit (issue, FP32 pipe, MUFU) beside the measured rate, in G interactions/s."""
+    fig, ax = figure_axes(ax, (8, 2.8))
     names = list(limits["unit"]) + ["measured"]
     values = list(_numeric(limits["ginteractions"])) + [achieved_ginteractions]
     colors = ["C3" if b else "C7" for b in limits["binds"]] + ["C0"]
@@ -151,15 +171,16 @@ def plot_unit_limits(ax, limits: pd.DataFrame, achieved_ginteractions: float, la
     ax.set_xlim(0, max(values) * 1.2)
     ax.set_xlabel("G interactions/s")
     ax.set_title(f"Upper bounds per unit (red: the one that binds) and the best kernel ({label})", fontsize=8)
-    return ax
+    return fig
 
 
-def plot_roofline(ax, points: pd.DataFrame, *, dram_gbs: float, fma_peak_gflops: float, label: str):
+def plot_roofline(points: pd.DataFrame, *, ax=None, dram_gbs: float, fma_peak_gflops: float, label: str) -> Figure:
     """n-body kernels on the roofline: ``points`` has ``kernel``, ``intensity`` (flop/byte) and ``gflops``.
 
     Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`, with the bandwidth and FMA peak
     recorded beside the table (``label`` says where all of them come from).
     """
+    fig, ax = figure_axes(ax, (8, 4.5))
     gflops = _numeric(points["gflops"])
     shown = pd.DataFrame({"name": [f"{k}: {g / 1e3:.1f} TFLOP/s" for k, g in zip(points["kernel"], gflops)],
                           "intensity": _numeric(points["intensity"]), "gflops": gflops})
@@ -168,10 +189,10 @@ def plot_roofline(ax, points: pd.DataFrame, *, dram_gbs: float, fma_peak_gflops:
                      xlim=(0.1, 1e4), legend="outside")
     ax.set_xlabel("arithmetic intensity (flop per byte of device memory, 20 flops per interaction)")
     ax.set_title(f"n-body on the roofline ({label})", fontsize=9)
-    return ax
+    return fig
 
 
-def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: float = 1.0):
+def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: float = 1.0) -> None:
     """Frame ``frame`` of a galaxy collision, projected on x-y; the two galaxies' bodies in two colours."""
     frame = int(np.clip(frame, 0, len(traj.times) - 1))
     p = traj.positions[frame]
@@ -188,11 +209,20 @@ def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: f
     ax.set_yticks([])
     ax.set_facecolor("#0b0b1a")
     ax.set_title(f"t = {traj.times[frame]:.2f}  ({n:,} bodies)", fontsize=9)
-    return ax
 
 
-def plot_energy_error(ax, trajectories: dict):
+def plot_galaxy_frames(traj, frames=(0, 10, 20, 30), *, size: float = 1.0) -> Figure:
+    """Frames ``frames`` of a galaxy collision side by side (:func:`draw_galaxy` each), in a new figure."""
+    fig, axes = plt.subplots(1, len(frames), figsize=(3.25 * len(frames), 3.6))
+    for ax, frame in zip(np.atleast_1d(axes), frames):
+        draw_galaxy(ax, traj, frame, size=size)
+    fig.tight_layout()
+    return fig
+
+
+def plot_energy_error(trajectories: dict, *, ax=None) -> Figure:
     """Relative energy error ``|E(t) - E(0)| / |E(0)|`` against time, one line per labelled trajectory."""
+    fig, ax = figure_axes(ax, (7, 3.6))
     for k, (name, traj) in enumerate(trajectories.items()):
         err = np.maximum(traj.relative_energy_error[1:], 1e-16)  # t = 0 has no error by definition
         ax.plot(traj.times[1:], err, color=f"C{k}", label=name)
@@ -202,10 +232,10 @@ def plot_energy_error(ax, trajectories: dict):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title("Leapfrog (kick-drift-kick): energy error for two time steps", fontsize=9)
-    return ax
+    return fig
 
 
-def draw_tiles(ax, n: int, tile: int, block: int = 0):
+def draw_tiles(ax, n: int, tile: int, block: int = 0) -> None:
     """The n x n interactions of one force evaluation, as the tiled kernel walks them.
 
     Rows are the bodies that feel the force (one thread each), columns the bodies that exert it. Block
@@ -234,8 +264,8 @@ def draw_tiles(ax, n: int, tile: int, block: int = 0):
     pad = size - n
     ax.set_title(f"n = {n}, tile = {tile}: {tiles} tile(s) per block, {pad} zero-mass padding bod"
                  f"{'y' if pad == 1 else 'ies'} in the last", fontsize=9)
-    return ax
 
 
-__all__ = ["draw_galaxy", "draw_tiles", "plot_energy_error", "plot_instruction_mix", "plot_lecture_comparison",
-           "plot_math_traps", "plot_roofline", "plot_throughput", "plot_tuning", "plot_unit_limits"]
+__all__ = ["draw_galaxy", "draw_tiles", "plot_energy_error", "plot_galaxy_frames", "plot_instruction_mix",
+           "plot_lecture_comparison", "plot_math_traps", "plot_roofline", "plot_throughput", "plot_tuning",
+           "plot_unit_limits"]

@@ -86,9 +86,9 @@ def draw_scan_step(ax=None, algorithm: str = "hillis_steele", step: int = 0, val
     return fig
 
 
-def plot_bank_conflicts(ax=None, threads: int = 256):
+def plot_bank_conflicts(threads: int = 256, *, ax=None):
     """Blelloch's worst bank conflict at every level (up-sweep, then down-sweep), with and without padding."""
-    fig, ax = _axes(ax, (7, 3.2))
+    fig, ax = _axes(ax, (8, 3.2))
     for padded, marker in ((False, "o"), (True, "s")):
         rows = model.blelloch_bank_conflicts(threads, padded)
         ax.plot(range(len(rows)), [r["worst_conflict"] for r in rows], marker=marker,

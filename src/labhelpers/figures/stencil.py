@@ -1,7 +1,9 @@
 """Chapter "Stencils, halos and connected components": figures and widget draw functions.
 
-Draw functions for widgets take an axes first (``draw(ax, **controls)``); the others build and return
-a Figure. Measured tables come from :mod:`labhelpers.experiments.stencil` or from the reference data
+Static figures: ``plot_x(data..., *, ax=None, label=...) -> Figure`` (a new figure of the size the chapter shows
+when ``ax`` is None); widget drawers: ``draw_x(ax, **params) -> None``, as :func:`labhelpers.interactive_figure`
+calls them (the snapshots a widget shows are keyword arguments, bound with :func:`functools.partial`). Measured
+tables come from :mod:`labhelpers.experiments.stencil` or from the reference data
 ``ch09_*``; their label (``this GPU: ...`` or ``reference: ...``) goes into the title.
 """
 
@@ -11,11 +13,12 @@ import numpy as np
 import pandas as pd
 from matplotlib import colors, patches
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from ..kernels import labelling as lbl
 from ..kernels import stencil as st
 from ..models import stencil as model
-from ..plotting import readable_pt
+from ..plotting import figure_axes, readable_pt
 from ..roofline.plots import plot_roofline, table_ceilings
 
 HALO = "#f4a259"
@@ -23,7 +26,7 @@ OWN = "#5b8fd6"
 STRIDED = "#d1495b"
 
 
-def plot_tile_1d(ax, threads: int = 16, radius: int = 3) -> None:
+def draw_tile_1d(ax, threads: int = 16, radius: int = 3) -> None:
     """The shared tile of one block: ``radius`` halo words on each side of the block's ``threads`` words.
 
     Each word is loaded once; the title compares loads per output with the ``2R + 1`` reads per
@@ -53,8 +56,9 @@ def plot_tile_1d(ax, threads: int = 16, radius: int = 3) -> None:
         ax.spines[side].set_visible(False)
 
 
-def plot_tile_2d(ax, bx: int = 8, by: int = 4) -> None:
+def plot_tile_2d(bx: int = 8, by: int = 4, *, ax=None) -> Figure:
     """The 2D tile of a 5-point stencil: the block's points, halo rows (coalesced) and halo columns (strided)."""
+    fig, ax = figure_axes(ax, (7, 3.8))
     m = model.tile_2d(bx, by)
     for r in range(by + 2):
         for c in range(bx + 2):
@@ -78,26 +82,25 @@ def plot_tile_2d(ax, bx: int = 8, by: int = 4) -> None:
               loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
     ax.set_title(f"{bx}x{by} block: {m['loads_per_point']:.2f} loads per point, "
                  f"{m['sector_efficiency']:.0%} of the bytes moved are used", fontsize=9)
+    return fig
 
 
-def plot_heat(ax, field: np.ndarray, steps: int, vmax: float = 100.0) -> None:
+def plot_heat(field: np.ndarray, steps: int, *, ax=None, vmax: float = 100.0) -> Figure:
     """A temperature field as an image (hot = bright), after ``steps`` Jacobi steps."""
+    fig, ax = figure_axes(ax, (5.4, 4.3))
     im = ax.imshow(field, cmap="inferno", vmin=0, vmax=vmax, interpolation="nearest")
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="temperature")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_title(f"after {steps} Jacobi steps", fontsize=10)
+    return fig
 
 
-def heat_widget_draw(snapshots: dict[int, np.ndarray], vmax: float = 100.0):
-    """A ``draw(ax, steps)`` for :func:`labhelpers.interactive_figure` over precomputed snapshots."""
-    keys = sorted(snapshots)
-
-    def draw(ax, steps: int) -> None:
-        k = min(keys, key=lambda s: abs(s - steps))
-        plot_heat(ax, snapshots[k], k, vmax)
-
-    return draw
+def draw_heat(ax, steps: int, *, snapshots: dict[int, np.ndarray], vmax: float = 100.0) -> None:
+    """The heat widget: :func:`plot_heat` of the snapshot nearest ``steps`` (bind ``snapshots``, a dict from the
+    number of Jacobi steps to the field, with :func:`functools.partial`)."""
+    k = min(snapshots, key=lambda s: (abs(s - steps), s))
+    plot_heat(snapshots[k], k, ax=ax, vmax=vmax)
 
 
 def plot_photo_filters(img: np.ndarray, blurred: np.ndarray, edges: np.ndarray, title: str = ""):
@@ -119,12 +122,16 @@ def _kernel_rows(table: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def plot_jacobi_bandwidth(table: pd.DataFrame, label: str):
-    """Effective bandwidth of every Jacobi kernel (and the CuPy step) against the copy of the same grid."""
+def plot_jacobi_bandwidth(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
+    """Effective bandwidth of every Jacobi kernel (and the CuPy step) against the copy of the same grid.
+
+    A new figure (``ax`` None) is 8 inches wide, 0.35 inch per kernel high, with its layout tightened.
+    """
     rows = _kernel_rows(table)
     copy = table.loc[table["variant"] == "copy", "gbps"]
     copy_gbs = float(copy.iloc[0]) if len(copy) and pd.notna(copy.iloc[0]) else float("nan")
-    fig, ax = plt.subplots(figsize=(8, 0.35 * max(len(rows), 4) + 1.2))
+    new = ax is None
+    fig, ax = figure_axes(ax, (8, 0.35 * max(len(rows), 4) + 1.2))
     palette = {"naive": "C0", "shared": "C1", "marching": "C2"}
     y = np.arange(len(rows))
     ax.barh(y, rows["gbps"].astype(float), color=[palette.get(v, "0.5") for v in rows["variant"]])
@@ -137,15 +144,17 @@ def plot_jacobi_bandwidth(table: pd.DataFrame, label: str):
         ax.legend(fontsize=8, loc="lower right")
     ax.set_xlabel("effective bandwidth, GB/s (8 bytes per point / time of one step)")
     ax.set_title(f"One Jacobi step on a {int(table['n'].iloc[0])}² float32 grid\n{label}", fontsize=9)
-    fig.tight_layout()
+    if new:
+        fig.tight_layout()
     return fig
 
 
-def plot_jacobi_roofline(ax, table: pd.DataFrame, label: str) -> None:
+def plot_jacobi_roofline(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """The roofline (copy bandwidth, FP32 FMA peak, both from ``table``) with every Jacobi kernel at 0.5 flop/B.
 
     Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`.
     """
+    fig, ax = figure_axes(ax, (7.5, 4.4))
     copy = float(table.loc[table["variant"] == "copy", "gbps"].iloc[0])
     peak_rows = table.loc[table["variant"] == "fp32 FMA peak", "gflops"]
     peak = float(peak_rows.iloc[0]) if len(peak_rows) else float("nan")
@@ -157,6 +166,7 @@ def plot_jacobi_roofline(ax, table: pd.DataFrame, label: str) -> None:
     plot_roofline(ax, roofs, points, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
                   xlim=(1e-2, 1e3), legend="outside", roof_names={"dram_gbs": "copy bandwidth"})
     ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=9)
+    return fig
 
 
 def label_colors(labels: np.ndarray) -> np.ndarray:
@@ -169,13 +179,15 @@ def label_colors(labels: np.ndarray) -> np.ndarray:
     return rgb
 
 
-def plot_labels(ax, labels: np.ndarray, title: str = "") -> None:
+def plot_labels(labels: np.ndarray, title: str = "", *, ax=None) -> Figure:
     """Labels as colours (background black)."""
+    fig, ax = figure_axes(ax, (4, 3.2))
     ax.imshow(label_colors(labels), interpolation="nearest")
     ax.set_xticks([])
     ax.set_yticks([])
     if title:
         ax.set_title(title, fontsize=9)
+    return fig
 
 
 def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
@@ -190,14 +202,18 @@ def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
             lab, _changed = lbl.propagate_reference(lab)
         done = k
         n = len(np.unique(lab[lab != 0]))
-        plot_labels(ax, lab, f"after {k} steps: {n} label{'s' * (n != 1)}")
+        plot_labels(lab, f"after {k} steps: {n} label{'s' * (n != 1)}", ax=ax)
     fig.tight_layout()
     return fig
 
 
-def plot_ccl_steps(table: pd.DataFrame, label: str):
-    """Propagation steps against the image side for every shape (log-log), union-find's 3 launches beside."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+def plot_ccl_steps(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
+    """Propagation steps against the image side for every shape (log-log), union-find's 3 launches beside.
+
+    A new figure (``ax`` None) has its layout tightened.
+    """
+    new = ax is None
+    fig, ax = figure_axes(ax, (7, 4))
     for k, (shape, part) in enumerate(table.groupby("shape", sort=False)):
         ax.loglog(part["side"], part["steps"], "o-", color=f"C{k}", label=f"propagation: {shape}")
     sides = np.array(sorted(table["side"].unique()), dtype=float)
@@ -207,13 +223,18 @@ def plot_ccl_steps(table: pd.DataFrame, label: str):
     ax.set_ylabel("propagation steps until no label changes")
     ax.set_title(f"Label propagation needs as many steps as the longest path\n{label}", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    if new:
+        fig.tight_layout()
     return fig
 
 
-def plot_ccl_times(table: pd.DataFrame, label: str):
-    """Time of each labelling method against the density of the random image (log scale)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+def plot_ccl_times(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
+    """Time of each labelling method against the density of the random image (log scale).
+
+    A new figure (``ax`` None) has its layout tightened.
+    """
+    new = ax is None
+    fig, ax = figure_axes(ax, (7, 4))
     for k, (method, part) in enumerate(table.groupby("method", sort=False)):
         ax.semilogy(part["density"], part["median_ms"].astype(float), "o-", color=f"C{k}", label=method)
     n = int(table["n"].iloc[0])
@@ -223,7 +244,8 @@ def plot_ccl_times(table: pd.DataFrame, label: str):
     ax.text(0.5927, ax.get_ylim()[1] * 0.6, " percolation\n threshold", fontsize=8, color="0.4")
     ax.set_title(f"Connected components of a random {n}² image\n{label}", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    if new:
+        fig.tight_layout()
     return fig
 
 
@@ -234,6 +256,6 @@ def norm_for(values: np.ndarray) -> colors.Normalize:
                             vmax=float(finite.max()) if finite.size else 1.0)
 
 
-__all__ = ["heat_widget_draw", "label_colors", "norm_for", "plot_ccl_steps", "plot_ccl_times", "plot_heat",
+__all__ = ["draw_heat", "draw_tile_1d", "label_colors", "norm_for", "plot_ccl_steps", "plot_ccl_times", "plot_heat",
            "plot_jacobi_bandwidth", "plot_jacobi_roofline", "plot_labels", "plot_photo_filters",
-           "plot_propagation_frames", "plot_tile_1d", "plot_tile_2d"]
+           "plot_propagation_frames", "plot_tile_2d"]

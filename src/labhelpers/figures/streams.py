@@ -1,20 +1,24 @@
 """Chapter "Streams and the host-device link": figures and widget draw functions.
 
-Draw functions for widgets take an axes first (``draw(ax, **controls)``); the other plot functions take an
-axes too and draw a table (a :class:`~labhelpers.measured.Measured` table or a reference table), with the
-label of its source (``this GPU: ...`` or ``reference: ...``) in the title or legend. The Gantt chart of a
-model timeline (:func:`labhelpers.models.streams.simulate_pipeline`) and of a measured one
-(:func:`labhelpers.experiments.streams.gantt_table`) is the same function.
+Static figures: ``plot_x(table..., *, ax=None, label=...) -> Figure`` (``axes=None`` for the ones of several
+panels; a new figure of the size the chapter shows when None), drawing a table (a
+:class:`~labhelpers.measured.Measured` table or a reference table) with the label of its source (``this GPU: ...``
+or ``reference: ...``) in the title or legend. Drawers ``draw_x(ax, ...) -> None`` draw on the axes given: the
+widget's :func:`draw_pipeline`, and :func:`draw_gantt`, the one Gantt chart of a model timeline
+(:func:`labhelpers.models.streams.simulate_pipeline`) and of a measured one
+(:func:`labhelpers.experiments.streams.gantt_table`).
 """
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib import patches
+from matplotlib.figure import Figure
 
 from ..models import streams as model
-from ..plotting import readable_pt
+from ..plotting import figure_axes, readable_pt
 
 OP_COLORS = {"H2D": "#4c78a8", "kernel": "#f58518", "D2H": "#54a24b"}
 LINE_COLORS = {"H2D pinned": "#4c78a8", "D2H pinned": "#54a24b", "H2D pageable": "#9ecae9",
@@ -27,9 +31,10 @@ WIDGET_D2H_MS = 4.9
 # ============================================================================================ the link
 
 
-def plot_transfers(ax, table: pd.DataFrame, fits: pd.DataFrame | None = None, label: str = "",
-                   link_max_gbs: float | None = None) -> None:
+def plot_transfers(table: pd.DataFrame, fits: pd.DataFrame | None = None, *, ax=None, label: str = "",
+                   link_max_gbs: float | None = None) -> Figure:
     """Bandwidth (GB/s) against transfer size for each line of a transfer table, the fitted model dashed."""
+    fig, ax = figure_axes(ax, (7.5, 4.4))
     for name, part in table.groupby("transfer", sort=False):
         part = part.sort_values("nbytes")
         color = LINE_COLORS.get(name)
@@ -50,12 +55,13 @@ def plot_transfers(ax, table: pd.DataFrame, fits: pd.DataFrame | None = None, la
     ax.set_title(f"Host-device transfers (dashed: latency + bytes / bandwidth)\n{label}", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, which="major", alpha=0.3)
+    return fig
 
 
 # ============================================================================================ timelines
 
 
-def plot_gantt(ax, timeline: pd.DataFrame, title: str = "", *, xmax: float | None = None,
+def draw_gantt(ax, timeline: pd.DataFrame, title: str = "", *, xmax: float | None = None,
                legend: bool = True) -> None:
     """A Gantt chart: one lane per stream, one bar per operation (H2D, kernel, D2H), chunk numbers on the bars.
 
@@ -93,7 +99,7 @@ def draw_pipeline(ax, chunks: int = 8, streams: int = 4, copy_engines: int = 2, 
                                 copy_engines=copy_engines, order=order)
     serial = WIDGET_H2D_MS + kernel_ms + WIDGET_D2H_MS
     total = float(t["end_ms"].max())
-    plot_gantt(ax, t, xmax=serial * 1.02)
+    draw_gantt(ax, t, xmax=serial * 1.02)
     bound = model.lower_bound(WIDGET_H2D_MS, kernel_ms, WIDGET_D2H_MS, copy_engines)
     ax.set_title(f"{chunks} chunks on {streams} stream(s), {copy_engines} copy engine(s), {order}: {total:.2f} ms\n"
                  f"= {serial / total:.2f}x faster than serial ({serial:.1f} ms); busiest engine {bound:.2f} ms "
@@ -101,18 +107,34 @@ def draw_pipeline(ax, chunks: int = 8, streams: int = 4, copy_engines: int = 2, 
                  fontsize=readable_pt(ax.figure))
 
 
-def plot_gantt_pair(axes, measured: pd.DataFrame, modelled: pd.DataFrame, label: str) -> None:
-    """Measured (left) and modelled (right) timelines on the same time axis."""
+def plot_gantt_pair(measured: pd.DataFrame, modelled: pd.DataFrame, *, axes=None, label: str) -> Figure:
+    """Measured (left) and modelled (right) timelines on the same time axis.
+
+    ``axes``: a pair of axes (a row of the chapter's grid; a new 11 x 2.5 figure of two when None, its layout
+    then tightened).
+    """
+    new = axes is None
+    if new:
+        _, axes = plt.subplots(1, 2, figsize=(11, 2.5))
     xmax = 1.03 * max(measured["end_ms"].max(), modelled["end_ms"].max())
-    plot_gantt(axes[0], measured, f"measured ({label})", xmax=xmax, legend=False)
-    plot_gantt(axes[1], modelled, "model", xmax=xmax)
+    draw_gantt(axes[0], measured, f"measured ({label})", xmax=xmax, legend=False)
+    draw_gantt(axes[1], modelled, "model", xmax=xmax)
+    if new:
+        axes[0].figure.tight_layout()
+    return axes[0].figure
 
 
 # ============================================================================================ the pipeline sweep
 
 
-def plot_pipeline_sweep(axes, table: pd.DataFrame, label: str) -> None:
-    """Wall time against chunks, one line per stream count, depth-first (left) and breadth-first (right)."""
+def plot_pipeline_sweep(table: pd.DataFrame, *, axes=None, label: str) -> Figure:
+    """Wall time against chunks, one line per stream count, depth-first (left) and breadth-first (right).
+
+    ``axes``: a pair of axes (a new 11 x 4 figure of two sharing y when None, its layout then tightened).
+    """
+    new = axes is None
+    if new:
+        _, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     pinned = table[table["host_memory"] == "pinned"]
     first = pinned.iloc[0]
     stage_max = float(max(first["h2d_ms"], first["kernel_ms"], first["d2h_ms"]))
@@ -143,10 +165,18 @@ def plot_pipeline_sweep(axes, table: pd.DataFrame, label: str) -> None:
         ax.set_title(f"{order}\n{label}", fontsize=9)
         ax.set_ylim(0, max(part["wall_ms"].max(), serial) * 1.4)  # room for the legend above the lines
         ax.legend(fontsize=7, loc="upper center", ncol=3)
+    if new:
+        axes[0].figure.tight_layout()
+    return axes[0].figure
 
 
-def plot_model_vs_measured(ax, comparison: pd.DataFrame, label: str) -> None:
-    """Measured wall time against the plain and the fitted model (one point per configuration)."""
+def plot_model_vs_measured(comparison: pd.DataFrame, *, ax=None, label: str) -> Figure:
+    """Measured wall time against the plain and the fitted model (one point per configuration).
+
+    A new figure (``ax`` None) has its layout tightened.
+    """
+    new = ax is None
+    fig, ax = figure_axes(ax, (5.2, 4.6))
     top = float(max(comparison[["wall_ms", "plain_ms", "fitted_ms"]].max())) * 1.05
     ax.plot([0, top], [0, top], color="0.5", lw=0.8)
     ax.scatter(comparison["plain_ms"], comparison["wall_ms"], s=14, color="0.65", label="plain model")
@@ -158,17 +188,26 @@ def plot_model_vs_measured(ax, comparison: pd.DataFrame, label: str) -> None:
     ax.set_ylabel("measured (ms)")
     ax.set_title(f"Every configuration: measured against modelled\n{label}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
+    if new:
+        fig.tight_layout()
+    return fig
 
 
 # ============================================================================================ unified memory
 
 
-def plot_managed(axes, table: pd.DataFrame, label: str) -> None:
+def plot_managed(table: pd.DataFrame, *, axes=None, label: str) -> Figure:
     """One panel per size: for each case, stacked bars of moving the data to the GPU, the kernel, and the
-    result back to the host (linear time axis, so the lengths add up)."""
+    result back to the host (linear time axis, so the lengths add up).
+
+    ``axes``: one axes per size (a new 11 x 3.3 figure of them sharing y when None, its layout then tightened).
+    """
     ok = table[table["status"] == "ok"]
     cases = list(dict.fromkeys(ok["case"]))
     sizes = sorted(ok["mib"].unique())
+    new = axes is None
+    if new:
+        _, axes = plt.subplots(1, len(sizes), figsize=(11, 3.3), sharey=True)
     axes = np.atleast_1d(axes)
     parts = (("to_gpu_ms", "to the GPU", "#4c78a8"), ("kernel_ms", "kernel", "#f58518"),
              ("to_host_ms", "back to the host", "#54a24b"))
@@ -188,14 +227,22 @@ def plot_managed(axes, table: pd.DataFrame, label: str) -> None:
         ax.set_title(f"{size:g} MiB", fontsize=9)
     axes[-1].legend(fontsize=7, loc="upper right")
     axes[0].figure.suptitle(f"Unified memory against explicit copies ({label})", fontsize=9)
+    if new:
+        axes[0].figure.tight_layout()
+    return axes[0].figure
 
 
 # ============================================================================================ several GPUs
 
 
-def plot_multi_gpu(ax, h2d_ms: float, kernel_ms: float, d2h_ms: float, *, chunks: int = 16,
-                   streams: int = 4) -> None:
-    """Modelled time of one job on one GPU and split across two (own links, or one shared link)."""
+def plot_multi_gpu(h2d_ms: float, kernel_ms: float, d2h_ms: float, *, ax=None, chunks: int = 16,
+                   streams: int = 4) -> Figure:
+    """Modelled time of one job on one GPU and split across two (own links, or one shared link).
+
+    A new figure (``ax`` None) has its layout tightened.
+    """
+    new = ax is None
+    fig, ax = figure_axes(ax, (8, 2.4))
     cases = {
         "1 GPU": model.pipeline_time(h2d_ms, kernel_ms, d2h_ms, chunks, streams),
         "2 GPUs, a link each": model.multi_gpu_time(h2d_ms, kernel_ms, d2h_ms, 2, chunks=chunks, streams=streams),
@@ -210,21 +257,26 @@ def plot_multi_gpu(ax, h2d_ms: float, kernel_ms: float, d2h_ms: float, *, chunks
     ax.set_xlim(0, max(cases.values()) * 1.25)
     ax.set_title(f"Model only (nothing measured): the job split across two GPUs, {chunks} chunks on {streams} "
                  "streams each", fontsize=8.5)
+    if new:
+        fig.tight_layout()
+    return fig
 
 
-__all__ = ["OP_COLORS", "draw_pipeline", "plot_gantt", "plot_gantt_pair", "plot_managed", "plot_model_vs_measured",
+__all__ = ["OP_COLORS", "draw_gantt", "draw_pipeline", "plot_gantt_pair", "plot_managed", "plot_model_vs_measured",
            "plot_multi_gpu", "plot_pipeline_sweep", "plot_transfers"]
 
 
 # ============================================================================================ graphs and queues
 
 
-def plot_launch_chain(ax, issue_us: float, kernel_us: float, graph_launch_us: float, *,
+def plot_launch_chain(issue_us: float, kernel_us: float, graph_launch_us: float, *, ax=None,
                       table: pd.DataFrame | None = None, label: str = "",
-                      launches=(1, 3, 10, 30, 100, 300, 1000)) -> None:
+                      launches=(1, 3, 10, 30, 100, 300, 1000)) -> Figure:
     """Time per kernel against the chain's length: issued one by one and replayed as a graph, the model's lines
     (with the costs given, named in the legend) and, when a :func:`~labhelpers.experiments.streams.graph_table`
-    is given, its measured wall times per kernel as points."""
+    is given, its measured wall times per kernel as points. A new figure (``ax`` None) has its layout tightened."""
+    new = ax is None
+    fig, ax = figure_axes(ax, (7.5, 3.6))
     counts = np.asarray(launches, dtype=int)
     one = [model.launch_chain_us(int(k), issue_us, kernel_us) / k for k in counts]
     graph = [model.graph_chain_us(int(k), graph_launch_us, kernel_us) / k for k in counts]
@@ -240,14 +292,20 @@ def plot_launch_chain(ax, issue_us: float, kernel_us: float, graph_launch_us: fl
     ax.set_xlabel("kernels in the chain")
     ax.set_ylabel("wall time per kernel (us)")
     ax.legend(fontsize=8)
+    if new:
+        fig.tight_layout()
+    return fig
 
 
-def plot_queues(ax, table: pd.DataFrame, label: str = "") -> None:
+def plot_queues(table: pd.DataFrame, *, ax=None, label: str = "") -> Figure:
     """Kernels running at once against the number of streams, one line per connection count and issue order.
 
     Measured concurrency (a :func:`~labhelpers.experiments.streams.queue_table`) as points and lines, the
     model as dashed lines; a :func:`~labhelpers.experiments.streams.queue_model_table` has the model only.
+    A new figure (``ax`` None) has its layout tightened.
     """
+    new = ax is None
+    fig, ax = figure_axes(ax, (7.5, 4))
     colors = {1: "#9d755d", 8: "#e45756", 32: "#4c78a8"}
     for (c, order), part in table.groupby(["connections", "order"], sort=False):
         part = part.sort_values("streams")
@@ -263,6 +321,9 @@ def plot_queues(ax, table: pd.DataFrame, label: str = "") -> None:
     ax.set_xlabel("streams (2 dependent kernels each, issued stream by stream)")
     ax.set_ylabel("kernels running at once")
     ax.legend(fontsize=8)
+    if new:
+        fig.tight_layout()
+    return fig
 
 
 __all__ += ["plot_launch_chain", "plot_queues"]
