@@ -26,6 +26,7 @@ from . import answers
 from . import harness as h
 from . import measured
 from ..gpus import current as current_gpu
+from ..gpus import reference as reference_gpu
 from ..sizes import problem_size
 
 # --------------------------------------------------------------------------- exercise 1: Amdahl
@@ -261,7 +262,8 @@ TUNED_REPS = 8
 def _slackness_reference(k: int) -> str:
     ref = load_reference("ch02_slackness")
     rows = ref.table[ref.table["threads"] == TUNED_THREADS]
-    row = measured.nearest_row(rows, "fill", k * TUNED_THREADS / 2048)  # fill: threads / (SMs * 2048)
+    per_sm = reference_gpu().sm.max_threads_per_sm  # the reference table was measured on the reference GPU
+    row = measured.nearest_row(rows, "fill", k * TUNED_THREADS / per_sm)  # fill: threads / (SMs * threads per SM)
     best = rows.loc[rows["median_ms"].idxmin()]
     return measured.reference_text(
         ref, f"the grid-stride kernel with {int(row.blocks)} blocks of {TUNED_THREADS} threads took "
