@@ -2,8 +2,9 @@
 
 The model, chapter by chapter:
 
-* **GPU work**: every row of the chapter's reference tables (``chNN_*.json``) with a ``median_ms`` is one
-  measurement the chapter repeats on a GPU: :data:`CALLS_PER_ROW` timed calls of at least :data:`MIN_CALL_MS`
+* **GPU work**: every row of the chapter's reference tables (``chNN_*.json``) with a ``median_ms`` is counted as
+  one measurement the chapter repeats on a GPU (an upper bound: a chapter re-measures some tables at smaller sizes
+  and only reads others, as chapter 8 reads ``ch08_tuning``): :data:`CALLS_PER_ROW` timed calls of at least :data:`MIN_CALL_MS`
   each (``lh.benchmark`` queues about 1 ms of calls per repetition), or :data:`CALLS_PER_LONG_ROW` when one call
   takes longer than :data:`LONG_CALL_MS` (the sweeps repeat long calls less). A row is *memory bound* or
   *compute bound* by which of its two rates is the larger share of the reference GPU's ceiling (``gbps`` over
@@ -225,11 +226,12 @@ def expected_time(number: int) -> str:
     if here.is_live:
         e = estimate(number, here)
         return (f"Expected run time of this chapter on {here.label}: {_minutes(e.seconds)} "
-                f"(an estimate from the reference GPU's measurements: labhelpers.runtime_estimate).")
+                f"(an upper-bound estimate from the reference GPU's measurements: labhelpers.runtime_estimate).")
     ref, t4 = estimate(number, here), estimate(number, "T4")
     return (f"Expected run time of this chapter on a GPU: {_minutes(ref.seconds)} on the {here.label}, "
             f"{_minutes(t4.seconds)} on a T4 (Colab's free GPU), plus about {INSTALL_SECONDS / 60:.0f} min of "
-            "installing on Colab (an estimate from the reference GPU's measurements: labhelpers.runtime_estimate).")
+            "installing on Colab (an upper-bound estimate from the reference GPU's measurements: "
+            "labhelpers.runtime_estimate).")
 
 
 __all__ = ["CALLS_PER_ROW", "COMPILE_SECONDS", "Estimate", "GPU_KEYS", "INSTALL_SECONDS", "SESSION_SECONDS",
