@@ -146,7 +146,7 @@ def plot_methods(measured, ax=None):
     n = int(pd.to_numeric(t["n"]).max())
     ax.set_title(f"Scan methods on 2^{int(math.log2(n))} int32 (the chained scan on fewer)", fontsize=max(9, small))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=max(8, small), loc="lower right")
+        ax.legend(fontsize=max(8, small), loc="center right")  # clear of the source label, lower right
     _label(ax, measured)
     if new:  # the long names inside the figure, which the page shrinks by its width
         fig.tight_layout()
