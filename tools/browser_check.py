@@ -210,16 +210,29 @@ def widget_problems(found: list[dict], report: PageReport) -> None:
             report.small_text.append(f"{where}: smallest text at {w['font_px']:.1f}px")
 
 
-def png_font(url: str) -> tuple[float, float]:
-    """The smallest font (pt) and dpi a figure's PNG records (``lh.setup()``'s inline backend writes them), else
+def recorded_font(png: Image.Image) -> tuple[float, float]:
+    """The smallest font (pt) and dpi an open PNG records (``lh.setup()``'s inline backend writes them), else
     matplotlib's default text size at the book's dpi."""
+    text = getattr(png, "text", {})
+    if PNG_FONT_KEY in text:
+        return float(text[PNG_FONT_KEY]), float(text.get(PNG_DPI_KEY, STATIC_DPI))
+    return STATIC_FONT_PT, STATIC_DPI
+
+
+def png_font(url: str) -> tuple[float, float]:
+    """The smallest font (pt) and dpi the PNG at ``url`` records (:func:`recorded_font`); a URL that is not a
+    local PNG: matplotlib's default text size at the book's dpi."""
     path = Path(unquote(urlparse(url).path))
     if url.startswith("file:") and path.suffix == ".png" and path.is_file():
         with Image.open(path) as png:
-            text = getattr(png, "text", {})
-            if PNG_FONT_KEY in text:
-                return float(text[PNG_FONT_KEY]), float(text.get(PNG_DPI_KEY, STATIC_DPI))
+            return recorded_font(png)
     return STATIC_FONT_PT, STATIC_DPI
+
+
+def shown_font_px(pt: float, dpi: float, shown: float, natural: float) -> float:
+    """How many CSS pixels high text of ``pt`` points is on the page: drawn at ``dpi`` into an image ``natural`` px
+    wide that the page shows ``shown`` px wide."""
+    return pt * dpi / 72 * shown / natural
 
 
 def static_figure_problems(figures: list[dict]) -> list[str]:
@@ -228,7 +241,7 @@ def static_figure_problems(figures: list[dict]) -> list[str]:
     out = []
     for f in figures:
         pt, dpi = png_font(f["src"])
-        px = pt * dpi / 72 * f["shown"] / f["natural"]
+        px = shown_font_px(pt, dpi, f["shown"], f["natural"])
         if px < MIN_FONT_PX:
             out.append(f"static figure {f['src'][-40:]}: smallest text ({pt:g} pt at {dpi:g} dpi) at {px:.1f}px")
     return out

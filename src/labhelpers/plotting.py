@@ -138,8 +138,8 @@ def plot_comparison(
     if data is not None and data.is_live:
         _draw(ax, data.table, x, y, group, {"linestyle": "-", "marker": "s", "markersize": 4}, data.label)
     elif reference is not None:
-        ax.text(0.01, 0.99, f"No GPU timings here: dashed lines are reference data from {reference.gpu}",
-                transform=ax.transAxes, va="top", fontsize=8, color="0.3")
+        ax.text(0.01, 0.99, f"No GPU timings here: dashed lines are\nreference data from {reference.gpu}",
+                transform=ax.transAxes, va="top", fontsize=max(8, readable_pt(ax.figure)), color="0.3")
     ax.set_xlabel(xlabel or x)
     ax.set_ylabel(ylabel or y)
     if logx:
@@ -150,5 +150,5 @@ def plot_comparison(
         ax.set_title(title)
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=max(8, readable_pt(ax.figure)))
     return ax

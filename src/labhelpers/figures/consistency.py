@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..models import consistency as model
+from ..plotting import readable_pt
 
 
 def _axes(ax, figsize=(7, 3.5)):
@@ -42,22 +43,26 @@ def plot_counter_runs(table: pd.DataFrame, label: str, ax=None):
 
 def plot_atomic_throughput(table: pd.DataFrame, label: str, ax=None):
     """Increments per second of every way to count (log scale), with the hardware atomics each one issues."""
+    new = ax is None
     fig, ax = _axes(ax, (8, 3.4))
+    small = readable_pt(fig)
     t = table.reset_index(drop=True)
     y = np.arange(len(t))
     values = t["increments_per_s"].to_numpy(dtype=float)
     colors = ["C3" if "one address" == k else ("C2" if "aggregated" in k else "C0") for k in t["kind"]]
     ax.barh(y, values, color=colors)
-    ax.set_yticks(y, [f"{k}\n({a:,.0f} atomics)" for k, a in zip(t["kind"], t["atomics"])], fontsize=7)
+    ax.set_yticks(y, [f"{k}\n({a:,.0f} atomics)" for k, a in zip(t["kind"], t["atomics"])], fontsize=max(7, small))
     ax.invert_yaxis()
     ax.set_xscale("log")
     for yy, v in zip(y, values):
         if np.isfinite(v):
             ax.text(v * 1.1, yy, f"{v / 1e9:,.2f} G/s" if v >= 1e8 else f"{v / 1e6:,.1f} M/s", va="center",
-                    fontsize=7)
+                    fontsize=max(7, small))
     ax.set_xlabel("increments per second")
-    ax.set_title(f"Counting with atomics ({label})", fontsize=9)
+    ax.set_title(f"Counting with atomics ({label})", fontsize=max(9, small))
     ax.set_xlim(right=np.nanmax(values) * 8 if np.isfinite(values).any() else 1)
+    if new:  # the long names inside the figure, which the page shrinks by its width
+        fig.tight_layout()
     return fig
 
 
@@ -68,7 +73,9 @@ def plot_litmus(table: pd.DataFrame, label: str, tests=("MP", "SB", "LB", "CoRR"
     Tests run between blocks. A bar of height zero is drawn as a marker at the bottom with
     the label "0 in N": not observed is not the same as impossible.
     """
+    new = ax is None
     fig, ax = _axes(ax, (8, 3.4))
+    small = readable_pt(fig)
     rows = table[(table["access"] == access) & (table["pairing"] == "different blocks")]
     x = np.arange(len(tests))
     width = 0.38
@@ -85,21 +92,23 @@ def plot_litmus(table: pd.DataFrame, label: str, tests=("MP", "SB", "LB", "CoRR"
             color = "C3" if fence == "none" else "C0"
             if r["weak"] > 0:
                 ax.bar(xx, per_million, width, color=color)
-                ax.text(xx, per_million * 1.15, f"{int(r['weak']):,}", ha="center", fontsize=7)
+                ax.text(xx, per_million * 1.15, f"{int(r['weak']):,}", ha="center", fontsize=max(7, small))
             else:
                 ax.plot(xx, 0.5e6 / r["instances"], "v", color=color)
                 ax.text(xx, 0.5e6 / r["instances"] * 1.6, f"0 in\n{r['instances'] / 1e6:.0f}M", ha="center",
-                        fontsize=6)
+                        fontsize=max(6, small))
     ax.bar([], [], color="C3", label="no fence")
     ax.bar([], [], color="C0", label="cuda.threadfence() in both threads")
     ax.set_yscale("log")
     if floor is not None:
         ax.set_ylim(bottom=floor / 2)
     ax.set_xticks(x, [f"{t}\n(weak: {''.join(map(str, model.get_test(t).weak_outcome))})" for t in tests],
-                  fontsize=8)
+                  fontsize=max(8, small))
     ax.set_ylabel("target outcome per million instances")
-    ax.set_title(f"Litmus tests between blocks, {access} accesses ({label})", fontsize=9)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(f"Litmus tests between blocks, {access} accesses ({label})", fontsize=max(9, small))
+    ax.legend(fontsize=max(7, small), loc="upper right")
+    if new:  # nothing past the figure, which the page shrinks by its width
+        fig.tight_layout()
     return fig
 
 
@@ -108,7 +117,9 @@ def plot_litmus_histogram(table: pd.DataFrame, label: str, test: str = "MP", ax=
 
     Outcomes sequential consistency forbids are hatched.
     """
+    new = ax is None
     fig, ax = _axes(ax, (8, 3.4))
+    small = readable_pt(fig)
     rows = table[table["test"] == test].reset_index(drop=True)
     outcomes = ["r00", "r01", "r10", "r11"]
     sc = model.sc_outcomes(model.get_test(test))

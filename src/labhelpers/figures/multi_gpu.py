@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from ..kernels import multi_gpu as kmg
 from ..models import multi_gpu as model
-from ..plotting import figure_axes
+from ..plotting import figure_axes, readable_pt
 
 SLAB_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b", "#9d755d")
 
@@ -72,12 +72,13 @@ def plot_collectives(n: int, *, link_gbs: float, latency_us: float, table: pd.Da
         part = table[(table["collective"] == collective) & (table["gpus"] == n)].sort_values("nbytes")
         ax.plot(part["nbytes"], part["busbw_gbs"], "o-", ms=3.5, label=label or "measured")
     ax.axhline(link_gbs, color="grey", lw=0.8, ls=":")
-    ax.text(sizes[0], link_gbs, f" link {link_gbs:g} GB/s", va="bottom", fontsize=8, color="grey")
+    small = max(8, readable_pt(fig))  # 8 pt, or more in a wide figure the page shrinks
+    ax.text(sizes[0], link_gbs, f" link {link_gbs:g} GB/s", va="bottom", fontsize=small, color="grey")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size S (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(f"{collective.replace('_', '-')}: busbw = S / t x factor", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_title(f"{collective.replace('_', '-')}: busbw = S / t x factor", fontsize=max(10, small))
+    ax.legend(fontsize=small)
     return fig
 
 
@@ -107,7 +108,7 @@ def plot_scaling(machine: model.HaloMachine, ny: int, nx: int, *, mode: str = "w
         for overlap, part in table[table["mode"] == mode].groupby("overlap"):
             ax.plot(part["gpus"], part["efficiency"], "o", ms=6, fillstyle="full" if overlap else "none",
                     label=f"{label or 'measured'}, {'overlap' if overlap else 'no overlap'}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=max(8, readable_pt(fig)))  # 8 pt, or more in a wide figure the page shrinks
     return fig
 
 

@@ -23,6 +23,7 @@ from matplotlib import patches
 from .. import validate
 from ..experiments.portability import HOST_COPY_MODEL
 from ..kernels import portability as pt
+from ..plotting import readable_pt
 
 #: One colour per model, the same in every figure.
 MODEL_COLOURS = {
@@ -119,7 +120,9 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
     CPU the host copy (SAXPY; NumPy in tables without it) and NumPy (matmul). Log scale: the rates span four
     orders of magnitude. Returns the Figure.
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    # one above the other: side by side, the page would shrink the figure and its labels below legibility
+    fig, axes = plt.subplots(2, 1, figsize=(7, 8.2))
+    small = readable_pt(fig)
     for ax, kernel, column, unit in ((axes[0], "saxpy", "gbps", "GB/s"), (axes[1], "matmul", "gflops", "GFLOP/s")):
         x0 = 0.0
         ticks, names = [], []
@@ -132,7 +135,7 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
             xs = x0 + np.arange(len(part))
             ax.bar(xs, part[column], color=[MODEL_COLOURS.get(m, "#888888") for m in part["model"]], width=0.8)
             for xi, v in zip(xs, part[column]):
-                ax.text(xi, v * 1.08, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", ha="center", fontsize=7)
+                ax.text(xi, v * 1.08, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", ha="center", fontsize=max(7, small))
             ticks += list(xs)
             names += list(part["model"])
             machine = part["machine"].iloc[0]
@@ -147,13 +150,13 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
                 ref, ref_name = float("nan"), ""
             if ref == ref:
                 ax.hlines(ref, xs[0] - 0.5, xs[-1] + 0.5, colors="black", linestyles="--", lw=1)
-                ax.text(xs[0] - 0.5, ref * 1.25, f"{ref_name}: {ref:,.0f}", ha="left", fontsize=7.5)
+                ax.text(xs[0] - 0.5, ref * 1.25, f"{ref_name}: {ref:,.0f}", ha="left", fontsize=max(7.5, small))
             ax.text((xs[0] + xs[-1]) / 2, -0.3, textwrap.fill(machine, 26), ha="center", va="top",
-                    fontsize=7.5, transform=ax.get_xaxis_transform())
+                    fontsize=max(7.5, small), transform=ax.get_xaxis_transform())
             x0 = xs[-1] + 2
         ax.set_yscale("log")
         ax.set_xticks(ticks)
-        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=max(8, small))
         ax.set_ylabel(unit)
         ax.set_title("SAXPY y = a*x + y" if kernel == "saxpy" else "tiled matmul (tile 16; CPU: NumPy is BLAS)",
                      fontsize=10)
@@ -163,8 +166,8 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
     labels = sorted({lab for lab in (cpu_label, gpu_label) if lab})
     if labels:
         fig.suptitle("; ".join(labels) + " (the GPU and the host CPU of one machine)" if len(labels) == 1
-                     else "; ".join(labels), fontsize=8.5, y=0.995)
-    fig.subplots_adjust(bottom=0.36, wspace=0.25, top=0.86)
+                     else "; ".join(labels), fontsize=max(8.5, small), y=0.995)
+    fig.subplots_adjust(bottom=0.17, hspace=0.75, top=0.92)
     return fig
 
 

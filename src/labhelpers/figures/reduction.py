@@ -46,9 +46,10 @@ def draw_heatmap(ax, grid: pd.DataFrame, title: str) -> None:
     Colour is log10 of the bandwidth; every cell is written out; a table without numbers says so.
     """
     values = grid.to_numpy(dtype=float)
-    ax.set_title(title, fontsize=9)
+    small = readable_pt(ax.figure)
+    ax.set_title(title, fontsize=max(9, small))
     ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
-    ax.set_yticks(range(grid.shape[0]), [VARIANTS[k].label for k in grid.index], fontsize=8)
+    ax.set_yticks(range(grid.shape[0]), [VARIANTS[k].label for k in grid.index], fontsize=max(8, small))
     ax.set_xlabel("threads per block")
     if not np.isfinite(values).any():
         ax.imshow(np.zeros_like(values), cmap="Greys", vmin=0, vmax=1, aspect="auto")
@@ -61,18 +62,20 @@ def draw_heatmap(ax, grid: pd.DataFrame, title: str) -> None:
     for (r, c), v in np.ndenumerate(values):
         text = f"{v:,.0f}" if np.isfinite(v) else "–"
         light = np.isfinite(v) and np.log10(v) < top - 0.6
-        ax.text(c, r, text, ha="center", va="center", fontsize=7, color="white" if light else "black")
+        ax.text(c, r, text, ha="center", va="center", fontsize=max(7, small),
+                color="white" if light else "black")
 
 
 def plot_gbps_heatmaps(sweep, lecture, keys: Sequence[str] | None = None):
-    """Every variant at every block size: the sweep (left) beside the lecture's published table (right).
+    """Every variant at every block size: the sweep (top) above the lecture's published table (bottom).
 
     Args:
         sweep: the reduction sweep (reference ``ch06_reduction_sweep``, or measured here).
         lecture: the lecture's table (reference ``ch06_classic_lecture_table``): the classic variants 1-6.
         keys: the sweep's variants, top to bottom (default: every variant).
     """
-    fig, (ax_here, ax_lecture) = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw={"width_ratios": [1.3, 1]})
+    # one above the other: side by side, the column would shrink the cells' numbers below legibility
+    fig, (ax_here, ax_lecture) = plt.subplots(2, 1, figsize=(7, 8), gridspec_kw={"height_ratios": [1.7, 1]})
     draw_heatmap(ax_here, gbps_grid(sweep.table, keys), f"GB/s, {sweep.label}, {_size(sweep.table)}")
     meta = getattr(lecture, "meta", {})
     draw_heatmap(ax_lecture, gbps_grid(lecture.table, list(CLASSIC[:6])),
@@ -107,7 +110,8 @@ def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, key
     keys = list(VARIANTS) if keys is None else list(keys)
     values = best_per_variant(sweep.table, keys)["gbps"].to_numpy(dtype=float)
     reference = _reference_of(sweep)
-    fig, ax = plt.subplots(figsize=(8, 4.6 if reference is not None else 4.2))
+    fig, ax = plt.subplots(figsize=(7, 4.8 if reference is not None else 4.4))
+    small = readable_pt(fig)
     colors = ["C0" if VARIANTS[k].number else "C2" for k in keys]
     y = np.arange(len(keys), dtype=float)
     height = 0.8
@@ -119,7 +123,7 @@ def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, key
         y = y - 0.2
     ax.barh(y, np.nan_to_num(values), height=height, color=colors,
             label=sweep.label if reference is not None else None)
-    ax.set_yticks(range(len(keys)), [VARIANTS[k].label for k in keys], fontsize=8)
+    ax.set_yticks(range(len(keys)), [VARIANTS[k].label for k in keys], fontsize=max(8, small))
     ax.invert_yaxis()
     _draw_ceilings(ax, yardsticks or {}, vertical=True)
     if not np.isfinite(values).any():
@@ -127,10 +131,11 @@ def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, key
     ax.set_xlabel("effective bandwidth, GB/s (bytes read / time)")
     for yy, v in zip(y, values):
         if np.isfinite(v):
-            ax.text(v + 40, yy, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", va="center", fontsize=7)
-    ax.set_title(f"Best block size of every variant: {sweep.label}, {_size(sweep.table)}", fontsize=9)
+            ax.text(v + 40, yy, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", va="center",
+                    fontsize=max(7, small))
+    ax.set_title(f"Best block size of every variant: {sweep.label}, {_size(sweep.table)}", fontsize=max(9, small))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+        ax.legend(fontsize=max(7, small), loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
     fig.tight_layout()
     return fig
 

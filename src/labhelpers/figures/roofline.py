@@ -51,10 +51,12 @@ def plot_sweep_times(table: pd.DataFrame, *, ax=None, label: str, ridge_nfma: fl
 
 def plot_timing_hygiene(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """Bar chart of :func:`~labhelpers.experiments.roofline.timing_hygiene`'s four numbers (log scale)."""
+    new = ax is None
     fig, ax = figure_axes(ax, (8, 2.8))
+    font = max(FONT, readable_pt(fig))
     ms = pd.to_numeric(table["ms"], errors="coerce")
     ax.barh(range(len(table)), ms.fillna(0), color=["C3", "C1", "C0", "C2"][: len(table)])
-    ax.set_yticks(range(len(table)), table["measurement"], fontsize=FONT)
+    ax.set_yticks(range(len(table)), table["measurement"], fontsize=font)
     ax.invert_yaxis()
     if (ms > 0).any():
         ax.set_xscale("log")
@@ -62,17 +64,21 @@ def plot_timing_hygiene(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
         ax.text(0.5, 0.5, "no timings in this table", transform=ax.transAxes, ha="center")
     for i, v in enumerate(ms):
         if math.isfinite(v):
-            ax.text(v, i, f" {v:,.3g} ms", va="center", fontsize=FONT)
+            ax.text(v, i, f" {v:,.3g} ms", va="center", fontsize=font)
     ax.set_xlabel("milliseconds (log scale)")
-    ax.set_title(f"One kernel, four clocks ({label})", fontsize=TITLE_FONT)
+    ax.set_title(f"One kernel, four clocks ({label})", fontsize=max(TITLE_FONT, font))
+    if new:  # the long names inside the figure, which the page shrinks by its width
+        fig.tight_layout()
     return fig
 
 
 def plot_copy_variants(table: pd.DataFrame, *, ax=None, label: str, datasheet_gbs: float | None = None) -> Figure:
     """Horizontal bars: GB/s of each copy tried for the copy ceiling, fastest on top (green: the one kept)."""
-    fig, ax = figure_axes(ax, (8, 3.2))
+    new = ax is None
+    fig, ax = figure_axes(ax, (8, 3.4))
+    font = max(FONT, readable_pt(fig))
     if not len(table):
-        ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=FONT)
+        ax.text(0.5, 0.5, f"nothing to show ({label})", transform=ax.transAxes, ha="center", fontsize=font)
         ax.set_axis_off()
         return fig
     table = table.assign(gbps=pd.to_numeric(table["gbps"], errors="coerce")).sort_values(
@@ -88,34 +94,38 @@ def plot_copy_variants(table: pd.DataFrame, *, ax=None, label: str, datasheet_gb
     library = table["grid"] == LIBRARY
     colors = ["C2" if i == best else ("0.6" if lib else "C0") for i, lib in zip(table.index, library)]
     ax.barh(range(len(table)), table["gbps"].fillna(0), color=colors)
-    ax.set_yticks(range(len(table)), [name(r) for _, r in table.iterrows()], fontsize=FONT)
+    ax.set_yticks(range(len(table)), [name(r) for _, r in table.iterrows()], fontsize=font)
     for i, v in enumerate(table["gbps"]):
         if _finite(v):
-            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=FONT)
+            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=font)
     if datasheet_gbs:
         ax.axvline(datasheet_gbs, color="0.4", ls="--", lw=1, label=f"datasheet: {datasheet_gbs:,.0f} GB/s")
-        ax.legend(fontsize=FONT, loc="lower right")
+        ax.legend(fontsize=font, loc="lower right")
     ax.set_xlim(0, max(float(table["gbps"].max()), datasheet_gbs or 0) * 1.12)
     ax.set_xlabel("GB/s (bytes read + written, 1 GiB copied)")
-    ax.set_title(f"Copies tried for the copy ceiling; green: the fastest, kept ({label})", fontsize=TITLE_FONT)
+    ax.set_title(f"Copies tried for the copy ceiling; green: the fastest, kept\n({label})",
+                 fontsize=max(TITLE_FONT, font))
+    if new:  # the long names inside the figure, which the page shrinks by its width
+        fig.tight_layout()
     return fig
 
 
 def plot_skewed_gemm(table: pd.DataFrame, *, axes=None, label: str, ceilings: Ceilings | None = None) -> Figure:
     """The skewed GEMM: GFLOP/s per shape (left) and the same shapes on the roofline (right).
 
-    ``axes``: a pair of axes to draw on (a new 11 x 4 figure of two when None; its layout is then tightened).
+    ``axes``: a pair of axes to draw on (a new 9.4 x 5.2 figure of two when None; its layout is then tightened).
     """
     new = axes is None
-    if new:
-        _, axes = plt.subplots(1, 2, figsize=(11, 4))
+    if new:  # no wider: the page shrinks a wider figure, and its 10 pt ticks with it
+        _, axes = plt.subplots(1, 2, figsize=(9.4, 5.2))
     left, right = axes
+    font = max(FONT, readable_pt(left.figure))
     g = pd.to_numeric(table["gflops"], errors="coerce")
     left.bar(range(len(table)), g.fillna(0), color="C0")
-    left.set_xticks(range(len(table)), table["shape"], rotation=60, ha="right", fontsize=FONT)
+    left.set_xticks(range(len(table)), table["shape"], rotation=60, ha="right", fontsize=font)
     left.set_ylabel("GFLOP/s")
     left.set_xlabel("m-n-k (m x n constant, k = %d)" % int(table["k"].iloc[0]))
-    left.set_title(f"cupy.matmul, float32 ({label})", fontsize=TITLE_FONT)
+    left.set_title(f"cupy.matmul, float32\n({label})", fontsize=max(TITLE_FONT, font))
     if ceilings is not None:
         pts = table.assign(name=[f"n={int(v)}" for v in table["n"]])
         ok = np.isfinite(g) & (g > 0)
@@ -124,8 +134,10 @@ def plot_skewed_gemm(table: pd.DataFrame, *, axes=None, label: str, ceilings: Ce
         plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
                       points_label=f"shapes ({label})", xlim=(1 / 4, 1024), legend="below",
                       point_labels="beside")
-        right.set_title("the same shapes on the roofline (labels: n; m x n and k = 1024 fixed)",
-                        fontsize=TITLE_FONT)
+        right.set_title("the same shapes on the roofline\n(labels: n; m x n and k = 1024 fixed)",
+                        fontsize=max(TITLE_FONT, font))
+        # one column: the roofline's two would reach past the figure, which the page then shrinks
+        right.legend(fontsize=font, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     if new:
         left.figure.tight_layout()
     return left.figure

@@ -103,7 +103,8 @@ def plot_bank_conflicts(threads: int = 256, *, ax=None):
 
 
 def _label(ax, measured) -> None:
-    ax.text(0.99, 0.01, measured.label, transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.35")
+    ax.text(0.99, 0.01, measured.label, transform=ax.transAxes, ha="right", va="bottom",
+            fontsize=max(7, readable_pt(ax.figure)), color="0.35")
 
 
 def _not_measured(ax) -> bool:
@@ -120,14 +121,16 @@ def plot_methods(measured, ax=None):
 
     Tables measured before CUB's scan was timed on its own (no ``cub_scan`` row) draw without its line.
     """
+    new = ax is None
     fig, ax = _axes(ax, (8, 3.8))
+    small = readable_pt(fig)
     t = measured.table
     mine = t[~t["method"].isin(YARDSTICKS)].reset_index(drop=True)
     values = pd.to_numeric(mine["gbps"], errors="coerce").to_numpy(dtype=float)
     colors = ["C2" if b == 8 else ("C0" if b == 12 else "C7") for b in mine["bytes_per_element"]]
     ax.barh(range(len(mine)), np.nan_to_num(values), color=colors)
     ax.set_yticks(range(len(mine)), [f"{a} ({int(b)} B/elem)" for a, b in zip(mine["title"], mine["bytes_per_element"])],
-                  fontsize=8)
+                  fontsize=max(8, small))
     ax.invert_yaxis()
     for method, name, color in (("copy", "copy (read + write)", "C3"), ("cub_scan", "CUB's scan", "C4"),
                                 ("cupy_cumsum", "cupy.cumsum (copy + CUB scan)", "C1")):
@@ -136,15 +139,17 @@ def plot_methods(measured, ax=None):
             ax.axvline(float(level.iloc[0]), color=color, ls="--", lw=1.2, label=name)
     for y, v in enumerate(values):
         if np.isfinite(v):
-            ax.text(v, y, f" {v:,.0f}", va="center", fontsize=7)
+            ax.text(v, y, f" {v:,.0f}", va="center", fontsize=max(7, small))
     if not np.isfinite(values).any():
         _not_measured(ax)
     ax.set_xlabel("effective bandwidth, GB/s (8 bytes per element / time)")
     n = int(pd.to_numeric(t["n"]).max())
-    ax.set_title(f"Scan methods on 2^{int(math.log2(n))} int32 (the chained scan on fewer)", fontsize=9)
+    ax.set_title(f"Scan methods on 2^{int(math.log2(n))} int32 (the chained scan on fewer)", fontsize=max(9, small))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=max(8, small), loc="center right")  # clear of the source label, lower right
     _label(ax, measured)
+    if new:  # the long names inside the figure, which the page shrinks by its width
+        fig.tight_layout()
     return fig
 
 

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..plotting import readable_pt
 from ..experiments.stopwatch import CLOCKS, HELD_EVENTS, HOST_CLOCK, PROFILER, PYTHON_EVENTS
 
 #: One colour and marker per clock.
@@ -37,7 +38,8 @@ def plot_stopwatch(table: pd.DataFrame, label: str = ""):
     Returns:
         The matplotlib figure.
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 4.2))  # no wider: 10 pt ticks stay readable on the page
+    small = readable_pt(fig)
     ok = _ok(table)
     held = ok[ok["clock"] == HELD_EVENTS].set_index("n")["median_ms"]
     for clock in CLOCKS:
@@ -61,9 +63,9 @@ def plot_stopwatch(table: pd.DataFrame, label: str = ""):
     right.axhline(1.0, color="0.3", lw=0.8, ls=":")
     if not ok.empty:
         left.set_yscale("log")
-        left.legend(fontsize=8, loc="upper left")
-    left.set_title(f"One copy kernel, four clocks ({label})" if label else "One copy kernel, four clocks",
-                   fontsize=9)
-    right.set_title("What each clock adds to the GPU's time", fontsize=9)
+        left.legend(fontsize=max(8, small), loc="upper left")
+    left.set_title(f"One copy kernel, four clocks\n({label})" if label else "One copy kernel, four clocks",
+                   fontsize=max(9, small))
+    right.set_title("What each clock adds to the GPU's time", fontsize=max(9, small))
     fig.tight_layout()
     return fig

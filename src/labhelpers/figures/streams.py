@@ -11,6 +11,8 @@ widget's :func:`draw_pipeline`, and :func:`draw_gantt`, the one Gantt chart of a
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -128,19 +130,21 @@ def plot_gantt_pair(measured: pd.DataFrame, modelled: pd.DataFrame, *, axes=None
 
 
 def plot_pipeline_sweep(table: pd.DataFrame, *, axes=None, label: str) -> Figure:
-    """Wall time against chunks, one line per stream count, depth-first (left) and breadth-first (right).
+    """Wall time against chunks, one line per stream count, depth-first (first) and breadth-first (second).
 
-    ``axes``: a pair of axes (a new 11 x 4 figure of two sharing y when None, its layout then tightened).
+    ``axes``: a pair of axes (when None a new 7 x 8 figure of two sharing y, one above the other so that its text
+    stays legible in the page's column, its layout then tightened).
     """
     new = axes is None
     if new:
-        _, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+        _, axes = plt.subplots(2, 1, figsize=(7, 8), sharey=True)
     pinned = table[table["host_memory"] == "pinned"]
     first = pinned.iloc[0]
     stage_max = float(max(first["h2d_ms"], first["kernel_ms"], first["d2h_ms"]))
     serial = float(first["h2d_ms"] + first["kernel_ms"] + first["d2h_ms"])
     driver = pinned[pinned["issue"] == "driver"] if "issue" in pinned else pinned.iloc[:0]
     numba = pinned[pinned["issue"] == "numba"] if "issue" in pinned else pinned
+    small = max(7, readable_pt(axes[0].figure))  # 7 pt, or more in a wide figure the page shrinks
     for ax, order in zip(axes, model.ORDERS):
         part = numba[numba["order"] == order]
         for s, lines in part.groupby("streams"):
@@ -154,17 +158,17 @@ def plot_pipeline_sweep(table: pd.DataFrame, *, axes=None, label: str) -> Figure
         ax.axhline(serial, color="0.4", ls="--", lw=1)
         ax.axhline(stage_max, color="0.2", ls=":", lw=1)
         ax.axhline(1.15 * stage_max, color="#d1495b", ls=":", lw=1)
-        ax.text(1, serial * 1.02, "sum of the stages alone", fontsize=7, color="0.4")
-        ax.text(1, stage_max * 0.93, "slowest stage alone", fontsize=7)
-        ax.text(1, 1.15 * stage_max * 0.955, "1.15 x slowest stage", fontsize=7, color="#d1495b")
+        ax.text(1, serial * 1.02, "sum of the stages alone", fontsize=small, color="0.4")
+        ax.text(1, stage_max * 0.93, "slowest stage alone", fontsize=small)
+        ax.text(1, 1.15 * stage_max * 0.955, "1.15 x slowest stage", fontsize=small, color="#d1495b")
         if "both_ms" in first and np.isfinite(float(first["both_ms"])):  # the floor of a copy-bound pipeline
             ax.axhline(float(first["both_ms"]), color="#4c78a8", ls="-.", lw=1, label="H2D + D2H at once, alone")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("chunks")
         ax.set_ylabel("wall time (ms)")
-        ax.set_title(f"{order}\n{label}", fontsize=9)
+        ax.set_title(f"{order}\n{label}", fontsize=max(9, small))
         ax.set_ylim(0, max(part["wall_ms"].max(), serial) * 1.4)  # room for the legend above the lines
-        ax.legend(fontsize=7, loc="upper center", ncol=3)
+        ax.legend(fontsize=small, loc="upper center", ncol=3)
     if new:
         axes[0].figure.tight_layout()
     return axes[0].figure
@@ -200,15 +204,17 @@ def plot_managed(table: pd.DataFrame, *, axes=None, label: str) -> Figure:
     """One panel per size: for each case, stacked bars of moving the data to the GPU, the kernel, and the
     result back to the host (linear time axis, so the lengths add up).
 
-    ``axes``: one axes per size (a new 11 x 3.3 figure of them sharing y when None, its layout then tightened).
+    ``axes``: one axes per size (a new 9.4 x 3.3 figure of them sharing y when None, its layout then tightened; no wider: the page shrinks a
+    wider figure and its text).
     """
     ok = table[table["status"] == "ok"]
     cases = list(dict.fromkeys(ok["case"]))
     sizes = sorted(ok["mib"].unique())
     new = axes is None
     if new:
-        _, axes = plt.subplots(1, len(sizes), figsize=(11, 3.3), sharey=True)
+        _, axes = plt.subplots(1, len(sizes), figsize=(9.4, 3.3), sharey=True)
     axes = np.atleast_1d(axes)
+    small = max(7, readable_pt(axes[0].figure))  # 7 pt, or more in a wide figure the page shrinks
     parts = (("to_gpu_ms", "to the GPU", "#4c78a8"), ("kernel_ms", "kernel", "#f58518"),
              ("to_host_ms", "back to the host", "#54a24b"))
     for ax, size in zip(axes, sizes):
@@ -219,14 +225,17 @@ def plot_managed(table: pd.DataFrame, *, axes=None, label: str) -> Figure:
             ax.barh(range(len(cases)), values, left=left, color=color, edgecolor="white", lw=0.4, label=name)
             left += values
         for y, total in enumerate(left):
-            ax.text(total, y, f" {total:.1f} ms", va="center", fontsize=7)
-        ax.set_yticks(range(len(cases)), cases if ax is axes[0] else [""] * len(cases), fontsize=8)
+            ax.text(total, y, f" {total:.1f} ms", va="center", fontsize=small)
+        if ax is axes[0]:
+            ax.set_yticks(range(len(cases)), [textwrap.fill(c, 22) for c in cases], fontsize=max(8, small))
+        else:  # the cases named once, on the left (blank labels here would blank a shared axis's)
+            ax.tick_params(labelleft=False)
         ax.invert_yaxis()
-        ax.set_xlim(0, left.max() * 1.35)
+        ax.set_xlim(0, left.max() * 1.6)  # room for the totals' labels
         ax.set_xlabel("ms")
-        ax.set_title(f"{size:g} MiB", fontsize=9)
-    axes[-1].legend(fontsize=7, loc="upper right")
-    axes[0].figure.suptitle(f"Unified memory against explicit copies ({label})", fontsize=9)
+        ax.set_title(f"{size:g} MiB", fontsize=max(9, small))
+    axes[-1].legend(fontsize=small, loc="upper right", bbox_to_anchor=(1.0, -0.22), ncol=len(parts), frameon=False)
+    axes[0].figure.suptitle(f"Unified memory against explicit copies ({label})", fontsize=max(9, small))
     if new:
         axes[0].figure.tight_layout()
     return axes[0].figure
