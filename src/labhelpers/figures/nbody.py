@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..models import nbody as model
-from ..plotting import figure_axes
+from ..plotting import figure_axes, readable_pt
 from ..roofline.plots import plot_roofline as plot_roofline_on
 from ..roofline.plots import table_ceilings
 
@@ -30,6 +30,7 @@ def plot_throughput(table: pd.DataFrame, *, ax=None, label: str, fma_peak_gflops
                     kernels: list[str] | None = None) -> Figure:
     """G interactions/s against n (log-log), one line per kernel, with the FMA peak in interactions/s."""
     fig, ax = figure_axes(ax, (9, 5))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     kernels = kernels or list(dict.fromkeys(table["kernel"]))
     for k, name in enumerate(kernels):
         rows = table[table["kernel"] == name].sort_values("n")
@@ -43,9 +44,9 @@ def plot_throughput(table: pd.DataFrame, *, ax=None, label: str, fma_peak_gflops
     ax.set_yscale("log")
     ax.set_xlabel("n (bodies)")
     ax.set_ylabel("G interactions/s")
-    ax.set_title(f"All-pairs forces, float32 ({label})", fontsize=9)
+    ax.set_title(f"All-pairs forces, float32 ({label})", fontsize=max(9, small))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=max(7, small), ncol=2)
     return fig
 
 
@@ -58,6 +59,7 @@ def plot_lecture_comparison(here: pd.DataFrame, lecture: pd.DataFrame, *, ax=Non
     """
     new = ax is None
     fig, ax = figure_axes(ax, (9, 5.5))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     lec_names = [f"{r.kernel}" + (f", unroll {int(r.unroll)}" if pd.notna(r.unroll) else "")
                  for r in lecture.itertuples()]
     names = [f"lecture: {n}" for n in lec_names] + [f"here: {n}" for n in here["kernel"]]
@@ -65,14 +67,14 @@ def plot_lecture_comparison(here: pd.DataFrame, lecture: pd.DataFrame, *, ax=Non
     colors = ["C7"] * len(lecture) + ["C0"] * len(here)
     y = np.arange(len(names))
     ax.barh(y, values, color=colors)
-    ax.set_yticks(y, names, fontsize=7)
+    ax.set_yticks(y, names, fontsize=max(7, small))
     ax.invert_yaxis()
     ax.set_xscale("log")
     for yy, v in zip(y, values):
         if np.isfinite(v):
-            ax.text(v * 1.1, yy, f"{v:,.3g}", va="center", fontsize=6)
+            ax.text(v * 1.1, yy, f"{v:,.3g}", va="center", fontsize=max(6, small))
     ax.set_xlabel("G interactions/s (log scale)")
-    ax.set_title(f"grey: {lecture_label}; blue: {here_label}", fontsize=8)
+    ax.set_title(f"grey: {lecture_label}\nblue: {here_label}", fontsize=max(8, small))
     ax.grid(True, axis="x", which="both", alpha=0.3)
     if new:
         fig.tight_layout()
@@ -82,26 +84,28 @@ def plot_lecture_comparison(here: pd.DataFrame, lecture: pd.DataFrame, *, ax=Non
 def plot_math_traps(traps: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """Time of one force evaluation for each way of writing ``1 / sqrt``, with the slowdown."""
     fig, ax = figure_axes(ax, (8, 3.2))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     names = {"rsqrt": "rsqrt(r2)\n(libdevice, fastmath)", "fast": "float32(1) / math.sqrt(r2)\nfastmath=True",
              "precise": "float32(1) / math.sqrt(r2)\nno fastmath", "float64": "1 / math.sqrt(r2)\n(float64!)"}
     modes = list(traps["math_mode"])
     ms = _numeric(traps["median_ms"])
     y = np.arange(len(modes))
     ax.barh(y, ms, color=["C2", "C1", "C3", "C3"][: len(modes)])
-    ax.set_yticks(y, [names.get(m, m) for m in modes], fontsize=7)
+    ax.set_yticks(y, [names.get(m, m) for m in modes], fontsize=max(7, small))
     ax.invert_yaxis()
     for yy, v, s in zip(y, ms, _numeric(traps["slowdown"])):
-        ax.text(v, yy, f"  {v:.2f} ms (x{s:.2f})", va="center", fontsize=7)
+        ax.text(v, yy, f"  {v:.2f} ms (x{s:.2f})", va="center", fontsize=max(7, small))
     ax.set_xlim(0, np.nanmax(ms) * 1.45)
     n = int(_numeric(traps["n"])[0])
     ax.set_xlabel(f"ms per force evaluation, n = {n:,} (tiled kernel)")
-    ax.set_title(f"Four ways to write the inverse square root ({label})", fontsize=9)
+    ax.set_title(f"Four ways to write the inverse square root ({label})", fontsize=max(9, small))
     return fig
 
 
 def plot_tuning(tuning: pd.DataFrame, *, ax=None, label: str, fma_peak_gflops: float | None = None) -> Figure:
     """Tile size x bodies per thread heatmap of G interactions/s (and % of the FMA peak)."""
     fig, ax = figure_axes(ax, (6.5, 4))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     grid = tuning.pivot_table(index="tile", columns="bodies", values="ginteractions")
     values = grid.to_numpy(dtype=float)
     ax.imshow(values, cmap="viridis", aspect="auto")
@@ -114,9 +118,9 @@ def plot_tuning(tuning: pd.DataFrame, *, ax=None, label: str, fma_peak_gflops: f
         text = f"{v:,.0f}"
         if fma_peak_gflops:
             text += f"\n{v * FLOPS / fma_peak_gflops:.0%}"
-        ax.text(c, r, text, ha="center", va="center", fontsize=7, color="black" if v > 0.75 * top else "white")
+        ax.text(c, r, text, ha="center", va="center", fontsize=max(7, small), color="black" if v > 0.75 * top else "white")
     n = int(_numeric(tuning["n"])[0])
-    ax.set_title(f"G interactions/s (% of FMA peak), n = 2^{int(np.log2(n))} ({label})", fontsize=8)
+    ax.set_title(f"G interactions/s (% of FMA peak), n = 2^{int(np.log2(n))} ({label})", fontsize=max(8, small))
     return fig
 
 
@@ -127,6 +131,7 @@ def plot_instruction_mix(mix: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """
     new = ax is None
     fig, ax = figure_axes(ax, (9, 5.8))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     per = _numeric(mix["interactions_per_trip"])
     parts = {
         "FP32 (FADD, FMUL, FFMA)": _numeric(mix["sass_fp32"]) / per,
@@ -143,14 +148,14 @@ def plot_instruction_mix(mix: pd.DataFrame, *, ax=None, label: str) -> Figure:
         ax.barh(y, vals, left=left, label=name, color=f"C{[0, 3, 4, 2, 7][k]}")
         left += vals
     for yy, v in zip(y, total):
-        ax.text(v, yy, f" {v:.1f}", va="center", fontsize=7)
+        ax.text(v, yy, f" {v:.1f}", va="center", fontsize=max(7, small))
     ax.axvline(13, color="k", ls=":", lw=1, label="13: the interaction itself")
-    ax.set_yticks(y, list(mix["kernel"]), fontsize=7)
+    ax.set_yticks(y, list(mix["kernel"]), fontsize=max(7, small))
     ax.invert_yaxis()
     ax.set_xlabel("SASS instructions per interaction (hot loop)")
-    ax.set_title(f"What each kernel issues per interaction ({label})", fontsize=9)
+    ax.set_title(f"What each kernel issues per interaction ({label})", fontsize=max(9, small))
     ax.set_xlim(0, np.nanmax(total) * 1.12)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
+    ax.legend(fontsize=max(7, small), loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
     if new:
         fig.tight_layout()
     return fig
@@ -159,6 +164,7 @@ def plot_instruction_mix(mix: pd.DataFrame, *, ax=None, label: str) -> Figure:
 def plot_unit_limits(limits: pd.DataFrame, achieved_ginteractions: float, *, ax=None, label: str) -> Figure:
     """The bound from each unit (issue, FP32 pipe, MUFU) beside the measured rate, in G interactions/s."""
     fig, ax = figure_axes(ax, (8, 2.8))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     names = list(limits["unit"]) + ["measured"]
     values = list(_numeric(limits["ginteractions"])) + [achieved_ginteractions]
     colors = ["C3" if b else "C7" for b in limits["binds"]] + ["C0"]
@@ -167,10 +173,10 @@ def plot_unit_limits(limits: pd.DataFrame, achieved_ginteractions: float, *, ax=
     ax.set_yticks(y, names)
     ax.invert_yaxis()
     for yy, v in zip(y, values):
-        ax.text(v, yy, f" {v:,.0f}", va="center", fontsize=8)
+        ax.text(v, yy, f" {v:,.0f}", va="center", fontsize=max(8, small))
     ax.set_xlim(0, max(values) * 1.2)
     ax.set_xlabel("G interactions/s")
-    ax.set_title(f"Upper bounds per unit (red: the one that binds) and the best kernel ({label})", fontsize=8)
+    ax.set_title(f"Upper bounds per unit (red: the one that binds) and the best kernel ({label})", fontsize=max(8, small))
     return fig
 
 
@@ -181,19 +187,21 @@ def plot_roofline(points: pd.DataFrame, *, ax=None, dram_gbs: float, fma_peak_gf
     recorded beside the table (``label`` says where all of them come from).
     """
     fig, ax = figure_axes(ax, (8, 4.5))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     gflops = _numeric(points["gflops"])
     shown = pd.DataFrame({"name": [f"{k}: {g / 1e3:.1f} TFLOP/s" for k, g in zip(points["kernel"], gflops)],
                           "intensity": _numeric(points["intensity"]), "gflops": gflops})
     roofs = table_ceilings(label, dram_gbs=dram_gbs, fp32_gflops=fma_peak_gflops)
     plot_roofline_on(ax, roofs, shown, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
-                     xlim=(0.1, 1e4), legend="outside")
+                     xlim=(0.1, 1e4), legend="below")
     ax.set_xlabel("arithmetic intensity (flop per byte of device memory, 20 flops per interaction)")
-    ax.set_title(f"n-body on the roofline ({label})", fontsize=9)
+    ax.set_title(f"n-body on the roofline ({label})", fontsize=max(9, small))
     return fig
 
 
 def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: float = 1.0) -> None:
     """Frame ``frame`` of a galaxy collision, projected on x-y; the two galaxies' bodies in two colours."""
+    small = readable_pt(ax.figure)  # no smaller: the page shrinks a wide figure and its text
     frame = int(np.clip(frame, 0, len(traj.times) - 1))
     p = traj.positions[frame]
     n = p.shape[0]
@@ -208,13 +216,17 @@ def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: f
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_facecolor("#0b0b1a")
-    ax.set_title(f"t = {traj.times[frame]:.2f}  ({n:,} bodies)", fontsize=9)
+    ax.set_title(f"t = {traj.times[frame]:.2f}  ({n:,} bodies)", fontsize=max(9, small))
 
 
 def plot_galaxy_frames(traj, frames=(0, 10, 20, 30), *, size: float = 1.0) -> Figure:
-    """Frames ``frames`` of a galaxy collision side by side (:func:`draw_galaxy` each), in a new figure."""
-    fig, axes = plt.subplots(1, len(frames), figsize=(3.25 * len(frames), 3.6))
-    for ax, frame in zip(np.atleast_1d(axes), frames):
+    """Frames ``frames`` of a galaxy collision, two a row (:func:`draw_galaxy` each), in a new figure."""
+    cols = min(len(frames), 2)  # two a row: four side by side would be shrunk past legibility by the page
+    rows = (len(frames) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(7, 3.5 * rows), squeeze=False)
+    for ax in axes.flat[len(frames):]:
+        fig.delaxes(ax)  # an odd count leaves one place empty
+    for ax, frame in zip(axes.flat, frames):
         draw_galaxy(ax, traj, frame, size=size)
     fig.tight_layout()
     return fig

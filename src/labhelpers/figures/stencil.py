@@ -105,14 +105,15 @@ def draw_heat(ax, steps: int, *, snapshots: dict[int, np.ndarray], vmax: float =
 
 def plot_photo_filters(img: np.ndarray, blurred: np.ndarray, edges: np.ndarray, title: str = ""):
     """The photograph, its box blur and its Sobel edge magnitude side by side. Returns the Figure."""
-    fig, axes = plt.subplots(1, 3, figsize=(11, 4.4))
+    fig, axes = plt.subplots(1, 3, figsize=(9.4, 3.8))  # no wider: the page shrinks a wider figure
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     for ax, a, name, cmap in ((axes[0], img, "original", "gray"), (axes[1], blurred, "3x3 box blur", "gray"),
                               (axes[2], edges, "Sobel magnitude", "magma")):
         ax.imshow(a, cmap=cmap, interpolation="nearest")
-        ax.set_title(f"{name} ({a.shape[0]}x{a.shape[1]})", fontsize=10)
+        ax.set_title(f"{name} ({a.shape[0]}x{a.shape[1]})", fontsize=max(10, small))
         ax.axis("off")
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=max(9, small))
     fig.tight_layout()
     return fig
 
@@ -132,18 +133,19 @@ def plot_jacobi_bandwidth(table: pd.DataFrame, *, ax=None, label: str) -> Figure
     copy_gbs = float(copy.iloc[0]) if len(copy) and pd.notna(copy.iloc[0]) else float("nan")
     new = ax is None
     fig, ax = figure_axes(ax, (8, 0.35 * max(len(rows), 4) + 1.2))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     palette = {"naive": "C0", "shared": "C1", "marching": "C2"}
     y = np.arange(len(rows))
     ax.barh(y, rows["gbps"].astype(float), color=[palette.get(v, "0.5") for v in rows["variant"]])
-    ax.set_yticks(y, rows["kernel"], fontsize=8)
+    ax.set_yticks(y, rows["kernel"], fontsize=max(8, small))
     ax.invert_yaxis()
     if np.isfinite(copy_gbs):
         ax.axvline(copy_gbs, color="C3", ls="--", lw=1.2, label=f"copy of the same grid: {copy_gbs:,.0f} GB/s")
         for yy, g in zip(y, rows["gbps"].astype(float)):
-            ax.text(g, yy, f" {g / copy_gbs:.0%}", va="center", fontsize=7)
-        ax.legend(fontsize=8, loc="lower right")
+            ax.text(g, yy, f" {g / copy_gbs:.0%}", va="center", fontsize=max(7, small))
+        ax.legend(fontsize=max(8, small), loc="lower right")
     ax.set_xlabel("effective bandwidth, GB/s (8 bytes per point / time of one step)")
-    ax.set_title(f"One Jacobi step on a {int(table['n'].iloc[0])}² float32 grid\n{label}", fontsize=9)
+    ax.set_title(f"One Jacobi step on a {int(table['n'].iloc[0])}² float32 grid\n{label}", fontsize=max(9, small))
     if new:
         fig.tight_layout()
     return fig
@@ -155,6 +157,7 @@ def plot_jacobi_roofline(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`.
     """
     fig, ax = figure_axes(ax, (7.5, 4.4))
+    small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     copy = float(table.loc[table["variant"] == "copy", "gbps"].iloc[0])
     peak_rows = table.loc[table["variant"] == "fp32 FMA peak", "gflops"]
     peak = float(peak_rows.iloc[0]) if len(peak_rows) else float("nan")
@@ -164,8 +167,8 @@ def plot_jacobi_roofline(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
                            "gflops": pd.to_numeric(rows["gflops"], errors="coerce").to_numpy(dtype=float)})
     roofs = table_ceilings(label, dram_gbs=copy, fp32_gflops=peak)
     plot_roofline(ax, roofs, points, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
-                  xlim=(1e-2, 1e3), legend="outside", roof_names={"dram_gbs": "copy bandwidth"})
-    ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=9)
+                  xlim=(1e-2, 1e3), legend="below", roof_names={"dram_gbs": "copy bandwidth"})
+    ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=max(9, small))
     return fig
 
 
@@ -193,7 +196,7 @@ def plot_labels(labels: np.ndarray, title: str = "", *, ax=None) -> Figure:
 def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
     """Labels of ``mask`` after each number of propagation steps (NumPy reference), side by side. Returns the Figure."""
     steps = sorted(int(s) for s in steps)
-    fig, axes = plt.subplots(1, len(steps), figsize=(2.6 * len(steps), 2.9))
+    fig, axes = plt.subplots(1, len(steps), figsize=(min(2.6 * len(steps), 9.4), 2.9))  # no wider than the page
     axes = np.atleast_1d(axes)
     lab = lbl.initial_labels(mask)
     done = 0
@@ -202,7 +205,7 @@ def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
             lab, _changed = lbl.propagate_reference(lab)
         done = k
         n = len(np.unique(lab[lab != 0]))
-        plot_labels(lab, f"after {k} steps: {n} label{'s' * (n != 1)}", ax=ax)
+        plot_labels(lab, f"after {k} steps:\n{n} label{'s' * (n != 1)}", ax=ax)
     fig.tight_layout()
     return fig
 

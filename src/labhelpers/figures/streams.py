@@ -117,7 +117,7 @@ def plot_gantt_pair(measured: pd.DataFrame, modelled: pd.DataFrame, *, axes=None
     """
     new = axes is None
     if new:
-        _, axes = plt.subplots(1, 2, figsize=(11, 2.5))
+        _, axes = plt.subplots(1, 2, figsize=(9.4, 2.5))
     xmax = 1.03 * max(measured["end_ms"].max(), modelled["end_ms"].max())
     draw_gantt(axes[0], measured, f"measured ({label})", xmax=xmax, legend=False)
     draw_gantt(axes[1], modelled, "model", xmax=xmax)
