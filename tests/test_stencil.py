@@ -116,7 +116,9 @@ def test_jacobi_matches_numpy_bit_for_bit(variant):
         np.testing.assert_array_equal(got, st.jacobi_reference(u, 2), err_msg=f"{variant} {shape}")
 
 
-@pytest.mark.parametrize("block", [(8, 4), (5, 3), (1, 1)] + ([] if SIM else [(32, 8), (32, 32)]))
+# (1, 1) only on a GPU: a one-thread block per point is slow under the simulator, and (5, 3) already leaves
+# partial blocks and a tree of odd sizes.
+@pytest.mark.parametrize("block", [(8, 4), (5, 3)] + ([] if SIM else [(1, 1), (32, 8), (32, 32)]))
 def test_jacobi_residual_step_and_its_maximum_match_numpy(block):
     rng = np.random.default_rng(4)
     for shape in SHAPES_2D:
@@ -140,8 +142,8 @@ def test_jacobi_solver_stops_where_numpy_does(test):
     plate = st.hot_plate(12, 10, top=100.0)
     for k in (1, 7):
         solver = st.JacobiSolver(plate, test, check_every=k, block=(8, 4))
-        steps = solver.run(0.5)
-        field, want_steps, want_change = st.solve_jacobi_reference(plate, 0.5, k)
+        steps = solver.run(2.0)  # 11 steps: enough for k = 7 to overshoot
+        field, want_steps, want_change = st.solve_jacobi_reference(plate, 2.0, k)
         assert steps == want_steps and solver.change == want_change
         np.testing.assert_array_equal(solver.result(), field)
     assert solver.run(0.0, max_steps=10) == 14  # tol=0: max_steps rounded up to whole batches of 7
