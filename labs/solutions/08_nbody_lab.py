@@ -112,3 +112,9 @@ def nbody_tiled_bug(pos, eps2, acc):
         acc[i, 0] = ax
         acc[i, 1] = ay
         acc[i, 2] = az
+
+
+def predict_ginteractions(fp32_gflops, flops_per_interaction):
+    """The roof of an all-pairs kernel in G interactions/s."""
+    # FILL ME IN (1 line): the FMA peak over the flops of one interaction
+    return fp32_gflops / flops_per_interaction

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 from numba import cuda, float32, types  # module global: the simulator swaps `cuda` in kernels' globals
 
-from .. import backend
+from .. import backend, gpus
 from ..checkers import NUMBA_TRACE_LIMIT
 from ..errors import CheckFailed
 from ..experiments import nbody as experiments
@@ -30,6 +30,7 @@ from ..kernels import nbody as nb
 from ..launch import blocks_for
 from ..refdata import load_reference
 from ..timing import Timing, benchmark
+from . import answers
 from . import harness as h
 from . import measured
 
@@ -269,8 +270,8 @@ def check_leapfrog(step: Callable) -> None:
           "and 10 steps of a cluster follow the float64 leapfrog.")
 
 
-__all__ = ["check_interaction", "check_leapfrog", "check_naive", "check_tiled", "interaction_exercise",
-           "naive_exercise", "tiled_exercise"]
+__all__ = ["RATE_CASES", "check_interaction", "check_interaction_rate", "check_leapfrog", "check_naive", "check_tiled",
+           "interaction_exercise", "naive_exercise", "show_interaction_rate", "tiled_exercise"]
 
 
 # ------------------------------------------------------------------------------------------- measured exercise
@@ -335,3 +336,74 @@ def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
     tile = measured.allowed(tile, "TILE", TILES)
     return measured.check(TILED_TUNED, tile, correct=lambda: check_tiled(kernel, tile),
                           race=lambda: _race_tiled(kernel, tile))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (fp32_gflops, flops_per_interaction) cases of :func:`check_interaction_rate`: arguments of the exercise, not a
+#: GPU's figures (the last one is a kernel that counts 23 flops per interaction).
+RATE_CASES: tuple[tuple[float, int], ...] = ((60_000.0, 20), (8_100.0, 20), (30_000.0, 23))
+
+
+def _rate_hint(got: float, gflops: float, per: int) -> str:
+    want = gflops / per
+    if np.isclose(got, gflops * per, rtol=1e-6):
+        return "that is the peak times the flops: the more flops one interaction costs, the fewer fit in a second"
+    if np.isclose(got, 2 * want, rtol=1e-6) or np.isclose(got, want / 2, rtol=1e-6):
+        return ("the peak already counts an FMA as 2 flops, and so does the 20-flop convention: divide the one by "
+                "the other, with no factor 2")
+    if np.isclose(got, 1e3 * want, rtol=1e-6) or np.isclose(got, want / 1e3, rtol=1e-6):
+        return "GFLOP/s over flops per interaction is already G interactions/s: no factor 1000"
+    return f"the roof is the FMA peak over the flops of one interaction, {gflops:g} / {per}"
+
+
+def check_interaction_rate(predict_ginteractions: Callable) -> None:
+    """Predict, then measure: ``predict_ginteractions(fp32_gflops, flops_per_interaction)`` returns the roof of an
+    all-pairs kernel in G interactions/s (10^9 per second): the float32 FMA peak over the flops of one interaction.
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_ginteractions, "predict_ginteractions",
+                       "predict_ginteractions(fp32_gflops, flops_per_interaction)")
+    for gflops, per in RATE_CASES:
+        call_text = f"predict_ginteractions({gflops:g}, {per})"
+        got = answers.number(answers.call(predict_ginteractions, "predict_ginteractions", gflops, per), call_text)
+        want = gflops / per
+        if not np.isclose(got, want, rtol=1e-6):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g}, the roof is {want:.6g} G "
+                                                  f"interactions/s: {_rate_hint(got, gflops, per)}.")
+    print(f"Correct: your roof equals the FMA peak over the flops per interaction on all {len(RATE_CASES)} cases.")
+
+
+def show_interaction_rate(predict_ginteractions: Callable) -> None:
+    """Your roof (checked first by :func:`check_interaction_rate`) beside a measurement: on a GPU, this GPU's FMA
+    peak and the chapter's best configuration timed on :data:`TUNED_N` bodies; under the simulator, the reference
+    GPU's peak and its tuning sweep's best configuration (reference ``ch08_tuning``).
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_interaction_rate`).
+    """
+    check_interaction_rate(predict_ginteractions)
+    per = nb.FLOPS_PER_INTERACTION
+    if measured.can_time():
+        gpu = gpus.current()
+        t = experiments.time_config(nb.BEST, TUNED_N, repeat=3)
+        got = TUNED_N * TUNED_N / (t.median_ms * 1e-3) / 1e9
+        where = f"measured now: {nb.BEST.label} on {TUNED_N:,} bodies."
+    else:
+        gpu = gpus.reference()
+        ref = load_reference("ch08_tuning")
+        best = ref.table.loc[ref.table["ginteractions"].astype(float).idxmax()]
+        got = float(best.ginteractions)
+        where = measured.reference_text(ref, f"the chapter's best configuration (tile {int(best.tile)}, "
+                                             f"{int(best.bodies)} bodies per thread) at n = {int(best.n):,}")
+    if not gpu.fp32_gflops:
+        print(f"{gpu.name}: no FMA peak known, so no roof to compare with; {got:,.0f} G interactions/s, {where}")
+        return
+    roof = answers.number(answers.call(predict_ginteractions, "predict_ginteractions", gpu.fp32_gflops, per),
+                          "predict_ginteractions")
+    print(f"Your roof for {gpu.name} ({gpu.fp32_gflops:,.0f} GFLOP/s, {per} flops per interaction): "
+          f"{roof:,.0f} G interactions/s")
+    print(f"Measured: {got:,.0f} G interactions/s, {got / roof:.0%} of your roof; {where}")

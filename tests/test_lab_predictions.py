@@ -1,0 +1,58 @@
+"""The "predict, then measure" exercises added for issue 26 (labs 8, 10 and 12).
+
+For each lab: the committed skeleton is rejected (a wrong type), a wrong formula (a mutant) is rejected with the
+class and hint of its mistake, the solution passes, and the measure cell (reference data under the simulator)
+prints the prediction beside the measurement.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import labhelpers as lh  # noqa: F401  (chooses the backend first)
+from labhelpers.errors import CheckFailed
+from labhelpers.exercises import answers
+from labhelpers.exercises import nbody as ex8
+from mutants import lab_skeletons, load_solutions
+
+# lab: (checker, show, the function's name, [(a wrong formula, a phrase its message must contain)])
+PREDICTIONS = {
+    "08_nbody_lab": (ex8.check_interaction_rate, ex8.show_interaction_rate, "predict_ginteractions", [
+        (lambda gflops, per: gflops * per, "peak times the flops"),
+        (lambda gflops, per: 2 * gflops / per, "no factor 2"),
+        (lambda gflops, per: gflops / per / 1e3, "no factor 1000"),
+        (lambda gflops, per: gflops / 20, "over the flops of one interaction"),
+    ]),
+}
+
+
+def _skeleton(lab: str, name: str):
+    solutions = load_solutions(lab)
+    return lab_skeletons(lab, **{k: v for k, v in vars(solutions).items() if not k.startswith("__")})[name]
+
+
+@pytest.mark.parametrize("lab", list(PREDICTIONS))
+def test_the_skeleton_is_rejected(lab):
+    check, _show, name, _mutants = PREDICTIONS[lab]
+    with pytest.raises(CheckFailed, match=answers.WRONG_TYPE):
+        check(_skeleton(lab, name))
+
+
+@pytest.mark.parametrize("lab, index", [(lab, i) for lab, spec in PREDICTIONS.items() for i in range(len(spec[3]))])
+def test_a_wrong_formula_is_rejected_with_its_class(lab, index):
+    check, _show, _name, mutants = PREDICTIONS[lab]
+    wrong, phrase = mutants[index]
+    with pytest.raises(CheckFailed) as info:
+        check(wrong)
+    text = str(info.value)
+    assert text.startswith(answers.WRONG_ANSWER) and phrase in text, text
+
+
+@pytest.mark.parametrize("lab", list(PREDICTIONS))
+def test_the_solution_passes_and_is_shown_beside_the_measurement(lab, capsys):
+    check, show, name, _mutants = PREDICTIONS[lab]
+    solution = getattr(load_solutions(lab), name)
+    check(solution)
+    show(solution)
+    out = capsys.readouterr().out
+    assert "Correct" in out and "Measured" in out, out
