@@ -13,6 +13,7 @@ import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
 from labhelpers.exercises import answers
 from labhelpers.exercises import nbody as ex8
+from labhelpers.exercises import scan as ex10
 from mutants import lab_skeletons, load_solutions
 
 # lab: (checker, show, the function's name, [(a wrong formula, a phrase its message must contain)])
@@ -22,6 +23,12 @@ PREDICTIONS = {
         (lambda gflops, per: 2 * gflops / per, "no factor 2"),
         (lambda gflops, per: gflops / per / 1e3, "no factor 1000"),
         (lambda gflops, per: gflops / 20, "over the flops of one interaction"),
+    ]),
+    "10_scan_lab": (ex10.check_scan_bound, ex10.show_scan_bound, "predict_scan_ms", [
+        (lambda n, itemsize, passes, gbs: passes * itemsize * n / (gbs * 1e9) * 1e3, "AND writes"),
+        (lambda n, itemsize, passes, gbs: 2 * passes * n / (gbs * 1e9) * 1e3, "count bytes"),
+        (lambda n, itemsize, passes, gbs: 2 * passes * itemsize * n / (gbs * 1e9), "times 1000"),
+        (lambda n, itemsize, passes, gbs: 2 * itemsize * n / (gbs * 1e9) * 1e3, "passes move the array"),
     ]),
 }
 
@@ -53,6 +60,6 @@ def test_the_solution_passes_and_is_shown_beside_the_measurement(lab, capsys):
     check, show, name, _mutants = PREDICTIONS[lab]
     solution = getattr(load_solutions(lab), name)
     check(solution)
-    show(solution)
-    out = capsys.readouterr().out
-    assert "Correct" in out and "Measured" in out, out
+    shown = show(solution)
+    out = capsys.readouterr().out + ("" if shown is None else shown.to_string())
+    assert "Correct" in out and "easured" in out, out

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from .. import backend
@@ -22,6 +23,7 @@ from ..kernels import scan as sk
 from ..launch import blocks_for
 from ..refdata import load_reference
 from ..timing import Timing, benchmark
+from . import answers
 from . import harness as h
 from . import measured
 
@@ -382,8 +384,9 @@ def check_radix_split(kernel: Any) -> None:
           f"included), and {key_bits} passes of it sort {n} keys like np.sort.")
 
 
-__all__ = ["blelloch_exercise", "check_blelloch_block", "check_block_offsets", "check_compaction",
-           "check_radix_split", "offsets_exercise", "scatter_exercise", "sizes", "split_exercise"]
+__all__ = ["BOUND_CASES", "BOUND_METHODS", "blelloch_exercise", "check_blelloch_block", "check_block_offsets",
+           "check_compaction", "check_radix_split", "check_scan_bound", "offsets_exercise", "scatter_exercise",
+           "show_scan_bound", "sizes", "split_exercise"]
 
 
 # ------------------------------------------------------------------------------------------- measured exercise
@@ -487,3 +490,75 @@ def check_scan_threads(blelloch_block: Any, add_block_offsets: Any, choose_threa
 
     return measured.check(SCAN_TUNED, threads, correct=correct,
                           race=lambda: _race_scan(blelloch_block, add_block_offsets, threads))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (n, itemsize, passes, copy_gbs) cases of :func:`check_scan_bound`: arguments of the exercise, not a GPU's figures.
+BOUND_CASES: tuple[tuple[int, int, int, float], ...] = (
+    (10**6, 8, 3, 250.0), (2**24, 4, 2, 3000.0), (2**24, 4, 1, 3000.0))
+#: The reference methods shown beside the prediction, with their passes over the array.
+BOUND_METHODS: tuple[tuple[str, int], ...] = (("scan_then_propagate", 2), ("cub_scan", 1))
+
+
+def _bound_hint(got: float, n: int, itemsize: int, passes: int, gbs: float) -> str:
+    want = 2 * passes * itemsize * n / (gbs * 1e9) * 1e3
+    if np.isclose(got, want / 2, rtol=1e-6):
+        return "each pass reads every element AND writes it: 2 * itemsize bytes per element per pass"
+    if np.isclose(got, want / itemsize, rtol=1e-6):
+        return f"count bytes, not elements: {itemsize} bytes per element"
+    if np.isclose(got, want * 1e3, rtol=1e-6) or np.isclose(got, want / 1e3, rtol=1e-6):
+        return "bytes / (GB/s * 1e9) is seconds: times 1000 for milliseconds"
+    if np.isclose(got, want / passes, rtol=1e-6):
+        return f"{passes} passes move the array {passes} times"
+    return f"bytes moved = 2 * passes * itemsize * n; time = bytes / ({gbs:g}e9 B/s)"
+
+
+def check_scan_bound(predict_scan_ms: Any) -> None:
+    """Predict, then measure: ``predict_scan_ms(n, itemsize, passes, copy_gbs)`` returns the least time in ms of a
+    scan that makes ``passes`` passes over ``n`` elements of ``itemsize`` bytes, each pass reading and writing every
+    element once, at the copy ceiling ``copy_gbs`` (GB/s, 10^9 bytes per second).
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_scan_ms, "predict_scan_ms", "predict_scan_ms(n, itemsize, passes, copy_gbs)")
+    for n, itemsize, passes, gbs in BOUND_CASES:
+        call_text = f"predict_scan_ms({n}, {itemsize}, {passes}, {gbs:g})"
+        got = answers.number(answers.call(predict_scan_ms, "predict_scan_ms", n, itemsize, passes, gbs), call_text)
+        want = 2 * passes * itemsize * n / (gbs * 1e9) * 1e3
+        if not np.isclose(got, want, rtol=1e-6):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
+                                                  f"{_bound_hint(got, n, itemsize, passes, gbs)}.")
+    print(f"Correct: your bound equals bytes moved over the copy ceiling on all {len(BOUND_CASES)} cases.")
+
+
+def show_scan_bound(predict_scan_ms: Any) -> pd.DataFrame:
+    """Your bound (checked first by :func:`check_scan_bound`) beside measured times of scan-then-propagate and CUB's
+    scan on :data:`TUNED_N` int32: on a GPU the copy ceiling and CUB's scan are timed now (scan-then-propagate is
+    the chapter's measurement), under the simulator all come from reference ``ch10_scan_methods``.
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_scan_bound`).
+    """
+    check_scan_bound(predict_scan_ms)
+    ref = load_reference("ch10_scan_methods")
+    t = ref.table.set_index("method")
+    measured_ms = {m: float(t.loc[m, "median_ms"]) for m, _ in BOUND_METHODS}
+    copy_gbs = float(t.loc["copy", "gbps"])
+    if measured.can_time():
+        x = experiments.random_values(TUNED_N, np.int32)
+        copy_gbs = measured.time_copy_of(2 * x.nbytes).gbps
+        measured_ms["cub_scan"] = benchmark(lambda: experiments.cub_scan(x), repeat=10, label="CUB's scan").median_ms
+        print(f"Measured now: the copy ceiling and CUB's scan; scan-then-propagate from {ref.name!r} ({ref.gpu}).")
+    else:
+        print(measured.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
+    rows = []
+    for method, passes in BOUND_METHODS:
+        bound = answers.number(answers.call(predict_scan_ms, "predict_scan_ms", TUNED_N, 4, passes, copy_gbs),
+                               "predict_scan_ms")
+        rows.append({"method": method, "passes": passes, "your bound (ms)": round(bound, 4),
+                     "measured (ms)": round(measured_ms[method], 4),
+                     "measured / bound": round(measured_ms[method] / bound, 2)})
+    return pd.DataFrame(rows)
