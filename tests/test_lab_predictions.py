@@ -13,6 +13,7 @@ import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
 from labhelpers.exercises import answers
 from labhelpers.exercises import nbody as ex8
+from labhelpers.exercises import portability as ex12
 from labhelpers.exercises import scan as ex10
 from mutants import lab_skeletons, load_solutions
 
@@ -29,6 +30,11 @@ PREDICTIONS = {
         (lambda n, itemsize, passes, gbs: 2 * passes * n / (gbs * 1e9) * 1e3, "count bytes"),
         (lambda n, itemsize, passes, gbs: 2 * passes * itemsize * n / (gbs * 1e9), "times 1000"),
         (lambda n, itemsize, passes, gbs: 2 * itemsize * n / (gbs * 1e9) * 1e3, "passes move the array"),
+    ]),
+    "12_portability_lab": (ex12.check_kernel_bound, ex12.show_kernel_bound, "predict_kernel_ms", [
+        (lambda n, loads, stores, itemsize, gbs: loads * itemsize * n / (gbs * 1e9) * 1e3, "the stores move bytes"),
+        (lambda n, loads, stores, itemsize, gbs: (loads + stores) * n / (gbs * 1e9) * 1e3, "count bytes"),
+        (lambda n, loads, stores, itemsize, gbs: (loads + stores) * itemsize * n / (gbs * 1e9), "times 1000"),
     ]),
 }
 

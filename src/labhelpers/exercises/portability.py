@@ -21,12 +21,14 @@ import re
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 
 from .. import validate
 from ..errors import CheckFailed
 from ..kernels import portability as pt
 from ..refdata import load_reference
 from ..timing import Timing
+from . import answers
 from . import harness as h
 from . import measured
 
@@ -693,7 +695,8 @@ def check_opencl_names(names_fn: Callable[[], dict]) -> None:
           "thread -> work-item, and the real built-in functions).")
 
 
-__all__ = ["CUDA_NAMES", "DIFF_SIZES", "OPENCL_ANSWERS", "TRANSPOSE_SHAPES", "barrier_problems", "check_diff",
+__all__ = ["BOUND_CASES", "CUDA_NAMES", "DIFF_SIZES", "OPENCL_ANSWERS", "TRANSPOSE_SHAPES", "barrier_problems",
+           "check_diff", "check_kernel_bound", "show_kernel_bound",
            "check_matvec", "data_clause_problems", "check_opencl_names", "check_transpose", "diff_reference", "matvec_reference"]
 
 
@@ -788,3 +791,71 @@ def check_diff_local_size(source_fn: Callable[[], str], global_size_fn: Callable
 
     return measured.check(DIFF_TUNED, local_size, correct=correct,
                           race=lambda: _race_diff(_source(source_fn, "diff_opencl"), local_size))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (n, loads, stores, itemsize, copy_gbs) cases of :func:`check_kernel_bound`: arguments, not a GPU's figures.
+BOUND_CASES: tuple[tuple[int, int, int, int, float], ...] = (
+    (10**6, 3, 1, 8, 250.0), (2**26, 2, 1, 4, 3000.0), (2**26, 1, 1, 4, 3000.0))
+
+
+def _bound_hint(got: float, n: int, loads: int, stores: int, itemsize: int, gbs: float) -> str:
+    want = (loads + stores) * itemsize * n / (gbs * 1e9) * 1e3
+    if np.isclose(got, want * loads / (loads + stores), rtol=1e-6):
+        return "the stores move bytes too: (loads + stores) * itemsize bytes per element"
+    if np.isclose(got, want / itemsize, rtol=1e-6):
+        return f"count bytes, not elements: {itemsize} bytes per element per access"
+    if np.isclose(got, want * 1e3, rtol=1e-6) or np.isclose(got, want / 1e3, rtol=1e-6):
+        return "bytes / (GB/s * 1e9) is seconds: times 1000 for milliseconds"
+    return f"bytes moved = (loads + stores) * itemsize * n; time = bytes / ({gbs:g}e9 B/s)"
+
+
+def check_kernel_bound(predict_kernel_ms: Callable) -> None:
+    """Predict, then measure: ``predict_kernel_ms(n, loads, stores, itemsize, copy_gbs)`` returns the least time in
+    ms of a kernel that loads ``loads`` and stores ``stores`` values of ``itemsize`` bytes per element of ``n``, at the
+    copy ceiling ``copy_gbs`` (GB/s, 10^9 bytes per second): the same bound in OpenCL as in CUDA.
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_kernel_ms, "predict_kernel_ms",
+                       "predict_kernel_ms(n, loads, stores, itemsize, copy_gbs)")
+    for n, loads, stores, itemsize, gbs in BOUND_CASES:
+        call_text = f"predict_kernel_ms({n}, {loads}, {stores}, {itemsize}, {gbs:g})"
+        got = answers.number(answers.call(predict_kernel_ms, "predict_kernel_ms", n, loads, stores, itemsize, gbs),
+                             call_text)
+        want = (loads + stores) * itemsize * n / (gbs * 1e9) * 1e3
+        if not np.isclose(got, want, rtol=1e-6):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
+                                                  f"{_bound_hint(got, n, loads, stores, itemsize, gbs)}.")
+    print(f"Correct: your bound equals bytes moved over the copy ceiling on all {len(BOUND_CASES)} cases.")
+
+
+def show_kernel_bound(predict_kernel_ms: Callable) -> pd.DataFrame:
+    """Your bound (checked first by :func:`check_kernel_bound`) for the chapter's OpenCL SAXPY on 2^26 floats (2
+    loads, 1 store) beside its measured time: the reference GPU's (``ch12_gpu``) everywhere, its copy ceiling
+    included; on a GPU the copy ceiling is also timed now and the bound for it shown on a second row.
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_kernel_bound`).
+    """
+    check_kernel_bound(predict_kernel_ms)
+    ref = load_reference("ch12_gpu")
+    t = ref.table
+    ocl = t[(t["kernel"] == "saxpy") & (t["model"] == "OpenCL C")].iloc[0]
+    copy_gbs = float(t[t["kernel"] == "copy"].iloc[0].gbps)
+    print(measured.reference_text(ref, f"Measured: the chapter's OpenCL SAXPY on {ocl['device']}, copy ceiling "
+                                       f"{copy_gbs:,.0f} GB/s"))
+    rows = [(f"reference copy ceiling ({copy_gbs:,.0f} GB/s)", copy_gbs)]
+    if measured.can_time():
+        rows.append(("this GPU's copy ceiling, measured now", measured.time_copy_of(12 * TUNED_N).gbps))
+    table = []
+    for what, gbs in rows:
+        bound = answers.number(answers.call(predict_kernel_ms, "predict_kernel_ms", TUNED_N, 2, 1, 4, gbs),
+                               "predict_kernel_ms")
+        table.append({"bound from": what, "your bound (ms)": round(bound, 4),
+                      "OpenCL SAXPY, reference (ms)": round(float(ocl.median_ms), 4),
+                      "measured / bound": round(float(ocl.median_ms) / bound, 2)})
+    return pd.DataFrame(table)
