@@ -1,4 +1,4 @@
-"""The "predict, then measure" exercises added for issue 26 (labs 8, 10 and 12).
+"""The "predict, then measure" exercises added for issue 26 (labs 3, 8, 10 and 12).
 
 For each lab: the committed skeleton is rejected (a wrong type), a wrong formula (a mutant) is rejected with the
 class and hint of its mistake, the solution passes, and the measure cell (reference data under the simulator)
@@ -12,6 +12,7 @@ import pytest
 import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
 from labhelpers.exercises import answers
+from labhelpers.exercises import memory as ex3
 from labhelpers.exercises import nbody as ex8
 from labhelpers.exercises import portability as ex12
 from labhelpers.exercises import scan as ex10
@@ -19,6 +20,11 @@ from mutants import lab_skeletons, load_solutions
 
 # lab: (checker, show, the function's name, [(a wrong formula, a phrase its message must contain)])
 PREDICTIONS = {
+    "03_memory_hierarchy_lab": (ex3.check_transpose_bound, ex3.show_transpose_bound, "predict_transpose_ms", [
+        (lambda rows, cols, itemsize, gbs: rows * cols * itemsize / (gbs * 1e9) * 1e3, "AND writes"),
+        (lambda rows, cols, itemsize, gbs: 2 * rows * cols / (gbs * 1e9) * 1e3, "count bytes"),
+        (lambda rows, cols, itemsize, gbs: 2 * rows * cols * itemsize / (gbs * 1e9), "times 1000"),
+    ]),
     "08_nbody_lab": (ex8.check_interaction_rate, ex8.show_interaction_rate, "predict_ginteractions", [
         (lambda gflops, per: gflops * per, "peak times the flops"),
         (lambda gflops, per: 2 * gflops / per, "no factor 2"),

@@ -18,11 +18,13 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from .. import backend
 from ..errors import CheckFailed
 from ..launch import blocks_for
+from ..kernels import memory as mem_kernels
 from ..models import banks
 from ..timing import Timing, benchmark
 from ..refdata import load_reference
@@ -286,3 +288,82 @@ def check_transpose_speed(kernel) -> measured.Verdict:
     """
     return measured.check(TRANSPOSE_TUNED, "tiles of 32 x 32, blocks of (32, 8)",
                           correct=lambda: check_tiled_transpose(kernel), race=lambda: _race_transpose(kernel))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (rows, cols, itemsize, copy_gbs) cases of :func:`check_transpose_bound`: arguments, not a GPU's figures.
+BOUND_CASES: tuple[tuple[int, int, int, float], ...] = (
+    (1000, 3000, 8, 250.0), (8192, 8192, 4, 3000.0), (4096, 512, 4, 3000.0))
+
+
+def _bound_hint(got: float, rows: int, cols: int, itemsize: int, gbs: float) -> str:
+    want = 2 * rows * cols * itemsize / (gbs * 1e9) * 1e3
+    if np.isclose(got, want / 2, rtol=1e-6):
+        return "a transpose reads every element AND writes it: 2 * itemsize bytes per element"
+    if np.isclose(got, want / itemsize, rtol=1e-6):
+        return f"count bytes, not elements: {itemsize} bytes per element"
+    if np.isclose(got, want * 1e3, rtol=1e-6) or np.isclose(got, want / 1e3, rtol=1e-6):
+        return "bytes / (GB/s * 1e9) is seconds: times 1000 for milliseconds"
+    return f"bytes moved = 2 * rows * cols * itemsize; time = bytes / ({gbs:g}e9 B/s)"
+
+
+def check_transpose_bound(predict_transpose_ms: Callable) -> None:
+    """Predict, then measure: ``predict_transpose_ms(rows, cols, itemsize, copy_gbs)`` returns the least time in ms
+    of a transpose of a ``rows x cols`` matrix of ``itemsize``-byte elements (every element read once and written
+    once) at the copy ceiling ``copy_gbs`` (GB/s, 10^9 bytes per second).
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_transpose_ms, "predict_transpose_ms",
+                       "predict_transpose_ms(rows, cols, itemsize, copy_gbs)")
+    for rows, cols, itemsize, gbs in BOUND_CASES:
+        call_text = f"predict_transpose_ms({rows}, {cols}, {itemsize}, {gbs:g})"
+        got = answers.number(answers.call(predict_transpose_ms, "predict_transpose_ms", rows, cols, itemsize, gbs),
+                             call_text)
+        want = 2 * rows * cols * itemsize / (gbs * 1e9) * 1e3
+        if not np.isclose(got, want, rtol=1e-6):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
+                                                  f"{_bound_hint(got, rows, cols, itemsize, gbs)}.")
+    print(f"Correct: your bound equals bytes moved over the copy ceiling on all {len(BOUND_CASES)} cases.")
+
+
+def _time_naive_transpose(side: int) -> Timing:
+    a_d = cuda.to_device(np.random.default_rng(0).standard_normal((side, side)).astype(np.float32))
+    out_d = cuda.device_array((side, side), dtype=np.float32)
+    grid, block = (blocks_for(side, TILE), blocks_for(side, TILE_ROWS)), (TILE, TILE_ROWS)
+    return benchmark(lambda: mem_kernels.transpose_naive[grid, block](a_d, out_d), nbytes=2 * side * side * 4,
+                     label=f"naive transpose {side}x{side}")
+
+
+def show_transpose_bound(predict_transpose_ms: Callable) -> pd.DataFrame:
+    """Your bound (checked first by :func:`check_transpose_bound`) for a :data:`TUNED_SIDE` square float32 transpose
+    beside measured times: on a GPU the copy ceiling and the naive transpose are timed now; under the simulator the
+    reference GPU's copy ceiling (``ch07_copy_variants``) and its strided read at stride 32 (``ch03_coalescing_stride``,
+    a naive transpose's column access, scaled to the same bytes) stand in.
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_transpose_bound`).
+    """
+    check_transpose_bound(predict_transpose_ms)
+    side, nbytes = TUNED_SIDE, 2 * TUNED_SIDE * TUNED_SIDE * 4
+    if measured.can_time():
+        copy = measured.time_copy_of(nbytes)
+        naive = _time_naive_transpose(side)
+        copy_gbs, rows = copy.gbps, [("naive transpose, measured now", naive.median_ms),
+                                     ("a copy of the same bytes, measured now", nbytes / (copy.gbps * 1e9) * 1e3)]
+        print(f"Measured now on this GPU: copy ceiling {copy_gbs:,.0f} GB/s.")
+    else:
+        coalescing = load_reference("ch03_coalescing_stride")
+        copy_gbs = float(load_reference("ch07_copy_variants").table["gbps"].max())
+        strided = measured.nearest_row(coalescing.table, "stride", 32)
+        rows = [("a copy of the same bytes (reference copy ceiling)", nbytes / (copy_gbs * 1e9) * 1e3),
+                ("stride-32 access, as a naive transpose's column (reference)",
+                 nbytes / (float(strided.gbps) * 1e9) * 1e3)]
+        print(measured.reference_text(coalescing, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
+    bound = answers.number(answers.call(predict_transpose_ms, "predict_transpose_ms", side, side, 4, copy_gbs),
+                           "predict_transpose_ms")
+    return pd.DataFrame([{"what": what, "your bound (ms)": round(bound, 4), "measured (ms)": round(ms, 4),
+                          "measured / bound": round(ms / bound, 2)} for what, ms in rows])
