@@ -1,4 +1,4 @@
-"""The "predict, then measure" exercises added for issue 26 (labs 3, 8, 10 and 12).
+"""The "predict, then measure" exercises added for issue 26 (labs 3, 6, 8, 10 and 12).
 
 For each lab: the committed skeleton is rejected (a wrong type), a wrong formula (a mutant) is rejected with the
 class and hint of its mistake, the solution passes, and the measure cell (reference data under the simulator)
@@ -15,6 +15,7 @@ from labhelpers.exercises import answers
 from labhelpers.exercises import memory as ex3
 from labhelpers.exercises import nbody as ex8
 from labhelpers.exercises import portability as ex12
+from labhelpers.exercises import reduction as ex6
 from labhelpers.exercises import scan as ex10
 from mutants import lab_skeletons, load_solutions
 
@@ -24,6 +25,11 @@ PREDICTIONS = {
         (lambda rows, cols, itemsize, gbs: rows * cols * itemsize / (gbs * 1e9) * 1e3, "AND writes"),
         (lambda rows, cols, itemsize, gbs: 2 * rows * cols / (gbs * 1e9) * 1e3, "count bytes"),
         (lambda rows, cols, itemsize, gbs: 2 * rows * cols * itemsize / (gbs * 1e9), "times 1000"),
+    ]),
+    "06_reduction_lab": (ex6.check_reduction_bound, ex6.show_reduction_bound, "predict_reduction_ms", [
+        (lambda n, itemsize, gbs: 2 * n * itemsize / (gbs * 1e9) * 1e3, "only READS"),
+        (lambda n, itemsize, gbs: n / (gbs * 1e9) * 1e3, "count bytes"),
+        (lambda n, itemsize, gbs: n * itemsize / (gbs * 1e9), "times 1000"),
     ]),
     "08_nbody_lab": (ex8.check_interaction_rate, ex8.show_interaction_rate, "predict_ginteractions", [
         (lambda gflops, per: gflops * per, "peak times the flops"),

@@ -17,8 +17,10 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from typing import Any
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from .. import backend
@@ -27,6 +29,7 @@ from ..launch import blocks_for
 from ..source import source_of
 from ..timing import benchmark
 from ..refdata import load_reference
+from . import answers
 from . import harness as h
 from . import measured
 
@@ -283,3 +286,69 @@ def check_first_add_threads(kernel, choose_threads) -> measured.Verdict:
     threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
     return measured.check(FIRST_ADD_TUNED, threads, correct=lambda: check_first_add_any_n(kernel),
                           race=lambda: _race_first_add(kernel, threads))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (n, itemsize, copy_gbs) cases of :func:`check_reduction_bound`: arguments, not a GPU's figures.
+BOUND_CASES: tuple[tuple[int, int, float], ...] = ((10**6, 8, 250.0), (2**26, 4, 3000.0), (12345, 4, 3000.0))
+#: The reference variants shown beside the prediction (``ch06_reduction_sweep``), fastest block size of each.
+BOUND_VARIANTS: tuple[str, ...] = ("interleaved", "first_add", "best", "cupy_sum")
+
+
+def _bound_hint(got: float, n: int, itemsize: int, gbs: float) -> str:
+    want = n * itemsize / (gbs * 1e9) * 1e3
+    if np.isclose(got, 2 * want, rtol=1e-6):
+        return "a reduction only READS its input: the few partial sums it writes are negligible"
+    if np.isclose(got, want / itemsize, rtol=1e-6):
+        return f"count bytes, not elements: {itemsize} bytes per element"
+    if np.isclose(got, want * 1e3, rtol=1e-6) or np.isclose(got, want / 1e3, rtol=1e-6):
+        return "bytes / (GB/s * 1e9) is seconds: times 1000 for milliseconds"
+    return f"bytes moved = n * itemsize (read once); time = bytes / ({gbs:g}e9 B/s)"
+
+
+def check_reduction_bound(predict_reduction_ms: Any) -> None:
+    """Predict, then measure: ``predict_reduction_ms(n, itemsize, copy_gbs)`` returns the least time in ms of a sum
+    of ``n`` elements of ``itemsize`` bytes (each read once, the partial sums negligible) at the copy ceiling
+    ``copy_gbs`` (GB/s, 10^9 bytes per second).
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_reduction_ms, "predict_reduction_ms", "predict_reduction_ms(n, itemsize, copy_gbs)")
+    for n, itemsize, gbs in BOUND_CASES:
+        call_text = f"predict_reduction_ms({n}, {itemsize}, {gbs:g})"
+        got = answers.number(answers.call(predict_reduction_ms, "predict_reduction_ms", n, itemsize, gbs), call_text)
+        want = n * itemsize / (gbs * 1e9) * 1e3
+        if not np.isclose(got, want, rtol=1e-6):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
+                                                  f"{_bound_hint(got, n, itemsize, gbs)}.")
+    print(f"Correct: your bound equals bytes read over the copy ceiling on all {len(BOUND_CASES)} cases.")
+
+
+def show_reduction_bound(predict_reduction_ms: Any) -> pd.DataFrame:
+    """Your bound (checked first by :func:`check_reduction_bound`) for a sum of :data:`TUNED_N` float32 beside the
+    chapter's measured reductions (reference ``ch06_reduction_sweep``, each at its fastest block size), at the
+    reference copy ceiling (``ch07_copy_variants``); on a GPU the copy ceiling is timed now instead.
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_reduction_bound`).
+    """
+    check_reduction_bound(predict_reduction_ms)
+    ref = load_reference("ch06_reduction_sweep")
+    copy_gbs = float(load_reference("ch07_copy_variants").table["gbps"].max())
+    if measured.can_time():
+        copy_gbs = measured.time_copy_of(8 * TUNED_N).gbps
+        print(f"Copy ceiling measured now: {copy_gbs:,.0f} GB/s; the reductions are the chapter's ({ref.gpu}).")
+    else:
+        print(measured.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
+    bound = answers.number(answers.call(predict_reduction_ms, "predict_reduction_ms", TUNED_N, 4, copy_gbs),
+                           "predict_reduction_ms")
+    rows = []
+    for variant in BOUND_VARIANTS:
+        t = ref.table[ref.table["variant"] == variant]
+        ms = float(t["median_ms"].astype(float).min())
+        rows.append({"reduction": variant, "your bound (ms)": round(bound, 4), "measured (ms)": round(ms, 4),
+                     "measured / bound": round(ms / bound, 2)})
+    return pd.DataFrame(rows)
