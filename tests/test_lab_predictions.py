@@ -1,4 +1,4 @@
-"""The "predict, then measure" exercises added for issue 26 (labs 3, 6, 8, 10 and 12).
+"""The "predict, then measure" exercises added for issue 26 (labs 3, 6, 8, 9, 10 and 12).
 
 For each lab: the committed skeleton is rejected (a wrong type), a wrong formula (a mutant) is rejected with the
 class and hint of its mistake, the solution passes, and the measure cell (reference data under the simulator)
@@ -17,6 +17,7 @@ from labhelpers.exercises import nbody as ex8
 from labhelpers.exercises import portability as ex12
 from labhelpers.exercises import reduction as ex6
 from labhelpers.exercises import scan as ex10
+from labhelpers.exercises import stencil as ex9
 from mutants import lab_skeletons, load_solutions
 
 # lab: (checker, show, the function's name, [(a wrong formula, a phrase its message must contain)])
@@ -36,6 +37,11 @@ PREDICTIONS = {
         (lambda gflops, per: 2 * gflops / per, "no factor 2"),
         (lambda gflops, per: gflops / per / 1e3, "no factor 1000"),
         (lambda gflops, per: gflops / 20, "over the flops of one interaction"),
+    ]),
+    "09_stencils_lab": (ex9.check_jacobi_bound, ex9.show_jacobi_bound, "predict_jacobi_ms", [
+        (lambda nx, ny, itemsize, gbs: 6 * nx * ny * itemsize / (gbs * 1e9) * 1e3, "neighbours are reused"),
+        (lambda nx, ny, itemsize, gbs: nx * ny * itemsize / (gbs * 1e9) * 1e3, "AND writes"),
+        (lambda nx, ny, itemsize, gbs: 2 * nx * ny * itemsize / (gbs * 1e9), "times 1000"),
     ]),
     "10_scan_lab": (ex10.check_scan_bound, ex10.show_scan_bound, "predict_scan_ms", [
         (lambda n, itemsize, passes, gbs: passes * itemsize * n / (gbs * 1e9) * 1e3, "AND writes"),

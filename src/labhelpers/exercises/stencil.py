@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from .. import backend
@@ -21,6 +22,7 @@ from ..kernels import stencil as st
 from ..launch import grid_2d
 from ..timing import benchmark
 from ..refdata import load_reference
+from . import answers
 from . import harness as h
 from . import measured
 
@@ -337,3 +339,73 @@ def check_jacobi_block(kernel: Any, choose_block) -> measured.Verdict:
     block = measured.choose(choose_block, "choose_block", TUNED_BLOCKS)
     return measured.check(JACOBI_TUNED, block, correct=lambda: check_jacobi_step(kernel),
                           race=lambda: _race_jacobi(kernel, block))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (nx, ny, itemsize, copy_gbs) cases of :func:`check_jacobi_bound`: arguments, not a GPU's figures.
+BOUND_CASES: tuple[tuple[int, int, int, float], ...] = (
+    (1000, 3000, 8, 250.0), (8192, 8192, 4, 3000.0), (4096, 512, 4, 3000.0))
+#: The reference variants shown beside the prediction (``ch09_jacobi``), fastest block shape of each.
+BOUND_VARIANTS: tuple[str, ...] = ("naive", "shared", "marching", "cupy slicing")
+
+
+def _bound_hint(got: float, nx: int, ny: int, itemsize: int, gbs: float) -> str:
+    want = 2 * nx * ny * itemsize / (gbs * 1e9) * 1e3
+    if np.isclose(got, 3 * want, rtol=1e-6) or np.isclose(got, 2.5 * want, rtol=1e-6):
+        return ("the 4 neighbours are reused by the next threads (caches, shared memory): count each point read "
+                "once and written once")
+    if np.isclose(got, want / 2, rtol=1e-6):
+        return "a step reads every point AND writes it: 2 * itemsize bytes per point"
+    if np.isclose(got, want / itemsize, rtol=1e-6):
+        return f"count bytes, not points: {itemsize} bytes per point"
+    if np.isclose(got, want * 1e3, rtol=1e-6) or np.isclose(got, want / 1e3, rtol=1e-6):
+        return "bytes / (GB/s * 1e9) is seconds: times 1000 for milliseconds"
+    return f"bytes moved = 2 * nx * ny * itemsize; time = bytes / ({gbs:g}e9 B/s)"
+
+
+def check_jacobi_bound(predict_jacobi_ms: Any) -> None:
+    """Predict, then measure: ``predict_jacobi_ms(nx, ny, itemsize, copy_gbs)`` returns the least time in ms of one
+    Jacobi step on an ``ny x nx`` grid of ``itemsize``-byte values (each point read once and written once: the
+    neighbours come from caches) at the copy ceiling ``copy_gbs`` (GB/s, 10^9 bytes per second).
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_jacobi_ms, "predict_jacobi_ms", "predict_jacobi_ms(nx, ny, itemsize, copy_gbs)")
+    for nx, ny, itemsize, gbs in BOUND_CASES:
+        call_text = f"predict_jacobi_ms({nx}, {ny}, {itemsize}, {gbs:g})"
+        got = answers.number(answers.call(predict_jacobi_ms, "predict_jacobi_ms", nx, ny, itemsize, gbs), call_text)
+        want = 2 * nx * ny * itemsize / (gbs * 1e9) * 1e3
+        if not np.isclose(got, want, rtol=1e-6):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
+                                                  f"{_bound_hint(got, nx, ny, itemsize, gbs)}.")
+    print(f"Correct: your bound equals bytes moved over the copy ceiling on all {len(BOUND_CASES)} cases.")
+
+
+def show_jacobi_bound(predict_jacobi_ms: Any) -> pd.DataFrame:
+    """Your bound (checked first by :func:`check_jacobi_bound`) for one step on a :data:`TUNED_SIDE` square float32
+    grid beside the chapter's measured steps (reference ``ch09_jacobi``, each at its fastest block shape), at the
+    copy ceiling of the same run; on a GPU the copy ceiling is timed now instead.
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_jacobi_bound`).
+    """
+    check_jacobi_bound(predict_jacobi_ms)
+    ref = load_reference("ch09_jacobi")
+    t = ref.table
+    copy_gbs = float(t[t["variant"] == "copy"].iloc[0].gbps)
+    if measured.can_time():
+        copy_gbs = measured.time_copy_of(8 * TUNED_SIDE * TUNED_SIDE).gbps
+        print(f"Copy ceiling measured now: {copy_gbs:,.0f} GB/s; the steps are the chapter's ({ref.gpu}).")
+    else:
+        print(measured.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s, same run)"))
+    bound = answers.number(answers.call(predict_jacobi_ms, "predict_jacobi_ms", TUNED_SIDE, TUNED_SIDE, 4,
+                                        copy_gbs), "predict_jacobi_ms")
+    rows = []
+    for variant in BOUND_VARIANTS:
+        ms = float(t[t["variant"] == variant]["median_ms"].astype(float).min())
+        rows.append({"Jacobi step": variant, "your bound (ms)": round(bound, 4), "measured (ms)": round(ms, 4),
+                     "measured / bound": round(ms / bound, 2)})
+    return pd.DataFrame(rows)
