@@ -1,4 +1,4 @@
-"""The "predict, then measure" exercises added for issue 26 (labs 3, 6, 8, 9, 10 and 12).
+"""The "predict, then measure" exercises added for issue 26 (labs 3, 6, 8, 9, 10, 12 and 13).
 
 For each lab: the committed skeleton is rejected (a wrong type), a wrong formula (a mutant) is rejected with the
 class and hint of its mistake, the solution passes, and the measure cell (reference data under the simulator)
@@ -12,6 +12,7 @@ import pytest
 import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
 from labhelpers.exercises import answers
+from labhelpers.exercises import consistency as ex13
 from labhelpers.exercises import memory as ex3
 from labhelpers.exercises import nbody as ex8
 from labhelpers.exercises import portability as ex12
@@ -53,6 +54,12 @@ PREDICTIONS = {
         (lambda n, loads, stores, itemsize, gbs: loads * itemsize * n / (gbs * 1e9) * 1e3, "the stores move bytes"),
         (lambda n, loads, stores, itemsize, gbs: (loads + stores) * n / (gbs * 1e9) * 1e3, "count bytes"),
         (lambda n, loads, stores, itemsize, gbs: (loads + stores) * itemsize * n / (gbs * 1e9), "times 1000"),
+    ]),
+    "13_consistency_lab": (ex13.check_counter_bound, ex13.show_counter_bound, "predict_counter_ms", [
+        (lambda n, group, rate: n / group / rate * 1e3, "partial last group"),
+        (lambda n, group, rate: n / rate * 1e3, "not per thread"),
+        (lambda n, group, rate: n * group / rate * 1e3, "does not multiply"),
+        (lambda n, group, rate: (n + group - 1) // group / rate, "times 1000"),
     ]),
 }
 

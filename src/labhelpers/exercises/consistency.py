@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from .. import backend
@@ -44,6 +45,8 @@ from ..patching import patched
 from ..racecheck import check_in_simulator, check_races
 from ..refdata import load_reference
 from ..relaxed import relaxed_launch
+from . import answers
+from . import harness as h
 from . import measured
 from ..timing import benchmark
 
@@ -499,3 +502,76 @@ def check_counter_speed(count_block, count_atomic, choose_threads) -> measured.V
 
     return measured.check(COUNTER_TUNED, threads, correct=correct,
                           race=lambda: _race_counters(count_block, count_atomic, threads))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (n, group, atomics_per_s) cases of :func:`check_counter_bound`: arguments, not a GPU's figures (n is not always
+#: a multiple of group: the last group still issues its atomic).
+BOUND_CASES: tuple[tuple[int, int, float], ...] = (
+    (10**6, 1, 1e9), (10**6 + 5, 32, 1.5e9), (2**24, 256, 1.4e9), (1000, 256, 1e9))
+#: The reference rows shown beside the prediction (``ch13_atomic_throughput``): kind and threads per atomic.
+BOUND_ROWS: tuple[tuple[str, int], ...] = (
+    ("one address", 1), ("counter: atomic per thread", 1), ("counter: warp-aggregated", 32),
+    ("counter: block-aggregated", 256))
+
+
+def _counter_want(n: int, group: int, rate: float) -> float:
+    return -(-n // group) / rate * 1e3
+
+
+def _bound_hint(got: float, n: int, group: int, rate: float) -> str:
+    want = _counter_want(n, group, rate)
+    if np.isclose(got, n / group / rate * 1e3, rtol=1e-9) or np.isclose(got, (n // group) / rate * 1e3, rtol=1e-9):
+        return "a partial last group still issues its atomic: ceil(n / group) atomics"
+    if np.isclose(got, n / rate * 1e3, rtol=1e-6):
+        return f"one atomic per group of {group} threads, not per thread: ceil(n / group) atomics"
+    if np.isclose(got, n * group / rate * 1e3, rtol=1e-6):
+        return "aggregating divides the atomics by the group size, it does not multiply them"
+    if np.isclose(got, want * 1e3, rtol=1e-6) or np.isclose(got, want / 1e3, rtol=1e-6):
+        return "atomics / (atomics per second) is seconds: times 1000 for milliseconds"
+    return f"atomics = ceil(n / group), one after another on one address; time = atomics / ({rate:g} per s)"
+
+
+def check_counter_bound(predict_counter_ms: Any) -> None:
+    """Predict, then measure: ``predict_counter_ms(n, group, atomics_per_s)`` returns the time in ms of counting
+    ``n`` hits into one address with one atomic per group of ``group`` threads (1: per thread, 32: per warp, the
+    block size: per block), the atomics on one address serialised at ``atomics_per_s`` per second.
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_counter_ms, "predict_counter_ms", "predict_counter_ms(n, group, atomics_per_s)")
+    for n, group, rate in BOUND_CASES:
+        call_text = f"predict_counter_ms({n}, {group}, {rate:g})"
+        got = answers.number(answers.call(predict_counter_ms, "predict_counter_ms", n, group, rate), call_text)
+        want = _counter_want(n, group, rate)
+        if not np.isclose(got, want, rtol=1e-9):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.9g} ms, the time is {want:.9g} ms: "
+                                                  f"{_bound_hint(got, n, group, rate)}.")
+    print(f"Correct: your time equals the serialised atomics over their rate on all {len(BOUND_CASES)} cases.")
+
+
+def show_counter_bound(predict_counter_ms: Any) -> pd.DataFrame:
+    """Your times (checked first by :func:`check_counter_bound`) for the chapter's counters of 2^24 hits beside their
+    measured times (reference ``ch13_atomic_throughput``, on every backend), at the rate of one address measured in
+    the same run.
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_counter_bound`).
+    """
+    check_counter_bound(predict_counter_ms)
+    ref = load_reference("ch13_atomic_throughput")
+    t = ref.table.set_index("kind")
+    rate = float(t.loc["one address", "atomics_per_s"])
+    print(measured.reference_text(ref, f"Measured (one address: {rate:.3g} atomics/s)"))
+    rows = []
+    for kind, group in BOUND_ROWS:
+        n = int(t.loc[kind, "increments"])
+        ms = float(t.loc[kind, "median_ms"])
+        mine = answers.number(answers.call(predict_counter_ms, "predict_counter_ms", n, group, rate),
+                              "predict_counter_ms")
+        rows.append({"counter": kind, "threads per atomic": group, "your time (ms)": round(mine, 4),
+                     "measured (ms)": round(ms, 4), "measured / yours": round(ms / mine, 2)})
+    return pd.DataFrame(rows)
