@@ -1,4 +1,4 @@
-"""The "predict, then measure" exercises added for issue 26 (labs 3, 6, 8, 9, 10, 12 and 13).
+"""The "predict, then measure" exercises added for issue 26 (labs 3, 5, 6, 8, 9, 10, 12 and 13).
 
 For each lab: the committed skeleton is rejected (a wrong type), a wrong formula (a mutant) is rejected with the
 class and hint of its mistake, the solution passes, and the measure cell (reference data under the simulator)
@@ -13,6 +13,7 @@ import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
 from labhelpers.exercises import answers
 from labhelpers.exercises import consistency as ex13
+from labhelpers.exercises import matmul as ex5
 from labhelpers.exercises import memory as ex3
 from labhelpers.exercises import nbody as ex8
 from labhelpers.exercises import portability as ex12
@@ -27,6 +28,12 @@ PREDICTIONS = {
         (lambda rows, cols, itemsize, gbs: rows * cols * itemsize / (gbs * 1e9) * 1e3, "AND writes"),
         (lambda rows, cols, itemsize, gbs: 2 * rows * cols / (gbs * 1e9) * 1e3, "count bytes"),
         (lambda rows, cols, itemsize, gbs: 2 * rows * cols * itemsize / (gbs * 1e9), "times 1000"),
+    ]),
+    "05_matrix_multiply_lab": (ex5.check_load_bytes, ex5.show_load_bytes, "predict_load_bytes", [
+        (lambda n, tile, itemsize: n**3 * itemsize / tile, "AND one of B"),
+        (lambda n, tile, itemsize: 2 * n**3 * itemsize * tile, "does not multiply"),
+        (lambda n, tile, itemsize: 2 * n**3 * itemsize, "divide by the tile"),
+        (lambda n, tile, itemsize: 2 * n**3 / tile, "count bytes"),
     ]),
     "06_reduction_lab": (ex6.check_reduction_bound, ex6.show_reduction_bound, "predict_reduction_ms", [
         (lambda n, itemsize, gbs: 2 * n * itemsize / (gbs * 1e9) * 1e3, "only READS"),

@@ -112,3 +112,10 @@ def missing_barrier_hazard():
     # FILL ME IN (1 line): answer = "..."
     answer = "WAR"
     return answer
+
+
+def predict_load_bytes(n, tile, itemsize):
+    """Bytes loaded from global memory by an n x n product with tile x tile tiles (tile 1: the naive kernel)."""
+    # FILL ME IN (roughly 2 lines): elements loaded (n**2 outputs, 2 * n inputs each, one load per tile uses), then bytes
+    elements = 2 * n**3 / tile
+    return elements * itemsize

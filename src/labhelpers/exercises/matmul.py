@@ -26,6 +26,7 @@ import ast
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from ..errors import CheckFailed, GPUOnlyError
@@ -425,3 +426,78 @@ def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
     tile = measured.allowed(tile, "TILE", TUNED_TILES)
     return measured.check(TILED_TUNED, tile, correct=lambda: check_tiled_square(kernel, tile),
                           race=lambda: _race_tiled(kernel, tile))
+
+
+# ------------------------------------------------------------------------------ predict, then measure (issue 26)
+
+#: (n, tile, itemsize) cases of :func:`check_load_bytes`: n a multiple of tile; tile 1 is the naive kernel.
+BOUND_CASES: tuple[tuple[int, int, int], ...] = ((64, 1, 4), (96, 8, 8), (2048, 16, 4), (2048, 32, 4))
+#: The reference kernels shown beside the prediction (``ch05_matmul_sweep``): (variant, tile), timed at BOUND_N.
+BOUND_KERNELS: tuple[tuple[str, int], ...] = (("naive", 1), ("tiled", 8), ("tiled", 16), ("tiled", 32))
+BOUND_N = 2048
+
+
+def _load_bytes_want(n: int, tile: int, itemsize: int) -> float:
+    return 2 * n**3 * itemsize / tile
+
+
+def _load_bytes_hint(got: float, n: int, tile: int, itemsize: int) -> str:
+    want = _load_bytes_want(n, tile, itemsize)
+    if np.isclose(got, want / 2, rtol=1e-6):
+        return "each multiply-add needs an element of A AND one of B: count both matrices"
+    if tile > 1 and np.isclose(got, want * tile * tile, rtol=1e-6):
+        return "a tile divides the loads by TILE (each loaded element is used TILE times), it does not multiply them"
+    if tile > 1 and np.isclose(got, want * tile, rtol=1e-6):
+        return "with tiles each element is loaded once per TILE uses: divide by the tile"
+    if np.isclose(got, want / itemsize, rtol=1e-6):
+        return f"count bytes, not elements: {itemsize} bytes per element"
+    if np.isclose(got, 2 * n * n * itemsize, rtol=1e-6):
+        return "that is each matrix loaded once (a perfect cache); this kernel reloads: n uses per element over tile"
+    return "loads = 2 * n**3 / tile elements (n**2 outputs, each 2 * n inputs, each loaded once per tile uses)"
+
+
+def check_load_bytes(predict_load_bytes: Any) -> None:
+    """Predict, then measure: ``predict_load_bytes(n, tile, itemsize)`` returns the bytes the tiled kernel of this lab
+    loads from global memory for an ``n x n`` product of ``itemsize``-byte elements with ``tile x tile`` tiles (n a
+    multiple of tile; tile 1 is the naive kernel, one thread per element, no reuse).
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    h.require_function(predict_load_bytes, "predict_load_bytes", "predict_load_bytes(n, tile, itemsize)")
+    for n, tile, itemsize in BOUND_CASES:
+        call_text = f"predict_load_bytes({n}, {tile}, {itemsize})"
+        got = answers.number(answers.call(predict_load_bytes, "predict_load_bytes", n, tile, itemsize), call_text)
+        want = _load_bytes_want(n, tile, itemsize)
+        if not np.isclose(got, want, rtol=1e-6):
+            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} bytes, the kernel loads {want:.6g}: "
+                                                  f"{_load_bytes_hint(got, n, tile, itemsize)}.")
+    print(f"Correct: your global loads equal 2 n^3 itemsize / tile on all {len(BOUND_CASES)} cases.")
+
+
+def show_load_bytes(predict_load_bytes: Any) -> pd.DataFrame:
+    """Your global loads (checked first by :func:`check_load_bytes`) for :data:`BOUND_N` square float32 products,
+    naive and tiled, beside their measured times (reference ``ch05_matmul_sweep``, on every backend): does the time
+    fall by the factor the traffic falls?
+
+    Raises:
+        CheckFailed: the prediction is wrong (as :func:`check_load_bytes`).
+    """
+    check_load_bytes(predict_load_bytes)
+    ref = load_reference("ch05_matmul_sweep")
+    t = ref.table
+    print(measured.reference_text(ref, f"Measured: the chapter's kernels on {BOUND_N} x {BOUND_N} float32"))
+    naive_bytes = answers.number(answers.call(predict_load_bytes, "predict_load_bytes", BOUND_N, 1, 4),
+                                 "predict_load_bytes")
+    naive_ms = float(t[(t["variant"] == "naive") & (t["n"] == BOUND_N)].iloc[0].median_ms)
+    rows = []
+    for variant, tile in BOUND_KERNELS:
+        row = t[(t["variant"] == variant) & (t["n"] == BOUND_N) & (t["tile"] == (0 if tile == 1 else tile))].iloc[0]
+        nbytes = answers.number(answers.call(predict_load_bytes, "predict_load_bytes", BOUND_N, tile, 4),
+                                "predict_load_bytes")
+        rows.append({"kernel": str(row.kernel), "your loads (GB)": round(nbytes / 1e9, 3),
+                     "your traffic cut (naive / this)": round(naive_bytes / nbytes, 2),
+                     "measured (ms)": round(float(row.median_ms), 3),
+                     "measured speedup (naive / this)": round(naive_ms / float(row.median_ms), 2)})
+    return pd.DataFrame(rows)
