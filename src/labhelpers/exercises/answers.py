@@ -55,6 +55,32 @@ def call(student: Callable, name: str, *args: Any) -> Any:
         raise h.failure(RAISED, f"{name}{_args_text(args)} raised {type(exc).__name__}: {exc}") from None
 
 
+def check_formula(student: Callable, name: str, signature: str, cases: Sequence[Sequence[Any]],
+                  expected: Callable[..., float], *, shown: Callable[[float, float], str],
+                  hint: Callable[..., str], rtol: float = 1e-6) -> None:
+    """A formula answer ("predict, then measure"): ``student(*case)`` against ``expected(*case)`` for each case.
+
+    Args:
+        student: the student's function; ``name`` and ``signature`` name it in messages.
+        cases: the argument tuples it is called with.
+        expected: the right value for a case.
+        shown: ``shown(got, want)``, what the message says of both numbers, e.g. ``"2.1 ms, the bound is 4.2 ms"``.
+        hint: ``hint(got, *case)``, what the wrong number looks like (a factor 2, a missing 1000...).
+        rtol: the relative tolerance.
+
+    Raises:
+        CheckFailed: not a function, raised, not a number (:data:`WRONG_TYPE`), or the first case whose value is
+            off (:data:`WRONG_ANSWER`: ``name(case) = <shown>: <hint>.``).
+    """
+    h.require_function(student, name, signature)
+    for case in cases:
+        call_text = f"{name}{_args_text(case)}"
+        got = number(call(student, name, *case), call_text)
+        want = expected(*case)
+        if not np.isclose(got, want, rtol=rtol):
+            raise h.failure(WRONG_ANSWER, f"{call_text} = {shown(got, want)}: {hint(got, *case)}.")
+
+
 def wrong_type(value: Any, call_text: str, wanted: str) -> CheckFailed:
     what = h._describe(value)
     if isinstance(value, str):
@@ -118,5 +144,5 @@ def choice(value: Any, call_text: str, choices: Sequence[str]) -> str:
     return text
 
 
-__all__ = ["RAISED", "WRONG_ANSWER", "WRONG_TYPE", "array_of", "call", "choice", "number", "numbers", "wrong_type",
+__all__ = ["RAISED", "WRONG_ANSWER", "WRONG_TYPE", "array_of", "call", "check_formula", "choice", "number", "numbers", "wrong_type",
            "whole_number"]

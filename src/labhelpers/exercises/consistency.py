@@ -46,7 +46,6 @@ from ..racecheck import check_in_simulator, check_races
 from ..refdata import load_reference
 from ..relaxed import relaxed_launch
 from . import answers
-from . import harness as h
 from . import measured
 from ..timing import benchmark
 
@@ -542,14 +541,12 @@ def check_counter_bound(predict_counter_ms: Any) -> None:
         CheckFailed: the function raises, returns something that is not a number, or the wrong number
             (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
     """
-    h.require_function(predict_counter_ms, "predict_counter_ms", "predict_counter_ms(n, group, atomics_per_s)")
-    for n, group, rate in BOUND_CASES:
-        call_text = f"predict_counter_ms({n}, {group}, {rate:g})"
-        got = answers.number(answers.call(predict_counter_ms, "predict_counter_ms", n, group, rate), call_text)
-        want = _counter_want(n, group, rate)
-        if not np.isclose(got, want, rtol=1e-9):
-            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.9g} ms, the time is {want:.9g} ms: "
-                                                  f"{_bound_hint(got, n, group, rate)}.")
+    answers.check_formula(predict_counter_ms, "predict_counter_ms",
+                          "predict_counter_ms(n, group, atomics_per_s)",
+                          BOUND_CASES,
+                          _counter_want,
+                          shown=lambda got, want: f"{got:.9g} ms, the time is {want:.9g} ms",
+                          hint=_bound_hint, rtol=1e-9)
     print(f"Correct: your time equals the serialised atomics over their rate on all {len(BOUND_CASES)} cases.")
 
 

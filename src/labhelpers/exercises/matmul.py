@@ -465,14 +465,12 @@ def check_load_bytes(predict_load_bytes: Any) -> None:
         CheckFailed: the function raises, returns something that is not a number, or the wrong number
             (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
     """
-    h.require_function(predict_load_bytes, "predict_load_bytes", "predict_load_bytes(n, tile, itemsize)")
-    for n, tile, itemsize in BOUND_CASES:
-        call_text = f"predict_load_bytes({n}, {tile}, {itemsize})"
-        got = answers.number(answers.call(predict_load_bytes, "predict_load_bytes", n, tile, itemsize), call_text)
-        want = _load_bytes_want(n, tile, itemsize)
-        if not np.isclose(got, want, rtol=1e-6):
-            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} bytes, the kernel loads {want:.6g}: "
-                                                  f"{_load_bytes_hint(got, n, tile, itemsize)}.")
+    answers.check_formula(predict_load_bytes, "predict_load_bytes",
+                          "predict_load_bytes(n, tile, itemsize)",
+                          BOUND_CASES,
+                          _load_bytes_want,
+                          shown=lambda got, want: f"{got:.6g} bytes, the kernel loads {want:.6g}",
+                          hint=_load_bytes_hint)
     print(f"Correct: your global loads equal 2 n^3 itemsize / tile on all {len(BOUND_CASES)} cases.")
 
 

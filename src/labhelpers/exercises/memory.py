@@ -317,16 +317,12 @@ def check_transpose_bound(predict_transpose_ms: Callable) -> None:
         CheckFailed: the function raises, returns something that is not a number, or the wrong number
             (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
     """
-    h.require_function(predict_transpose_ms, "predict_transpose_ms",
-                       "predict_transpose_ms(rows, cols, itemsize, copy_gbs)")
-    for rows, cols, itemsize, gbs in BOUND_CASES:
-        call_text = f"predict_transpose_ms({rows}, {cols}, {itemsize}, {gbs:g})"
-        got = answers.number(answers.call(predict_transpose_ms, "predict_transpose_ms", rows, cols, itemsize, gbs),
-                             call_text)
-        want = 2 * rows * cols * itemsize / (gbs * 1e9) * 1e3
-        if not np.isclose(got, want, rtol=1e-6):
-            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
-                                                  f"{_bound_hint(got, rows, cols, itemsize, gbs)}.")
+    answers.check_formula(predict_transpose_ms, "predict_transpose_ms",
+                          "predict_transpose_ms(rows, cols, itemsize, copy_gbs)",
+                          BOUND_CASES,
+                          lambda rows, cols, itemsize, gbs: 2 * rows * cols * itemsize / (gbs * 1e9) * 1e3,
+                          shown=lambda got, want: f"{got:.6g} ms, the bound is {want:.6g} ms",
+                          hint=_bound_hint)
     print(f"Correct: your bound equals bytes moved over the copy ceiling on all {len(BOUND_CASES)} cases.")
 
 

@@ -365,15 +365,12 @@ def check_interaction_rate(predict_ginteractions: Callable) -> None:
         CheckFailed: the function raises, returns something that is not a number, or the wrong number
             (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
     """
-    h.require_function(predict_ginteractions, "predict_ginteractions",
-                       "predict_ginteractions(fp32_gflops, flops_per_interaction)")
-    for gflops, per in RATE_CASES:
-        call_text = f"predict_ginteractions({gflops:g}, {per})"
-        got = answers.number(answers.call(predict_ginteractions, "predict_ginteractions", gflops, per), call_text)
-        want = gflops / per
-        if not np.isclose(got, want, rtol=1e-6):
-            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g}, the roof is {want:.6g} G "
-                                                  f"interactions/s: {_rate_hint(got, gflops, per)}.")
+    answers.check_formula(predict_ginteractions, "predict_ginteractions",
+                          "predict_ginteractions(fp32_gflops, flops_per_interaction)",
+                          RATE_CASES,
+                          lambda gflops, per: gflops / per,
+                          shown=lambda got, want: f"{got:.6g}, the roof is {want:.6g} G interactions/s",
+                          hint=_rate_hint)
     print(f"Correct: your roof equals the FMA peak over the flops per interaction on all {len(RATE_CASES)} cases.")
 
 

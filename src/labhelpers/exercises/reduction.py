@@ -316,14 +316,12 @@ def check_reduction_bound(predict_reduction_ms: Any) -> None:
         CheckFailed: the function raises, returns something that is not a number, or the wrong number
             (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
     """
-    h.require_function(predict_reduction_ms, "predict_reduction_ms", "predict_reduction_ms(n, itemsize, copy_gbs)")
-    for n, itemsize, gbs in BOUND_CASES:
-        call_text = f"predict_reduction_ms({n}, {itemsize}, {gbs:g})"
-        got = answers.number(answers.call(predict_reduction_ms, "predict_reduction_ms", n, itemsize, gbs), call_text)
-        want = n * itemsize / (gbs * 1e9) * 1e3
-        if not np.isclose(got, want, rtol=1e-6):
-            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
-                                                  f"{_bound_hint(got, n, itemsize, gbs)}.")
+    answers.check_formula(predict_reduction_ms, "predict_reduction_ms",
+                          "predict_reduction_ms(n, itemsize, copy_gbs)",
+                          BOUND_CASES,
+                          lambda n, itemsize, gbs: n * itemsize / (gbs * 1e9) * 1e3,
+                          shown=lambda got, want: f"{got:.6g} ms, the bound is {want:.6g} ms",
+                          hint=_bound_hint)
     print(f"Correct: your bound equals bytes read over the copy ceiling on all {len(BOUND_CASES)} cases.")
 
 

@@ -523,14 +523,12 @@ def check_scan_bound(predict_scan_ms: Any) -> None:
         CheckFailed: the function raises, returns something that is not a number, or the wrong number
             (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
     """
-    h.require_function(predict_scan_ms, "predict_scan_ms", "predict_scan_ms(n, itemsize, passes, copy_gbs)")
-    for n, itemsize, passes, gbs in BOUND_CASES:
-        call_text = f"predict_scan_ms({n}, {itemsize}, {passes}, {gbs:g})"
-        got = answers.number(answers.call(predict_scan_ms, "predict_scan_ms", n, itemsize, passes, gbs), call_text)
-        want = 2 * passes * itemsize * n / (gbs * 1e9) * 1e3
-        if not np.isclose(got, want, rtol=1e-6):
-            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
-                                                  f"{_bound_hint(got, n, itemsize, passes, gbs)}.")
+    answers.check_formula(predict_scan_ms, "predict_scan_ms",
+                          "predict_scan_ms(n, itemsize, passes, copy_gbs)",
+                          BOUND_CASES,
+                          lambda n, itemsize, passes, gbs: 2 * passes * itemsize * n / (gbs * 1e9) * 1e3,
+                          shown=lambda got, want: f"{got:.6g} ms, the bound is {want:.6g} ms",
+                          hint=_bound_hint)
     print(f"Correct: your bound equals bytes moved over the copy ceiling on all {len(BOUND_CASES)} cases.")
 
 

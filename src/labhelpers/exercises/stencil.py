@@ -373,14 +373,12 @@ def check_jacobi_bound(predict_jacobi_ms: Any) -> None:
         CheckFailed: the function raises, returns something that is not a number, or the wrong number
             (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
     """
-    h.require_function(predict_jacobi_ms, "predict_jacobi_ms", "predict_jacobi_ms(nx, ny, itemsize, copy_gbs)")
-    for nx, ny, itemsize, gbs in BOUND_CASES:
-        call_text = f"predict_jacobi_ms({nx}, {ny}, {itemsize}, {gbs:g})"
-        got = answers.number(answers.call(predict_jacobi_ms, "predict_jacobi_ms", nx, ny, itemsize, gbs), call_text)
-        want = 2 * nx * ny * itemsize / (gbs * 1e9) * 1e3
-        if not np.isclose(got, want, rtol=1e-6):
-            raise h.failure(answers.WRONG_ANSWER, f"{call_text} = {got:.6g} ms, the bound is {want:.6g} ms: "
-                                                  f"{_bound_hint(got, nx, ny, itemsize, gbs)}.")
+    answers.check_formula(predict_jacobi_ms, "predict_jacobi_ms",
+                          "predict_jacobi_ms(nx, ny, itemsize, copy_gbs)",
+                          BOUND_CASES,
+                          lambda nx, ny, itemsize, gbs: 2 * nx * ny * itemsize / (gbs * 1e9) * 1e3,
+                          shown=lambda got, want: f"{got:.6g} ms, the bound is {want:.6g} ms",
+                          hint=_bound_hint)
     print(f"Correct: your bound equals bytes moved over the copy ceiling on all {len(BOUND_CASES)} cases.")
 
 
