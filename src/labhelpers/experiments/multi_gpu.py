@@ -282,6 +282,32 @@ def missing_sentence(table: str, gpus: Sequence[int] = REFERENCE_GPUS) -> str | 
             "on a multi-GPU machine, and are not yet shipped with the package: the model stands in for them.")
 
 
+#: Rows of chapter 9's ``ch09_jacobi`` table that are yardsticks, not Jacobi kernels: the copy (the memory's
+#: ceiling, about 1.6 times the best Jacobi kernel on the reference GPU) and the FMA peak (no bandwidth at all).
+JACOBI_YARDSTICKS = ("copy", "fp32 FMA peak")
+
+
+def best_jacobi_rate(table: pd.DataFrame) -> tuple[str, float]:
+    """The fastest *Jacobi kernel* of chapter 9's table (``ch09_jacobi``): its name and its rate in GB/s.
+
+    The table also holds yardsticks (:data:`JACOBI_YARDSTICKS`): the copy moves the same bytes faster than any
+    stencil can, so ``table["gbps"].max()`` would model a Jacobi step that no kernel of chapter 9 runs.
+
+    Raises:
+        ArgumentError: the table has no ``kernel``/``variant``/``gbps`` columns, or no Jacobi kernel with a rate.
+    """
+    missing = {"kernel", "variant", "gbps"} - set(getattr(table, "columns", ()))
+    if missing:
+        raise ArgumentError(f"best_jacobi_rate needs chapter 9's ch09_jacobi table (columns kernel, variant, gbps); "
+                            f"this one lacks {sorted(missing)}: pass lh.live_or_reference(None, 'ch09_jacobi').table.")
+    kernels = table[~table["variant"].isin(JACOBI_YARDSTICKS) & table["gbps"].notna()]
+    if kernels.empty:
+        raise ArgumentError("the table has no Jacobi kernel with a measured rate (only yardsticks): pass chapter 9's "
+                            "ch09_jacobi table.")
+    best = kernels.loc[kernels["gbps"].idxmax()]
+    return str(best["kernel"]), float(best["gbps"])
+
+
 def require_devices(devices: Sequence[int], what: str, *, minimum: int = 2, distinct: bool = False) -> tuple[int, ...]:
     """``devices`` as GPU numbers, if this machine has them: the guard of every chapter 14 measurement.
 

@@ -412,6 +412,137 @@ def split_nbody_accelerations(pos: Any, devices: Sequence[int] = (0, 0), eps2: f
     return np.concatenate(out, axis=0)
 
 
-__all__ = ["Halo", "SplitJacobi", "all_gather_copies", "copy_row", "enable_peer_access", "exchange_halos_numpy", "gpu_count",
+# ------------------------------------------------------------------------------------------------ CuPy, two GPUs
+# What the chapter shows of the multi-GPU API itself: a peer copy, a wait across GPUs, an NCCL collective. Each
+# runs on GPUs 0 and 1 through CuPy and checks its result; where fewer than two GPUs are present (the simulator,
+# one GPU) it returns one sentence saying what it would do, the same on every such machine.
+
+#: How each demonstration says it cannot run here (``{what}`` is what it would have done).
+NEEDS_TWO_GPUS = "Needs 2 GPUs (and CuPy), so not run here: on a machine with two or more it would {what}."
+
+
+def two_gpus_here() -> bool:
+    """Whether the demonstrations can run: a real GPU (not the simulator), CuPy, and at least two GPUs."""
+    if backend.is_simulator() or not backend.cupy_usable():
+        return False
+    import cupy as cp  # the GPU extra: only reached where CuPy runs
+
+    return cp.cuda.runtime.getDeviceCount() >= 2
+
+
+def enable_peer(cp: Any, device: int, peer: int) -> bool:
+    """Let ``device`` read and write ``peer``'s memory directly (``cudaDeviceEnablePeerAccess``) where the driver
+    allows it; True if it does. Without it, copies between the two are staged through host memory."""
+    if not cp.cuda.runtime.deviceCanAccessPeer(device, peer):
+        return False
+    with cp.cuda.Device(device):
+        try:
+            cp.cuda.runtime.deviceEnablePeerAccess(peer)
+        except cp.cuda.runtime.CUDARuntimeError as err:  # enabled by an earlier call: fine
+            if "already" not in str(err).lower():
+                raise
+    return True
+
+
+def peer_halo_exchange(nx: int = 4096) -> str:
+    """One halo exchange between two GPUs by peer copies, checked: GPU 0 owns rows 1-4 of its slab, GPU 1 rows 1-4
+    of its own; GPU 0's last row goes to GPU 1's top ghost, GPU 1's first row to GPU 0's bottom ghost, each
+    copy queued on the sending GPU's stream with ``cudaMemcpyPeerAsync``. Returns what happened, or
+    :data:`NEEDS_TWO_GPUS`'s sentence where it cannot run."""
+    nx = validate.integer(nx, "nx", minimum=1)
+    if not two_gpus_here():
+        return NEEDS_TWO_GPUS.format(what="copy each GPU's edge row into the other's ghost row by peer copy")
+    import cupy as cp
+
+    peer = enable_peer(cp, 0, 1) and enable_peer(cp, 1, 0)
+    slabs, streams = [], []
+    for d in (0, 1):
+        with cp.cuda.Device(d):
+            streams.append(cp.cuda.Stream(non_blocking=True))
+            with streams[d]:  # filled on the stream the copies use: ordered before them
+                slabs.append(cp.arange(6 * nx, dtype=cp.float32).reshape(6, nx) + 1000 * d)
+    for s in streams:  # both slabs exist before either GPU writes into the other's ghost row
+        s.synchronize()
+    row = 4 * nx  # bytes of one float32 row
+    with cp.cuda.Device(0):  # GPU 0's last own row (4) -> GPU 1's top ghost (0)
+        cp.cuda.runtime.memcpyPeerAsync(slabs[1][0].data.ptr, 1, slabs[0][4].data.ptr, 0, row, streams[0].ptr)
+    with cp.cuda.Device(1):  # GPU 1's first own row (1) -> GPU 0's bottom ghost (5)
+        cp.cuda.runtime.memcpyPeerAsync(slabs[0][5].data.ptr, 0, slabs[1][1].data.ptr, 1, row, streams[1].ptr)
+    for s in streams:
+        s.synchronize()
+    a, b = cp.asnumpy(slabs[0]), cp.asnumpy(slabs[1])
+    ok = np.array_equal(b[0], a[4]) and np.array_equal(a[5], b[1])
+    return (f"halo exchange by peer copy: both ghost rows {'correct' if ok else 'WRONG'} "
+            f"({'direct peer access' if peer else 'no peer access: staged through the host'}).")
+
+
+def cross_device_wait(n: int = 2**22) -> str:
+    """A wait across GPUs, checked: GPU 0 computes a row on its stream and records an event there; GPU 1's stream
+    waits for that event (``stream.wait_event``: the GPU waits, the host does not) before it pulls the row by
+    peer copy and adds it to its own. Returns what happened, or :data:`NEEDS_TWO_GPUS`'s sentence."""
+    n = validate.integer(n, "n", minimum=1)
+    if not two_gpus_here():
+        return NEEDS_TWO_GPUS.format(what="make GPU 1's stream wait for an event recorded on GPU 0's stream")
+    import cupy as cp
+
+    enable_peer(cp, 1, 0)
+    with cp.cuda.Device(0):
+        s0, ready = cp.cuda.Stream(non_blocking=True), cp.cuda.Event(disable_timing=True)
+        with s0:
+            edge = cp.ones(n, dtype=cp.float32)
+            for _ in range(20):  # enough work that GPU 1 would read too early without the wait
+                edge = edge + 1
+        ready.record(s0)  # "GPU 0's row is written"
+    with cp.cuda.Device(1):
+        s1 = cp.cuda.Stream(non_blocking=True)
+        with s1:
+            ghost = cp.zeros(n, dtype=cp.float32)
+            s1.wait_event(ready)  # GPU 1's stream waits for GPU 0's event; the host goes on issuing
+            cp.cuda.runtime.memcpyPeerAsync(ghost.data.ptr, 1, edge.data.ptr, 0, 4 * n, s1.ptr)
+            total = ghost + 1
+        s1.synchronize()
+        ok = bool((total == 22).all())
+    return f"cross-device wait: GPU 1 read GPU 0's finished row ({'correct' if ok else 'WRONG'})."
+
+
+def nccl_all_reduce(count: int = 2**20) -> str:
+    """An NCCL all-reduce and all-gather on GPUs 0 and 1 from one host thread, checked: one communicator per GPU
+    (``NcclCommunicator.initAll``), each GPU's call inside ``groupStart()``/``groupEnd()`` (one thread drives both
+    GPUs, so NCCL must see both calls before it waits for either). ``count`` is NCCL's: the elements of the
+    all-reduce's buffer, and the elements each GPU *sends* to the all-gather (which receives ``2 count``).
+    Returns what happened, or :data:`NEEDS_TWO_GPUS`'s sentence."""
+    count = validate.integer(count, "count", minimum=1)
+    if not two_gpus_here():
+        return NEEDS_TWO_GPUS.format(what="sum a buffer over both GPUs with NCCL's all-reduce, then all-gather it")
+    import cupy as cp
+    from cupy.cuda import nccl
+
+    devices = [0, 1]
+    comms = nccl.NcclCommunicator.initAll(devices)
+    send, summed, gathered, streams = [], [], [], []
+    for d in devices:
+        with cp.cuda.Device(d):
+            streams.append(cp.cuda.Stream(non_blocking=True))
+            with streams[d]:
+                send.append(cp.full(count, d + 1, dtype=cp.float32))
+                summed.append(cp.empty(count, dtype=cp.float32))
+                gathered.append(cp.empty(2 * count, dtype=cp.float32))
+    nccl.groupStart()
+    for d, comm in enumerate(comms):
+        comm.allReduce(send[d].data.ptr, summed[d].data.ptr, count, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, streams[d].ptr)
+    nccl.groupEnd()
+    nccl.groupStart()
+    for d, comm in enumerate(comms):
+        comm.allGather(send[d].data.ptr, gathered[d].data.ptr, count, nccl.NCCL_FLOAT32, streams[d].ptr)
+    nccl.groupEnd()
+    for s in streams:
+        s.synchronize()
+    order = np.repeat(np.float32([1, 2]), count)
+    ok = all(np.all(cp.asnumpy(summed[d]) == 3) and np.array_equal(cp.asnumpy(gathered[d]), order) for d in devices)
+    return f"NCCL all-reduce and all-gather on 2 GPUs: {'correct' if ok else 'WRONG'} on both."
+
+
+__all__ = ["NEEDS_TWO_GPUS", "Halo", "SplitJacobi", "all_gather_copies", "copy_row", "enable_peer_access", "exchange_halos_numpy", "gpu_count",
            "halo_plan", "jacobi_slab", "join_slabs", "nbody_slice", "run_split_jacobi",
-           "split_nbody_accelerations", "split_field", "split_rows", "use_devices"]
+           "split_nbody_accelerations", "split_field", "split_rows", "use_devices", "cross_device_wait", "enable_peer",
+           "nccl_all_reduce", "peer_halo_exchange", "two_gpus_here"]

@@ -10,9 +10,11 @@
   ``alpha`` each, every rank sending ``factor * S`` bytes at ``link_gbs``) and of a tree (NCCL's double binary
   tree for all-reduce: ``2 ceil(log2 n)`` hops, ``2 S`` bytes over the busiest link: worse bandwidth, fewer hops).
 * **A stencil split across GPUs** (:class:`HaloMachine`, :func:`jacobi_step_time`, :func:`scaling_table`):
-  each of ``g`` GPUs updates ``ny / g`` rows and exchanges one row with each neighbour per step; with the
+  each of ``g`` GPUs updates ``ny / g`` rows and sends one row to each neighbour per step; with the
   exchange overlapped, a step costs ``max(interior, edges + halo)``, and one host thread issuing every
-  GPU's work adds ``g`` issue costs that no GPU can hide. Strong scaling (fixed grid) and weak scaling
+  GPU's work adds ``g`` issue costs that no GPU can hide. The halo is the busiest GPU's sends, one after the
+  other on its copy stream as :class:`~labhelpers.kernels.multi_gpu.SplitJacobi` issues them: one on 2 GPUs,
+  two (up and down) from a middle GPU on 3 or more (:func:`halo_sends`). Strong scaling (fixed grid) and weak scaling
   (fixed rows per GPU) are read off the same formula.
 * **Data-parallel n-body** (:func:`nbody_step_time`): every GPU computes ``n / g`` bodies against all ``n``
   and then all-gathers the positions.
@@ -146,11 +148,19 @@ def slab_rows(ny: int, gpus: int) -> int:
     return -(-ny // gpus)
 
 
+def halo_sends(gpus: int) -> int:
+    """Rows the busiest GPU sends per step: 0 on one GPU, 1 on two, 2 (up and down) from a middle GPU on more."""
+    gpus = validate.integer(gpus, "gpus", minimum=1)
+    return min(gpus - 1, 2)
+
+
 def jacobi_step_time(ny: int, nx: int, gpus: int, machine: HaloMachine, *, overlap: bool = True) -> dict:
     """Seconds of one split Jacobi step of an ``ny x nx`` grid on ``gpus`` GPUs, and its parts.
 
-    ``compute``: the largest slab's rows at ``mem_gbs``; ``edges``: its two boundary rows; ``halo``: one row
-    (``4 nx`` bytes) each way to each neighbour, the two directions at once (``latency_us`` + bytes / link);
+    ``compute``: the largest slab's rows at ``mem_gbs``; ``edges``: its two boundary rows; ``halo``: the
+    busiest GPU's sends (:func:`halo_sends`), one after the other on its copy stream, each ``latency_us`` plus
+    one row (``4 nx`` bytes) at ``link_gbs`` (a neighbour's rows arrive on the neighbour's stream meanwhile:
+    the link is full duplex);
     ``issue``: ``gpus * issue_us`` (one host thread issues every GPU's step). With ``overlap`` the edges go
     first and their rows travel while the interior runs: ``step = max(issue, max(compute, edges + halo))``;
     without it ``max(issue, compute + halo)``.
@@ -161,7 +171,7 @@ def jacobi_step_time(ny: int, nx: int, gpus: int, machine: HaloMachine, *, overl
         raise ArgumentError(f"ny={ny} rows cannot be split over {gpus} GPUs")
     compute = JACOBI_BYTES_PER_POINT * rows * nx / (machine.mem_gbs * 1e9)
     edges = JACOBI_BYTES_PER_POINT * min(rows, 2) * nx / (machine.mem_gbs * 1e9)
-    halo = 0.0 if gpus == 1 else machine.latency_us * 1e-6 + FLOAT_BYTES * nx / (machine.link_gbs * 1e9)
+    halo = halo_sends(gpus) * (machine.latency_us * 1e-6 + FLOAT_BYTES * nx / (machine.link_gbs * 1e9))
     issue = gpus * machine.issue_us * 1e-6
     busy = max(compute, edges + halo) if overlap else compute + halo
     return {"compute": compute, "edges": edges, "halo": halo, "issue": issue, "step": max(issue, busy)}
@@ -206,4 +216,4 @@ def nbody_step_time(n: int, gpus: int, *, interactions_per_s: float, link_gbs: f
 
 __all__ = ["ALGORITHMS", "BODY_BYTES", "BUS_FACTORS", "COLLECTIVES", "FLOAT_BYTES", "HaloMachine",
            "JACOBI_BYTES_PER_POINT", "algbw_gbs", "bus_factor", "busbw_gbs", "collective_table", "collective_time",
-           "jacobi_step_time", "nbody_step_time", "scaling_table", "slab_rows"]
+           "halo_sends", "jacobi_step_time", "nbody_step_time", "scaling_table", "slab_rows"]
