@@ -15,19 +15,23 @@ def exchange_halos(slabs):
         slabs[k][-1] = slabs[k + 1][1]
 
 
-def busbw_gbs(collective, nbytes, seconds, n):
+def busbw_from_call(collective, count, seconds, n):
+    # FILL ME IN (roughly 4 lines): the size S nccl-tests reports, the algorithm bandwidth, then the bus bandwidth
+    nbytes = 4 * count * (n if collective in ("all_gather", "reduce_scatter") else 1)
     algbw = nbytes / seconds / 1e9
-    # FILL ME IN (roughly 2 lines): nccl-tests' factor of this collective on n ranks, times algbw
-    factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "broadcast": 1.0}[collective]
+    factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+              "broadcast": 1.0}[collective]
     return algbw * factor
 
 
-def predict_step_ms(ny, nx, gpus, overlap, mem_gbs, link_gbs, latency_us):
+def predict_step_ms(ny, nx, gpus, overlap, rates_gbs, link_gbs, latency_us):
+    # FILL ME IN (roughly 9 lines): the Jacobi rate, the slowest GPU's rows, compute, edges and halo, then the step
+    rate = max(gbs for name, gbs in rates_gbs.items() if name != "copy")
     rows = math.ceil(ny / gpus)
-    # FILL ME IN (roughly 6 lines): compute, edges and halo in seconds, then the step with or without overlap
-    compute = 8 * rows * nx / (mem_gbs * 1e9)
-    edges = 8 * min(rows, 2) * nx / (mem_gbs * 1e9)
+    compute = 8 * rows * nx / (rate * 1e9)
+    edges = 8 * min(rows, 2) * nx / (rate * 1e9)
     halo = 0.0 if gpus == 1 else latency_us * 1e-6 + 4 * nx / (link_gbs * 1e9)
+    halo *= 2 if gpus > 2 else 1
     step = max(compute, edges + halo) if overlap else compute + halo
     return step * 1e3
 
