@@ -578,6 +578,36 @@ def test_reference_data_supports_the_prose():
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
 
 
+
+def test_segmented_scan_prose_matches_the_reference_data():
+    """The notes' "3 times slower" against ch10_segmented: the figures the chapter quotes, recomputed."""
+    seg = _ref("ch10_segmented")
+    kinds = seg.set_index("kind")
+    s = seg[seg["kind"] == "segmented"]
+    hs, lb = kinds.loc["hillis_steele"], kinds.loc["lookback"]
+    per_element = seg["gbps"] * 1e9 * seg["median_ms"] * 1e-3 / seg["n"]  # bytes each method moves
+    seg_bytes = per_element[seg["kind"] == "segmented"].round().unique()
+    hs_bytes = round(float(per_element[seg["kind"] == "hillis_steele"].iloc[0]))
+    assert list(seg_bytes) == [12] and hs_bytes == 8  # "12 per element ... against 8"
+    assert (s["ratio_hillis_steele"] < 3).all() and (s["ratio_lookback"] < 3).all()  # "Neither comparison gives 3"
+    by_length = s.set_index("segment_length")["ratio_hillis_steele"]
+    phrases = [
+        f"took {s['ratio_hillis_steele'].min():.2f} to {s['ratio_hillis_steele'].max():.2f} times as long as the "
+        "unsegmented scan of the same structure",
+        f"it moves {seg_bytes[0] / hs_bytes:.1f} times the bytes ({seg_bytes[0]:.0f} per element",
+        f"against {hs_bytes})",
+        f"and {s['ratio_lookback'].min():.1f} to {s['ratio_lookback'].max():.1f} times as long as the single pass",
+        f"which is itself {hs['ratio_lookback']:.1f} times faster than `hillis_steele`",
+        f"({by_length[32.0]:.2f} with segments of 32, {by_length[by_length.index.max()]:.2f} with a single segment)",
+    ]
+    assert int(s.loc[s["segment_length"] == s["segment_length"].max(), "segments"].iloc[0]) == 1
+    assert lb["ratio_lookback"] == 1.0
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches ch10_segmented:\n" + "\n".join(missing)
+    text = _prose()
+    assert "SpMV above" not in text and "not been profiled" not in text
+
+
 # --- lab checkers: tests/test_lab_mutants.py (solutions pass, one mutant per bug class is rejected) ---------
 
 

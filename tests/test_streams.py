@@ -730,3 +730,119 @@ def test_queue_table_runs_small():
     t = exs.queue_table(connections=(8,), streams=(1, 9), kernel_ms=2.0, repeat=1)
     assert set(t["order"]) == {"depth-first", "breadth-first"}
     assert (t["concurrency"] > 0).all()
+
+
+# --- graphs, events, queues and two GPUs: the figures chapter 11 quotes (drift check) --------------------
+
+def _prose() -> str:
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).resolve().parents[1] / "book" / "11_streams.ipynb").read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+def _missing(text: str, phrases: list[str]) -> list[str]:
+    return [p for p in phrases if " ".join(p.split()) not in text]
+
+
+def _range(lo: str, hi: str) -> str:
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def test_prose_quotes_the_graph_table():
+    g = lh.load_reference("ch11_graphs").table
+    one, graph = g[g["mode"] == "op by op"].set_index("launches"), g[g["mode"] == "graph"].set_index("launches")
+    longest, shortest = int(g["launches"].max()), int(g["launches"].min())
+    assert (graph["gpu_us_per_op"].max() < one["gpu_us_per_op"].min()), "the graph shortens the GPU's time too"
+
+    def pays_by(launches: int) -> int:  # the first run count at which capture + replays beat issuing one by one
+        o, q = one.loc[launches], graph.loc[launches]
+        k = 1
+        while q["capture_ms"] + k * q["wall_us_per_op"] * launches / 1e3 >= k * o["wall_us_per_op"] * launches / 1e3:
+            k += 1
+        return k
+
+    ordinal = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+    issue_ms = {n: one.loc[n, "issue_us_per_op"] * n / 1e3 for n in (shortest, longest)}
+    phrases = [
+        f"every kernel cost the host {_range(f'{one.issue_us_per_op.min():.0f}', f'{one.issue_us_per_op.max():.0f}')} us",
+        f"{one.wall_us_per_op.min():.1f} to {one.wall_us_per_op.max():.1f} us of wall time per kernel",
+        f"for kernels that need about {one.gpu_us_per_op.mean():.0f} us",
+        f"One `graph.launch` of {longest} kernels cost the host "
+        f"{graph.loc[longest, 'issue_us_per_op'] * longest:.1f} us in all",
+        f"the chain then took {graph.loc[longest, 'wall_us_per_op']:.2f} us per kernel, "
+        f"{one.loc[longest, 'wall_us_per_op'] / graph.loc[longest, 'wall_us_per_op']:.0f} times less",
+        f"a kernel took {one.gpu_us_per_op.min():.2f} to {one.gpu_us_per_op.max():.2f} us of GPU time when issued "
+        f"one by one and {graph.gpu_us_per_op.min():.2f} to {graph.gpu_us_per_op.max():.2f} us in a graph",
+        f"{graph.loc[shortest, 'capture_ms']:.2f} ms for {shortest} kernels, "
+        f"{graph.loc[shortest, 'capture_ms'] / issue_ms[shortest]:.1f} times the host's {issue_ms[shortest]:.2f} ms",
+        f"pays for itself by its {ordinal[pays_by(shortest)]} run. For {longest} kernels",
+        f"the capture took {graph.loc[longest, 'capture_ms']:.2f} ms, about as much as issuing them once "
+        f"({issue_ms[longest]:.2f} ms): the graph pays for itself by its {ordinal[pays_by(longest)]} run",
+    ]
+    assert abs(graph.loc[longest, "capture_ms"] / issue_ms[longest] - 1) < 0.1, "about as much as issuing them once"
+    missing = _missing(_prose(), phrases)
+    assert not missing, "chapter 11 no longer matches ch11_graphs:\n" + "\n".join(missing)
+
+
+def test_prose_quotes_the_events_and_queue_tables():
+    e = lh.load_reference("ch11_events").table.set_index("case")["value"]
+    q = lh.load_reference("ch11_queues").table
+    asked = 20.0
+    assert e[f"sleep on s1 ({asked:g} ms asked)"] == asked
+    assert e["event.query() while the GPU sleeps"] == 0 and e["event.query() after it"] == 1
+    slept = e["s2's next event waited for s1's sleep"]
+    kernel_ms = q["kernel_ms"].median()
+    queue_asked = 10.0  # queue_table's kernel_ms, in the table's notes ("about 10 ms")
+    assert abs(slept / asked - kernel_ms / queue_asked) < 0.02, "the same factor in both measurements"
+    assert slept / asked >= q["kernel_ms"].min() / queue_asked - 0.01, "the event's factor within the queue's range"
+    from labhelpers.kernels import stopwatch
+
+    at = q.set_index(["connections", "order", "streams"])["concurrency"]
+    err = (q["concurrency"] / q["model_concurrency"] - 1).abs().max()
+    ones = q[q["connections"] == 1]["concurrency"]
+    phrases = [
+        f"the consumer without the wait copied unfinished data in {e['consumer without event.wait: wrong runs of 20']:.0f} "
+        "of 20 runs, and with the wait in none",
+        f"`query()` answered \"not yet\" in {e['event.query() call']:.1f} us",
+        f"`wait(stream=s2)` returned in {e['event.wait(stream=s2) call']:.1f} us",
+        f"held the next event of `s2` back for {slept:.1f} ms",
+        f"That sleep was asked for {asked:g} ms and lasted {slept / asked:.2f} times as long",
+        f"calls `cuda.nanosleep` with {stopwatch.SLEEP_STEP_NS // 1000} us per call",
+        f"each call lasted about {stopwatch.SLEEP_STEP_NS / 1000 * slept / asked:.0f} us",
+        f"On the reference GPU each slept {_range(f'{q.kernel_ms.min():.1f}', f'{q.kernel_ms.max():.1f}')} ms alone, "
+        f"{_range(f'{q.kernel_ms.min() / queue_asked:.2f}', f'{q.kernel_ms.max() / queue_asked:.2f}')} times the request",
+        f"every measured point lies within {np.ceil(100 * err):.0f}% of it",
+        f"8 streams ran {at[(8, 'depth-first', 8)]:.2f} kernels at once and 9 streams only "
+        f"{at[(8, 'depth-first', 9)]:.2f} (the model: {model.queue_concurrency(9, 2, 8):.0f})",
+        f"issued breadth-first, 9 streams ran {at[(8, 'breadth-first', 9)]:.2f}",
+        f"32 streams ran {at[(32, 'depth-first', 32)]:.1f} kernels at once (the model: 32)",
+        f"with one connection never more than {ones.max():.2f}",
+    ]
+    assert e["consumer with event.wait: wrong runs of 20"] == 0
+    missing = _missing(_prose(), phrases)
+    assert not missing, "chapter 11 no longer matches ch11_events / ch11_queues:\n" + "\n".join(missing)
+    text = _prose()
+    for stale in ("not been profiled", "nothing in this section was measured", "about 10 ms"):
+        assert stale not in text, stale
+
+
+#: The two-GPU run chapter 11 quotes as a one-off observation (2 x H200 joined by NVLink, November 2026;
+#: /work/shared/GPU-NOTES.md, the run chapter 14 cites): not reference data, so the figures live here.
+TWO_GPU_ONE_OFF = {"peer_each_way_gbs": 393, "peer_both_ways_gbs": 768, "whole_ms": 6.01, "halves_ms": (3.07, 3.14),
+                   "both_halves_ms": 4.84}
+
+
+def test_prose_marks_the_two_gpu_figures_as_one_off():
+    r = TWO_GPU_ONE_OFF
+    phrases = [
+        "ran once on two H200s joined by NVLink, in November 2026, outside the reference run",
+        "a one-off observation, not reference data",
+        f"The peer copy reached {r['peer_each_way_gbs']} GB/s each way and {r['peer_both_ways_gbs']} GB/s both ways",
+        f"took {r['whole_ms']:.2f} ms whole on one GPU, and each half alone {r['halves_ms'][0]:.2f} and "
+        f"{r['halves_ms'][1]:.2f} ms",
+        f"took {r['both_halves_ms']:.2f} ms: {r['whole_ms'] / r['both_halves_ms']:.2f} times faster than one GPU",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "\n".join(missing)

@@ -513,15 +513,21 @@ def order_kept(test: str, fence: str, accesses: list[dict]) -> dict:
     return result
 
 
+#: ``weak_from`` of :func:`program_order_table` where the PTX kept program order and a weak outcome appeared.
+WEAK_BELOW_PTX = "hardware or ptxas"
+
+
 def program_order_table(table: pd.DataFrame | None = None, cc: tuple[int, int] = PTX_CC) -> pd.DataFrame:
     """For each configuration of a litmus table (default: the reference ``ch13_litmus``): did the compiler keep
     program order? One row per ``(test, fence, access)``, with the weak outcomes counted in the table.
 
     Columns: ``test``, ``fence``, ``access``, ``weak`` (sum over the table's pairings), ``ptx_order`` (the
     accesses as the PTX lists them), ``kept_thread0``, ``kept_thread1``, ``compiler_kept_order`` (both), and
-    ``weak_from`` (``hardware`` where a weak outcome appeared and the PTX kept program order, ``compiler``
-    where it did not, ``none seen``, or ``interleaving (SC allows it)`` for the mutant whose "weak" outcome
-    sequential consistency allows).
+    ``weak_from`` (``hardware or ptxas`` where a weak outcome appeared and the PTX kept program order: the
+    reordering happened below the PTX, in the hardware or in ``ptxas``, which this table cannot tell apart
+    (reading the SASS of the loaded kernel would); ``NVVM`` where the PTX itself changed the order;
+    ``none seen``; or ``interleaving (SC allows it)`` for the mutant whose "weak" outcome sequential
+    consistency allows).
     """
     if table is None:
         table = load_reference("ch13_litmus").table
@@ -539,7 +545,7 @@ def program_order_table(table: pd.DataFrame | None = None, cc: tuple[int, int] =
                      "kept_thread0": bool(found["thread 0"]), "kept_thread1": bool(found["thread 1"]),
                      "compiler_kept_order": kept,
                      "weak_from": "none seen" if seen == 0 else "interleaving (SC allows it)"
-                     if bool(sc_allows[(test, fence, access)]) else ("hardware" if kept else "compiler")})
+                     if bool(sc_allows[(test, fence, access)]) else (WEAK_BELOW_PTX if kept else "NVVM")})
     return pd.DataFrame(rows)
 
 
@@ -548,8 +554,114 @@ def test_instructions(ptx: str) -> list[str]:
     return [f"{a['ptx']:<24} {'fence' if a['what'] == 'F' else a['what']}" for a in ptx_accesses(ptx)]
 
 
-__all__ += ["PROGRAM_ORDER", "PTX_CC", "litmus_ptx", "litmus_ptx_here", "order_kept", "program_order_table",
-            "ptx_accesses", "test_instructions"]
+
+
+# Spin loops on Numba's cache-hinted loads, compiled to PTX only (never launched: they may never return).
+# They sit here, beside the compiler's-order tools that read them, and not in kernels/consistency.py,
+# whose line numbers the chapter's stored reports quote.
+
+def wait_ldcg(flag, out):
+    """Spin on ``cuda.ldcg`` (``ld.global.cg``: served by L2, not this SM's L1). Compiled, never launched."""
+    while cuda.ldcg(flag, 0) == 0:
+        pass
+    out[0] = 1
+
+
+def wait_ldcv(flag, out):
+    """Spin on ``cuda.ldcv`` (``ld.global.cv``: fetched again at every read). Compiled, never launched."""
+    while cuda.ldcv(flag, 0) == 0:
+        pass
+    out[0] = 1
+
+
+#: The spin loops of :func:`cache_hint_wait_table`, by the load they poll with.
+CACHE_HINT_WAITS = {"ldcg": wait_ldcg, "ldcv": wait_ldcv}
+
+_HINT_SCRIPT = """
+import json, sys
+from labhelpers.experiments import consistency
+print("RESULT" + json.dumps(consistency.cache_hint_ptx_here(tuple(json.loads(sys.argv[1])))))
+"""
+
+
+def cache_hint_ptx_here(cc: tuple[int, int] = PTX_CC) -> dict[str, str]:
+    """The PTX of each spin loop of :data:`CACHE_HINT_WAITS`, compiled in this process (not the simulator)."""
+    if backend.is_simulator():
+        raise GPUOnlyError("cache_hint_ptx_here compiles with the CUDA compiler, which the simulator does not load: "
+                           "call cache_hint_wait_table, which starts a compiling process")
+    from numba import types  # numba-cuda's compiler, absent from the simulator: only where PTX is compiled
+    from numba.cuda import compiler, dispatcher  # numba-cuda's compiler, absent from the simulator
+
+    class _Target:
+        compute_capability = tuple(cc)
+
+    sig = types.void(types.int32[::1], types.int32[::1])
+    out = {}
+    for name, fn in CACHE_HINT_WAITS.items():
+        with patched((dispatcher, "get_current_device", _Target), (compiler, "get_current_device", _Target)):
+            ptx, _ = cuda.compile_ptx(fn, sig, cc=tuple(cc))
+        out[name] = ptx
+    return out
+
+
+def cache_hint_wait_table(cc: tuple[int, int] = PTX_CC, *, timeout: int = 300) -> pd.DataFrame:
+    """The PTX of a spin on ``cuda.ldcg`` and on ``cuda.ldcv``, one row per line (as :func:`wait_loop_table`).
+
+    numba-cuda emits these loads as inline assembly without side effects, so the compiler may load the flag
+    once and spin on a register: :func:`load_and_loop` shows where the load ended up. No GPU needed (under
+    the simulator a separate process compiles, as for :func:`litmus_ptx`).
+
+    Raises:
+        ToolMissing: the CUDA compiler wheels are not installed.
+    """
+    if not _compiler_present():
+        raise ToolMissing("compiling to PTX needs the CUDA compiler wheels: pip install nvidia-cuda-nvcc-cu12 "
+                          "nvidia-cuda-nvrtc-cu12 (numba-cuda's cu12 extra installs them)")
+    if backend.is_simulator():
+        env = dict(os.environ, LABHELPERS_BACKEND="compile")
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+        proc = subprocess.run([sys.executable, "-c", _HINT_SCRIPT, json.dumps(list(cc))], capture_output=True,
+                              text=True, timeout=timeout, env=env)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+        if not lines:
+            raise RuntimeError(f"compiling the spin loops printed no result (exit {proc.returncode}): "
+                               f"{(proc.stderr or proc.stdout)[-800:]}")
+        ptxs = json.loads(lines[-1][len("RESULT"):])
+    else:
+        ptxs = cache_hint_ptx_here(cc)
+    rows = []
+    for which, ptx in ptxs.items():
+        body = ptx[ptx.index(".entry"):] if ".entry" in ptx else ptx
+        for number, line in enumerate(body.splitlines(), 1):
+            if line.strip():
+                rows.append({"loop": which, "line": number, "text": line.rstrip()})
+    return pd.DataFrame(rows, columns=["loop", "line", "text"])
+
+
+def load_and_loop(table: pd.DataFrame, which: str) -> list[str]:
+    """The instructions from the first global load of the flag to the loop's backward branch.
+
+    Where the loop holds a load, the load is inside it; where the compiler hoisted it, the load comes before
+    the loop's label and the loop only tests a register.
+    """
+    lines = [t.strip() for t in table[table["loop"] == which]["text"] if not t.strip().startswith("//")]
+    first = next((i for i, line in enumerate(lines) if line.startswith("ld.global")), None)
+    loop = loop_instructions(table, which)
+    if first is None or not loop:
+        return []
+    end = max(i for i, line in enumerate(lines) if line == loop[-1])
+    return lines[first:end + 1]
+
+
+def hoisted(table: pd.DataFrame, which: str) -> bool:
+    """True where the spin loop ``which`` of :func:`cache_hint_wait_table` holds no load: it tests a register."""
+    return not any(line.startswith("ld.") for line in loop_instructions(table, which))
+
+
+__all__ += ["CACHE_HINT_WAITS", "PROGRAM_ORDER", "PTX_CC", "litmus_ptx", "litmus_ptx_here", "order_kept", "program_order_table",
+            "ptx_accesses", "test_instructions",
+            "WEAK_BELOW_PTX", "cache_hint_ptx_here", "cache_hint_wait_table", "hoisted", "load_and_loop",
+            "wait_ldcg", "wait_ldcv"]
 
 
 # ============================================================================================ the lock trick
