@@ -624,3 +624,29 @@ def test_figures_draw_from_the_reference_data():
 
 
 # --- lab checkers: tests/test_lab_mutants.py (solutions pass, one mutant per bug class is rejected) ---------
+
+
+def test_chapter_claims_about_the_alternatives_hold_in_the_reference_data():
+    alt = lh.load_reference("ch08_alternatives").table
+    g = alt.pivot_table(index="kernel", columns="n", values="ginteractions")
+    tiled, naive, shuffle, const = "tiled 256, unroll 4", "naive, unroll 4", "shuffle", "constant memory"
+    assert (g.idxmax() == tiled).all()  # "the shared tile wins at every size"
+    assert (g.loc[shuffle] > g.loc[naive]).all()  # the shuffles beat the naive kernel at every size
+    assert list(g.loc[const].dropna().index) == [4096]  # "constant memory could only run at n = 4096"
+    assert 1 < g.loc[const, 4096] / g.loc[shuffle, 4096] < 1.1  # "a little ahead of the shuffles"
+    assert 1.5 < g.loc[tiled, 2**18] / g.loc[shuffle, 2**18] < 2  # "almost a factor of two"
+    both = g[2**18].notna()
+    assert (g.loc[both, 4096] <= 0.1 * g.loc[both, 2**18]).all()  # "a tenth or less of its rate at 2^18"
+    t18, s18, n18 = g.loc[tiled, 2**18], g.loc[shuffle, 2**18], g.loc[naive, 2**18]
+    c4, s4, n4, t4 = g.loc[const, 4096], g.loc[shuffle, 4096], g.loc[naive, 4096], g.loc[tiled, 4096]
+    phrases = [
+        f"the tiled kernel makes {t18:,.0f} G interactions/s, the shuffle kernel {s18:,.0f} ({s18 / t18:.0%} of it) "
+        f"and the naive kernel {n18:,.0f}: the shuffles beat the naive kernel by {s18 / n18:.2f} times",
+        f"at $2^{{16}}$ the order is the same ({g.loc[tiled, 2**16]:,.0f}, {g.loc[shuffle, 2**16]:,.0f} and "
+        f"{g.loc[naive, 2**16]:,.0f})",
+        f"at $n = 4096$: {c4:.1f} G interactions/s, a little ahead of the shuffles ({s4:.1f}) and {c4 / n4:.1f} times "
+        f"the naive kernel ({n4:.1f}), but {c4 / t4:.0%} of the tiled kernel ({t4:.1f})",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+    assert "Not measured yet" not in CHAPTER.read_text()

@@ -211,6 +211,9 @@ def test_stencil3d_loads_model():
     assert row["naive_loads"] == 7 and row["ideal_bytes"] == 8
     assert row["marching_loads"] == pytest.approx(1 + 80 / 256)
     assert row["marching_dram_bytes"] == pytest.approx(4 * (1 + 80 / 256) + 4)
+    # in sectors: halo rows 2 x 128 B, halo columns 2 x 8 sectors of 32 B, for 256 points; 8 x 8: 2 x 32 + 2 x 8 x 32
+    assert row["marching_sector_bytes"] == pytest.approx(8 + (256 + 512) / 256)
+    assert model.stencil3d_loads(8, 8)["marching_sector_bytes"] == pytest.approx(8 + (64 + 512) / 64)
     assert list(model.stencil3d_loads_table()["bx"])[:2] == [32, 32]
 
 
@@ -458,7 +461,8 @@ def test_experiments_run_small_on_a_gpu():
 
 # --- reference data -------------------------------------------------------------------------------
 
-REFERENCES = ("ch09_jacobi", "ch09_filters", "ch09_ccl", "ch09_ccl_steps", "ch09_racecheck")
+REFERENCES = ("ch09_jacobi", "ch09_filters", "ch09_ccl", "ch09_ccl_steps", "ch09_racecheck", "ch09_stencil3d",
+              "ch09_convergence", "ch09_uf_shapes")
 
 
 @pytest.mark.parametrize("name", REFERENCES)
@@ -593,3 +597,92 @@ def test_racecheck_reference_reports_the_race_and_no_race_with_the_barrier():
     for kind, line_no in re.findall(r"(Write|Read) access at .*? in stencil\.py:(\d+)", bad):
         line = source[int(line_no) - 1]
         assert ("s[" in line and "= x[" in line) if kind == "Write" else "acc += s[" in line, (kind, line_no, line)
+
+
+# --- the 3D stencil, the convergence test and union-find's shapes (H200 run of 2026-11-28) -------------------
+
+def _book_figures_3d() -> list[str]:
+    from labhelpers.experiments import stencil as exp
+    from labhelpers.models import stencil as model
+
+    s = exp.stencil3d_summary(_ref("ch09_stencil3d"))
+    naive, marching = s[s.index.str.startswith("naive")], s[s.index.str.startswith("marching")]
+    copy = float(s.loc["copy", "gbps"])
+    assert marching["gbps"].max() < naive["gbps"].min()  # "marching ... is the **slower** one"
+    assert naive["share_of_copy"].max() < 0.25  # "neither comes near the copy"
+    kernels = s.drop(index="copy")
+    assert kernels["median_ms"].min() > 1.0 and kernels["issue_ms"].max() < 0.05  # "more than a millisecond"
+    loads = model.stencil3d_loads_table().set_index(["bx", "by"])
+    jt = _ref("ch09_jacobi")
+    jshare = exp.best_jacobi(jt)["gbps"] / float(jt.loc[jt["variant"] == "copy", "gbps"].iloc[0])
+    pct = lambda v: f"{v:.0%}"  # noqa: E731
+    x = f"{marching['x_naive'].min():.2f} to {marching['x_naive'].max():.2f}"
+    return [
+        f"Counted in words, that is {loads['marching_dram_bytes'].min():.0f} to "
+        f"{loads['marching_dram_bytes'].max():.0f} bytes per point",
+        f"a 32x8 block moves about {model.stencil3d_loads(32, 8)['marching_sector_bytes']:.0f} bytes per point and "
+        f"an 8x8 block {model.stencil3d_loads(8, 8)['marching_sector_bytes']:.0f}",
+        f"**slower** one: {marching['gbps'].min():,.0f} to {marching['gbps'].max():,.0f} GB/s against the naive "
+        f"kernel's {naive['gbps'].min():,.0f} to {naive['gbps'].max():,.0f}, {x} times its speed.",
+        f"({copy:,.0f} GB/s): the naive kernel reaches {pct(naive['share_of_copy'].max())} of it, marching "
+        f"{pct(marching['share_of_copy'].min())} to {pct(marching['share_of_copy'].max())}.",
+        f"issuing a launch took {kernels['issue_ms'].min():.2f} to {kernels['issue_ms'].max():.2f} ms",
+        f"reaches {pct(jshare)} of its copy.",
+        f"marching runs at {x} times its speed, and the naive kernel reaches only "
+        f"{pct(naive['share_of_copy'].max())} of the copy",
+    ]
+
+
+def _book_figures_convergence() -> list[str]:
+    import math
+
+    from labhelpers.experiments import stencil as exp
+
+    t = _ref("ch09_convergence")
+    s = exp.convergence_summary(t)
+    none = float(t.loc[t["test"] == "none", "ms_per_step"].iloc[0])
+    n = int(t["n"].iloc[0])
+    host1 = t[(t["test"] == "host") & (t["check_every"] == 1)]
+    dev1, x10, x100 = s.loc[1, "device"], s.loc[10, "device x no test"], s.loc[100, "device x no test"]
+    factor = 2 * n * n / math.pi ** 2
+    blocks = (n // st.BLOCK_2D[0]) * (n // st.BLOCK_2D[1])
+    assert n % st.BLOCK_2D[0] == 0 and n % st.BLOCK_2D[1] == 0
+    assert s["host"].min() > s["device"].max()  # the host test is the dearer one at every interval
+    return [
+        f"One run with the host test at every step takes about {float(host1['median_ms'].iloc[0]) / 1e3:.0f} seconds",
+        f"costs {dev1:.3f} ms per step against {none:.3f} ms without any test: {dev1 / none:.1f} times as long.",
+        f"Every 10 steps the run takes {x10:.2f} times as long as without a test, every 100 steps {x100:.2f} times.",
+        f"{s.loc[1, 'host']:.0f} ms per step when every step is tested, {s.loc[1, 'host x no test']:,.0f} times the "
+        f"untested run; even every 100 steps the run takes {s.loc[100, 'host x no test']:.0f} times as long.",
+        f"Why 4 bytes cost {dev1 - none:.2f} ms per test",
+        f"all {blocks:,} blocks ({n} x {n} points in blocks of {st.BLOCK_2D[0]} x {st.BLOCK_2D[1]})",
+        f"the test adds {x10 - 1:.0%} or {x100 - 1:.0%} to the run",
+        f"At $n = {n}$ that factor is about {factor / 1e6:.1f} million",
+        f"may still be about {factor * 1e-6:.1f} degrees from the solution",
+        f"a test every step makes a step {dev1 / none:.1f} times as long, every 10 steps {x10:.2f} times",
+        f"about {factor / 1e6:.1f} million at $n = {n}$, so the field may still be about {factor * 1e-6:.1f} degrees off",
+    ]
+
+
+def _book_figures_union_find() -> list[str]:
+    from labhelpers.experiments import stencil as exp
+
+    s = exp.uf_shapes_summary(_ref("ch09_uf_shapes"))
+    ns = s["halving ns/px"]
+    assert ns.idxmin() == "random 0.6" and ns.idxmax() == "snake"  # the cheapest and the dearest shape
+    assert s.loc["random 0.6", "halving_speedup"] < 1  # "on the random image it is slower"
+    assert (s.drop(index="random 0.6")["halving_speedup"] > 1).all()  # halving pays on the three long shapes
+    return [
+        f"a pixel costs {ns['random 0.6']:.3f} ns on the random image and {ns['snake']:.3f} ns on the snake, "
+        f"{ns['snake'] / ns['random 0.6']:.1f} times as much; the spiral ({ns['spiral']:.3f} ns) and the rows "
+        f"({ns['rows']:.3f} ns) lie between.",
+        f"it is {s.loc['spiral', 'halving_speedup']:.1f} times faster than no compression on the spiral",
+        f"{s.loc['random 0.6', 'halving ms']:.2f} ms against {s.loc['random 0.6', 'no compression ms']:.2f} ms.",
+    ]
+
+
+def test_chapter_claims_about_3d_convergence_and_union_find_hold_in_the_reference_data():
+    phrases = _book_figures_3d() + _book_figures_convergence() + _book_figures_union_find()
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
+    assert "Not measured yet" not in (ROOT / "book" / "09_stencils.ipynb").read_text()

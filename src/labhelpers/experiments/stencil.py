@@ -318,6 +318,18 @@ def stencil3d_table(n: int = 512, configs: Sequence[tuple[str, tuple[int, ...]]]
     return pd.DataFrame(rows)
 
 
+def stencil3d_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """The 3D table read against its own copy: per kernel ``median_ms``, ``gbps``, ``share_of_copy`` (of the copy
+    row's GB/s, same run) and ``x_naive`` (time of the fastest naive configuration / this one's), plus ``issue_ms``
+    (the host's cost of issuing one launch)."""
+    copy = float(table.loc[table["variant"] == "copy", "gbps"].iloc[0])
+    naive_ms = float(table.loc[table["variant"] == "naive", "median_ms"].min())
+    out = table[["kernel", "median_ms", "gbps", "issue_ms"]].copy()
+    out["share_of_copy"] = out["gbps"] / copy
+    out["x_naive"] = naive_ms / out["median_ms"]
+    return out.set_index("kernel")[["median_ms", "gbps", "share_of_copy", "x_naive", "issue_ms"]]
+
+
 #: Steps between two convergence tests in :func:`convergence_table`.
 CHECK_EVERY: tuple[int, ...] = (1, 10, 100)
 
@@ -358,6 +370,17 @@ def convergence_table(n: int = 4096, steps: int = 200, check_every: Sequence[int
     table = pd.DataFrame(rows)
     table["ms_per_step"] = table["median_ms"] / table["steps"]
     return table
+
+
+def convergence_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Milliseconds per step for each test and interval, and ``x_no_test``: that time over the run without a test."""
+    none = float(table.loc[table["test"] == "none", "ms_per_step"].iloc[0])
+    tested = table[table["test"] != "none"]
+    out = tested.pivot_table(index="check_every", columns="test", values="ms_per_step")
+    for test in list(out.columns):
+        out[f"{test} x no test"] = out[test] / none
+    out.columns.name = None
+    return out
 
 
 #: Image sides of the work-count table (host only: propagation in NumPy, union-find in the host model).
@@ -420,6 +443,17 @@ def uf_shapes_table(n: int = 4096, *, repeat: int = 10, number: int = 3) -> pd.D
             del uf
         del mask, lib_labels
     return pd.DataFrame(rows)
+
+
+def uf_shapes_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per shape: nanoseconds per foreground pixel of both finds, and ``halving_speedup`` (no compression's time
+    over path halving's: above 1 where halving pays), sorted by halving's cost."""
+    ns = table.pivot_table(index="shape", columns="find", values="ns_per_pixel")
+    ms = table.pivot_table(index="shape", columns="find", values="median_ms")
+    out = pd.DataFrame({"halving ns/px": ns["path halving"], "no compression ns/px": ns["no compression"],
+                        "halving ms": ms["path halving"], "no compression ms": ms["no compression"],
+                        "halving_speedup": ms["no compression"] / ms["path halving"]})
+    return out.sort_values("halving ns/px")
 
 
 #: The program compute-sanitizer runs: the stencil without its barrier, then with it, one launch each.
