@@ -18,6 +18,8 @@ from labhelpers.kernels import nbody as kn
 from labhelpers.kernels import stencil as ks
 from labhelpers.models import multi_gpu as model
 from markers import gpu_only
+from pathlib import Path
+import json
 
 TWO_GPUS = pytest.mark.skipif(lh.is_simulator() or km.gpu_count() < 2, reason="needs two GPUs")
 
@@ -120,8 +122,10 @@ def test_scaling_model():
     assert weak["efficiency"].iloc[0] == pytest.approx(1.0)
     assert (weak["efficiency"] <= 1.0 + 1e-12).all()
     strong = model.scaling_table(4096, 4096, [1, 2, 4], m, mode="strong", overlap=False)
-    t = model.jacobi_step_time(4096, 4096, 4, m, overlap=False)
-    assert t["step"] == pytest.approx(8 * 1024 * 4096 / 1e12 + 10e-6 + 4 * 4096 / 1e11)
+    t = model.jacobi_step_time(4096, 4096, 4, m, overlap=False)  # a middle GPU sends two rows, one after the other
+    assert t["step"] == pytest.approx(8 * 1024 * 4096 / 1e12 + 2 * (10e-6 + 4 * 4096 / 1e11))
+    assert model.jacobi_step_time(4096, 4096, 2, m, overlap=False)["halo"] == pytest.approx(10e-6 + 4 * 4096 / 1e11)
+    assert [model.halo_sends(g) for g in (1, 2, 3, 8)] == [0, 1, 2, 2]
     assert strong["speedup"].iloc[-1] < 4
     hosted = model.HaloMachine(mem_gbs=1000, link_gbs=100, latency_us=10, issue_us=1000)
     assert model.jacobi_step_time(64, 64, 4, hosted)["step"] == pytest.approx(4e-3)
@@ -197,3 +201,143 @@ def test_small_scaling_tables_run():
     assert set(jac["gpus"]) == {1, 2}
     nb = mg.nbody_scaling_table((0, 1), n=2**10, steps=1)
     assert (nb["max_error"] < kn.ACC_RTOL).all()
+
+
+# ------------------------------------------------------------------------------------------------ the best Jacobi rate
+
+def _ch09_jacobi():
+    return lh.live_or_reference(None, "ch09_jacobi").table
+
+
+def test_best_jacobi_rate_is_a_jacobi_kernel_not_the_copy():
+    """Review 2026-11-28, HIGH 2: ``table["gbps"].max()`` picked the copy row and made every modelled time too fast."""
+    jac = _ch09_jacobi()
+    kernel, gbs = mg.best_jacobi_rate(jac)
+    assert kernel not in mg.JACOBI_YARDSTICKS and gbs < float(jac["gbps"].max())  # the old choice was the copy
+    kernels = jac[~jac["variant"].isin(mg.JACOBI_YARDSTICKS)]
+    assert gbs == pytest.approx(float(kernels["gbps"].max()))
+    toy = __import__("pandas").DataFrame({"kernel": ["naive", "copy", "marching", "fp32 FMA peak"],
+                                          "variant": ["naive", "copy", "marching", "fp32 FMA peak"],
+                                          "gbps": [100.0, 400.0, 250.0, float("nan")]})
+    assert mg.best_jacobi_rate(toy) == ("marching", 250.0)
+    with pytest.raises(lh.ArgumentError, match="ch09_jacobi"):
+        mg.best_jacobi_rate(toy.drop(columns="variant"))
+    with pytest.raises(lh.ArgumentError, match="only yardsticks"):
+        mg.best_jacobi_rate(toy[toy["variant"] == "copy"])
+
+
+# ------------------------------------------------------------------------------------------------ the demonstrations
+
+DEMOS = (km.peer_halo_exchange, km.cross_device_wait, km.nccl_all_reduce)
+
+
+def test_demonstrations_say_in_one_sentence_why_they_do_not_run():
+    if km.two_gpus_here():
+        pytest.skip("two GPUs here: the demonstrations run (test_demonstrations_run_on_two_gpus)")
+    said = [demo() for demo in DEMOS]
+    for text in said:
+        assert text.startswith("Needs 2 GPUs (and CuPy), so not run here: on a machine with two or more it would ")
+        assert text.count(". ") == 0 and text.endswith(".")  # one sentence
+    assert len(set(said)) == 3
+    with pytest.raises(lh.ArgumentError):
+        km.peer_halo_exchange(0)
+
+
+def test_demonstrations_guard_without_cupy(monkeypatch):
+    """A real GPU without CuPy (or with one GPU) gets the same sentence as the simulator."""
+    monkeypatch.setattr(km.backend, "is_simulator", lambda: False)
+    monkeypatch.setattr(km.backend, "cupy_usable", lambda: False)
+    assert not km.two_gpus_here()
+    assert km.nccl_all_reduce().startswith("Needs 2 GPUs")
+
+
+def test_chapter_shows_the_demonstrations_with_the_sentence_committed():
+    nb = json.loads((Path(__file__).resolve().parents[1] / "book/14_multi_gpu.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    for demo in DEMOS:
+        assert f"lh.show_source(km.{demo.__name__})" in cells
+        cell = next(c for c in nb["cells"] if "".join(c["source"]).endswith(f"print(km.{demo.__name__}())"))
+        assert "".join(cell["source"]).startswith("# machine-dependent output:")
+        if not km.two_gpus_here():
+            assert "".join(cell["outputs"][0]["text"]).strip() == demo()
+
+
+@TWO_GPUS
+def test_demonstrations_run_on_two_gpus():
+    for demo in DEMOS:
+        assert "correct" in demo() and "WRONG" not in demo()
+
+
+# ------------------------------------------------------------------------------------------------ drift check
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _markdown(relpath: str) -> str:
+    nb = json.loads((ROOT / relpath).read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    return " ".join(text.split())  # line breaks inside a sentence do not matter
+
+
+def _g(v: float, digits: int = 0) -> str:
+    return f"{round(v, digits):,.{max(digits, 0)}f}"
+
+
+def _chapter14_figures() -> list[str]:
+    """Every figure of the scaling section, recomputed from ``ch09_jacobi`` and the chapter's model."""
+    jac = _ch09_jacobi()
+    kernel, gbs = mg.best_jacobi_rate(jac)
+    copy = float(jac.loc[jac["variant"] == "copy", "gbps"].iloc[0])
+    variant, shape = kernel.split()
+    bx, by = shape.split("x")
+    # the cell's machine (c. "Strong and weak scaling"): link and latency observed or assumed, as the text says
+    machine = model.HaloMachine(mem_gbs=gbs, link_gbs=393, latency_us=10, issue_us=30)
+    copied = model.HaloMachine(mem_gbs=copy, link_gbs=393, latency_us=10, issue_us=30)
+    gpus = [1, 2, 4, 8, 16]
+    weak = model.scaling_table(16384, 16384, gpus, machine, mode="weak").set_index("gpus")
+    strong = model.scaling_table(16384, 16384, gpus, machine, mode="strong").set_index("gpus")
+    wrong = model.scaling_table(16384, 16384, gpus, copied, mode="strong").set_index("gpus")
+    assert strong.loc[8, "issue_ms"] > strong.loc[8, "compute_ms"], "the text: at 8 GPUs issuing outlasts the work"
+    assert strong.loc[4, "issue_ms"] < strong.loc[4, "compute_ms"], "the text: up to 4 GPUs the work dominates"
+    return [
+        f"the {variant} kernel ({bx} x {by} threads) at {_g(gbs)} GB/s",
+        f"the copy reached {_g(copy)} GB/s, {copy / gbs:.2f} times more",
+        f"predict every step {copy / gbs:.2f} times too fast",
+        f"one step of a 16384 x 16384 grid takes {strong.loc[1, 'step_ms']:.3f} ms on one GPU",
+        f"Weak scaling stays at {weak['efficiency'].min():.2f} up to 16 GPUs",
+        f"the halo (at most {weak['halo_ms'].max():.3f} ms) hides behind each slab's {weak.loc[16, 'compute_ms']:.3f} ms",
+        f"Strong scaling reaches {strong.loc[2, 'speedup']:.2f} on 2 GPUs and {strong.loc[4, 'speedup']:.2f} on 4",
+        f"at 8 GPUs the host's {strong.loc[8, 'issue_ms']:.2f} ms of issuing outlasts each GPU's "
+        f"{strong.loc[8, 'compute_ms']:.3f} ms of work, and the speedup drops to {strong.loc[8, 'speedup']:.2f} "
+        f"({strong.loc[16, 'speedup']:.2f} on 16)",
+        f"With the copy's rate it would have fallen sooner, to {wrong.loc[8, 'speedup']:.2f} on 8",
+    ]
+
+
+def test_chapter14_prose_quotes_the_reference_data_and_the_model():
+    """Re-measuring chapter 9 (or changing the model) fails here instead of contradicting chapter 14's text."""
+    text = _markdown("book/14_multi_gpu.ipynb")
+    missing = [f for f in _chapter14_figures() if f not in text]
+    assert not missing, "chapter 14's prose no longer matches ch09_jacobi and the model; update these:\n" + \
+        "\n".join(missing)
+
+
+def test_chapter14_observations_are_labelled_as_such():
+    """Review 2026-11-28, MEDIUM 10: the two-GPU figures are one-off observations, not this package's measurement."""
+    text = _markdown("book/14_multi_gpu.ipynb")
+    assert "one-off observations" in text and "not reference data" in text
+    assert "were measured with this package" not in text
+    for figure in ("393 GB/s each way", "768 GB/s in all", "6.01 ms", "3.07 and 3.14 ms", "4.84 ms"):
+        assert figure in text, figure
+    assert "GIL" in text and "NCCL_NVLS_ENABLE=0" in text and "reduce-scatter" in text
+
+
+def test_lab14_tasks_do_not_give_the_formulas():
+    """Review 2026-11-28, HIGH 5 (lab): exercises 2 and 3 must be reasoned, not transcribed."""
+    nb = json.loads((ROOT / "labs/14_multi_gpu_lab.ipynb").read_text())
+    tasks = [" ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"
+             and ("## Exercise 2" in "".join(c["source"]) or "## Exercise 3" in "".join(c["source"]))]
+    assert len(tasks) == 2
+    for text in tasks:
+        for formula in ("(n-1)/n", "(n - 1)", "max(compute", "compute + halo", "8 bytes", "ceil(", "S / t"):
+            assert formula not in text, formula
