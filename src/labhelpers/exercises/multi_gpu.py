@@ -154,7 +154,8 @@ def check_busbw(busbw_from_call: Callable) -> None:
         said = f"{call_text} = {got:g} GB/s, nccl-tests prints {want:g}"
         for scale in (1e3, 1e6, 1e9, 1e-3, 1e-6, 1e-9, 2**30 / 1e9, 1e9 / 2**30):
             if np.isclose(got, want * scale, rtol=1e-9):
-                raise h.failure(WRONG_UNITS, f"{said}: {scale:g} times too much; GB/s is bytes / seconds / 1e9.")
+                raise h.failure(WRONG_UNITS, f"{said}: {scale:g} times the right value; GB/s is bytes / seconds "
+                                             "/ 1e9 (not 2**30).")
         if np.isclose(got, want / model.FLOAT_BYTES, rtol=1e-9):
             raise h.failure(ELEMENTS_NOT_BYTES, f"{said}: 4 times too little. NCCL's count is float32 elements; "
                                                 "nccl-tests' size S is in bytes, 4 per element.")
