@@ -485,6 +485,17 @@ def _expected(ex: Exercise, case: Case, inputs: list[Any], outs: list[Out]) -> l
         o.shape, tuple) else o.shape) for r, o in zip(result, outs)]
 
 
+def _check_array_shapes(ex: Exercise, student: Any) -> None:
+    """A shared or local array whose shape is not a compile-time constant: a GPU refuses to compile it, so both
+    backends say so (the simulator would run it)."""
+    shapes = typing_probe.nonconstant_array_shapes(student)
+    if shapes:
+        raise failure(DOES_NOT_RUN, f"{ex.name} does not compile on a GPU: the shape `{shapes[0]}` of a "
+                                    "cuda.shared.array or cuda.local.array is computed, and Numba needs it known when "
+                                    "the kernel is compiled. Write a literal or a module-level constant, or a tuple "
+                                    "of them: shape=(TILE, 33), not shape=TILE * 33 or (TILE, TILE + 1).")
+
+
 def _check_types(ex: Exercise, student: Any, kernel: Any, case: Case) -> None:
     """Float64 arithmetic in a float32 exercise, from the compiled types (the same verdict on both backends)."""
     if ex.device_function is not None:
@@ -656,6 +667,7 @@ def check(ex: Exercise, student: Any, *, quiet: bool = False) -> None:
         CheckFailed: with the bug's class first and what to change.
     """
     kernel = _launchable(ex, student)
+    _check_array_shapes(ex, student)
     cases = _cases(ex)
     _check_types(ex, student, kernel, cases[0])
     if ex.races:

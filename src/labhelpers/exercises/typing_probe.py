@@ -13,7 +13,10 @@ not typed: the functions return None and the checker's value checks remain.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import linecache
+import textwrap
 import types as pytypes
 import warnings
 from typing import Any, Sequence
@@ -189,4 +192,46 @@ def return_type(func: Any, argtypes: Sequence[nbtypes.Type]) -> nbtypes.Type | N
     return None if cres is None else cres.signature.return_type
 
 
-__all__ = ["CUDA_STAND_IN", "float64_lines", "return_type", "typed", "typeof_argument"]
+def _constant_shape(node: ast.AST, constants: dict) -> bool:
+    """Whether a shape expression is what a GPU compiles: an int literal, a module-level int constant, or a tuple
+    of those (Numba types ``TILE * 33`` or ``TILE + 1`` as a run-time int64, and a GPU refuses it)."""
+    if isinstance(node, ast.Tuple):
+        return all(_constant_shape(e, constants) for e in node.elts)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int)
+    if isinstance(node, ast.Name):
+        return isinstance(constants.get(node.id), (int, np.integer))
+    if isinstance(node, ast.Attribute):  # config.TILE: a constant of another module
+        return True
+    return False
+
+
+def nonconstant_array_shapes(func: Any) -> list[str]:
+    """The ``cuda.shared.array`` / ``cuda.local.array`` calls of a kernel whose shape a GPU cannot compile.
+
+    The simulator runs any shape (it is NumPy); a GPU compiles only shapes known when the kernel is compiled:
+    literals and module-level constants. This reads the kernel's source, so both backends give the verdict a GPU
+    gives. Returns the offending source snippets (``[]`` when all shapes are constant or the source is unknown).
+    """
+    py = getattr(func, "py_func", func)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    constants = dict(getattr(py, "__globals__", {}))
+    try:  # a kernel made in a factory: Numba freezes its closure's values, so they are constants too
+        constants.update(inspect.getclosurevars(py).nonlocals)
+    except (TypeError, ValueError):
+        pass
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "array"
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr in ("shared", "local")):
+            continue
+        shape = next((k.value for k in node.keywords if k.arg == "shape"), node.args[0] if node.args else None)
+        if shape is not None and not _constant_shape(shape, constants):
+            found.append(ast.unparse(shape))
+    return found
+
+
+__all__ = ["CUDA_STAND_IN", "float64_lines", "nonconstant_array_shapes", "return_type", "typed", "typeof_argument"]
