@@ -628,6 +628,9 @@ def _book_figures_3d() -> list[str]:
         f"{pct(marching['share_of_copy'].min())} to {pct(marching['share_of_copy'].max())}.",
         f"issuing a launch took {kernels['issue_ms'].min():.2f} to {kernels['issue_ms'].max():.2f} ms",
         f"reaches {pct(jshare)} of its copy.",
+        f"Marching planes moves about {model.stencil3d_loads(32, 8)['marching_sector_bytes']:.0f} bytes per point "
+        "with 32 x 8 blocks (counting sectors), the naive 3D kernel up to "
+        f"{model.stencil3d_loads(32, 8)['naive_dram_bytes_worst']:.0f}",
         f"marching runs at {x} times its speed, and the naive kernel reaches only "
         f"{pct(naive['share_of_copy'].max())} of the copy",
     ]
@@ -669,6 +672,8 @@ def _book_figures_union_find() -> list[str]:
 
     s = exp.uf_shapes_summary(_ref("ch09_uf_shapes"))
     ns = s["halving ns/px"]
+    densities = _ref("ch09_ccl")["density"]
+    assert densities.max() / densities.min() == pytest.approx(3)  # "three times as many foreground pixels"
     assert ns.idxmin() == "random 0.6" and ns.idxmax() == "snake"  # the cheapest and the dearest shape
     assert s.loc["random 0.6", "halving_speedup"] < 1  # "on the random image it is slower"
     assert (s.drop(index="random 0.6")["halving_speedup"] > 1).all()  # halving pays on the three long shapes
