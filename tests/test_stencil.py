@@ -663,7 +663,8 @@ def _book_figures_convergence() -> list[str]:
         f"At $n = {n}$ that factor is about {factor / 1e6:.1f} million",
         f"may still be about {factor * 1e-6:.1f} degrees from the solution",
         f"a test every step makes a step {dev1 / none:.1f} times as long, every 10 steps {x10:.2f} times",
-        f"about {factor / 1e6:.1f} million at $n = {n}$, so the field may still be about {factor * 1e-6:.1f} degrees off",
+        f"about {factor / 1e6:.1f} million at $n = {n}$, so the field may still be about {factor * 1e-6:.1f} "
+        "degrees off",
     ]
 
 
