@@ -846,3 +846,23 @@ def test_prose_marks_the_two_gpu_figures_as_one_off():
     ]
     missing = _missing(_prose(), phrases)
     assert not missing, "\n".join(missing)
+
+
+# --- lab 11, exercise 6: predict the hardware queues ---------------------------------------------------------
+
+def test_queue_prediction_checker_accepts_the_solution_and_names_each_bug(solutions):
+    ex.check_kernels_at_once(solutions.kernels_at_once)
+    right = "return kernels / (busiest + 1)"
+    for new, message in (("return streams", "breadth-first issue or enough queues"),
+                         ("return kernels / (2 * busiest)", "not 2m"),
+                         ("return kernels / busiest", "m \\+ 1 kernel times"),
+                         ("return kernels / (streams / connections + 1)", "fractions"),
+                         ("return None", "returned None")):
+        bad = mutant(solutions.kernels_at_once, (right, new), **PY)
+        with pytest.raises(lh.CheckFailed, match=message):
+            ex.check_kernels_at_once(bad)
+
+
+def test_queue_prediction_is_shown_beside_the_reference_run(solutions):
+    shown = ex.show_kernels_at_once(solutions.kernels_at_once)
+    assert (shown["your prediction"] - shown["measured"]).abs().max().max() < 1.2  # at most 1.16 off (32 streams, 32 connections)

@@ -24,15 +24,17 @@ import inspect
 import textwrap
 
 import numpy as np
+import pandas as pd
 from numba import cuda
 
 from .. import backend, streamrecord, validate
 from ..errors import CheckFailed
 from ..kernels import streams as ks
+from ..measured import live_or_reference
 from ..models import streams as model
 from ..refdata import load_reference
 from ..timing import benchmark
-from . import measured
+from . import answers, measured
 
 #: FMAs per element of the lab's kernel (small under the simulator).
 LAB_ITERS = ks.SIM_ITERS
@@ -378,3 +380,65 @@ def check_pipeline_choice(pipeline, choose_chunks_streams) -> measured.Verdict:
     chunks, streams = measured.choose(choose_chunks_streams, "choose_chunks_streams", TUNED_CHOICES)
     return measured.check(PIPELINE_TUNED, (chunks, streams), correct=lambda: check_chunked_pipeline(pipeline),
                           race=lambda: _race_pipeline(pipeline, chunks, streams))
+
+
+# ------------------------------------------------------------------------------------------ exercise 6
+
+#: ``(streams, connections)`` of :func:`check_kernels_at_once`: fewer streams than queues, as many, one more, a
+#: multiple, a remainder, one queue, and the largest number of queues.
+QUEUE_CASES: tuple[tuple[int, int], ...] = ((4, 8), (8, 8), (9, 8), (16, 8), (17, 8), (4, 1), (1, 1), (12, 5),
+                                             (32, 32), (33, 32))
+
+
+def _queue_hint(got: float, streams: int, connections: int) -> str:
+    busiest = (streams + connections - 1) // connections  # streams on the busiest queue
+    kernels = 2 * streams
+    if np.isclose(got, streams):
+        return ("that is every stream's kernels side by side, as with breadth-first issue or enough queues: issued "
+                "depth-first, streams that share a queue wait behind each other's second kernel")
+    if np.isclose(got, kernels / (2 * busiest)):
+        return ("in one queue the next stream's first kernel starts beside the previous stream's second kernel: a "
+                "queue of m streams takes m + 1 kernel times, not 2m")
+    if np.isclose(got, kernels / busiest):
+        return "a queue of m streams takes m + 1 kernel times: its last stream's second kernel comes after the rest"
+    if np.isclose(got, kernels / (streams / connections + 1)):
+        return ("streams do not split into fractions: the busiest queue holds streams / connections rounded up, and "
+                "it sets the wall time")
+    return ("all 2 x streams kernels, over the wall time in kernel durations; the busiest queue sets the wall time "
+            "(chapter 11, 'Hardware queues')")
+
+
+def check_kernels_at_once(kernels_at_once) -> None:
+    """Exercise 6: ``kernels_at_once(streams, connections)``, the kernels running at once on average when each of
+    ``streams`` streams runs two dependent kernels, issued depth-first, over ``connections`` hardware queues.
+
+    Compared with :func:`labhelpers.models.streams.queue_concurrency` on :data:`QUEUE_CASES`.
+
+    Raises:
+        CheckFailed: the function raises, returns something that is not a number, or the wrong number
+            (:data:`labhelpers.exercises.answers.WRONG_ANSWER`, with what the number looks like).
+    """
+    answers.check_formula(kernels_at_once, "kernels_at_once", "kernels_at_once(streams, connections)", QUEUE_CASES,
+                          lambda s, c: model.queue_concurrency(s, 2, c),
+                          shown=lambda got, want: f"{got:.4g} kernels at once, the queue model gives {want:.4g}",
+                          hint=_queue_hint)
+    print(f"Correct: your prediction equals the queue model on all {len(QUEUE_CASES)} cases.")
+
+
+def show_kernels_at_once(kernels_at_once) -> pd.DataFrame:
+    """Your prediction (checked first by :func:`check_kernels_at_once`) beside the reference GPU's measurement,
+    ``ch11_queues``, depth-first issue. The measurement takes three fresh processes (about 15 s), so every machine
+    shows the reference run, as the chapter does.
+    """
+    check_kernels_at_once(kernels_at_once)
+    ref = live_or_reference(None, "ch11_queues")
+    print(ref.source_line())
+    t = ref.table[ref.table["order"] == "depth-first"]
+    rows = [{"connections": int(r["connections"]), "streams": int(r["streams"]),
+             "your prediction": round(float(kernels_at_once(int(r["streams"]), int(r["connections"]))), 2),
+             "measured": round(float(r["concurrency"]), 2)} for _, r in t.iterrows()]
+    return pd.DataFrame(rows).pivot_table(index="streams", columns="connections",
+                                          values=["your prediction", "measured"])
+
+
+__all__ += ["QUEUE_CASES", "check_kernels_at_once", "show_kernels_at_once"]
