@@ -452,7 +452,7 @@ def peer_halo_exchange(nx: int = 4096) -> str:
     nx = validate.integer(nx, "nx", minimum=1)
     if not two_gpus_here():
         return NEEDS_TWO_GPUS.format(what="copy each GPU's edge row into the other's ghost row by peer copy")
-    import cupy as cp
+    import cupy as cp  # the GPU extra: only reached where two GPUs and CuPy are present
 
     peer = enable_peer(cp, 0, 1) and enable_peer(cp, 1, 0)
     slabs, streams = [], []
@@ -483,7 +483,7 @@ def cross_device_wait(n: int = 2**22) -> str:
     n = validate.integer(n, "n", minimum=1)
     if not two_gpus_here():
         return NEEDS_TWO_GPUS.format(what="make GPU 1's stream wait for an event recorded on GPU 0's stream")
-    import cupy as cp
+    import cupy as cp  # the GPU extra: only reached where two GPUs and CuPy are present
 
     enable_peer(cp, 1, 0)
     with cp.cuda.Device(0):
@@ -514,8 +514,8 @@ def nccl_all_reduce(count: int = 2**20) -> str:
     count = validate.integer(count, "count", minimum=1)
     if not two_gpus_here():
         return NEEDS_TWO_GPUS.format(what="sum a buffer over both GPUs with NCCL's all-reduce, then all-gather it")
-    import cupy as cp
-    from cupy.cuda import nccl
+    import cupy as cp  # the GPU extra: only reached where two GPUs and CuPy are present
+    from cupy.cuda import nccl  # CuPy's NCCL bindings: only reached where two GPUs are present
 
     devices = [0, 1]
     comms = nccl.NcclCommunicator.initAll(devices)
