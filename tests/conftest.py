@@ -17,3 +17,46 @@ if _lanes > 1 and _worker.startswith("gw"):
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from markers import SIM, gpu_only, sim_only  # noqa: E402,F401  (after the backend is chosen)
+
+import pytest  # noqa: E402
+
+from labhelpers import gpu_lock  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _gpu_shared_while_the_test_runs():
+    """On a GPU shared by several test processes (tools/run_gpu_tests.sh sets LABHELPERS_GPU_LOCK), each test holds
+    the GPU shared, and every measurement waits for a quiet GPU (labhelpers.gpu_lock). A no-op otherwise."""
+    with gpu_lock.shared():
+        yield
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "backend_independent: the module's tests launch no kernel and measure nothing, so they give the same "
+                   "verdict on every backend; tools/run_gpu_tests.sh leaves them to CI (the simulator run proves the "
+                   "mark: a kernel launched by such a test fails it)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A test marked backend_independent that launches a kernel fails: the GPU suite would skip what it checks."""
+    if item.get_closest_marker("backend_independent") is None:
+        yield
+        return
+    from labhelpers import launchguard
+
+    launched = []
+
+    def hook(kernel, configuration, args):
+        launched.append(getattr(getattr(kernel, "py_func", kernel), "__name__", repr(kernel)))
+
+    launchguard.add_launch_hook(hook)
+    try:
+        outcome = yield
+    finally:
+        launchguard.remove_launch_hook(hook)
+    if launched and outcome.excinfo is None:
+        pytest.fail(f"{item.nodeid} is marked backend_independent but launched the kernel {launched[0]!r}: remove "
+                    "`pytestmark = pytest.mark.backend_independent` from its module, or move the test, so that the "
+                    "GPU suite runs it.", pytrace=False)

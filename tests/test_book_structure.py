@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from notebook_tools import all_notebooks, colab_badge, setup_cell_source  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 NOTEBOOKS = all_notebooks()
 IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
 

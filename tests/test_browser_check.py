@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 import browser_check  # noqa: E402
 
 HAVE_BROWSER = any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome"))
-pytestmark = pytest.mark.skipif(not HAVE_BROWSER and not os.environ.get("CI"),
-                                reason="no Chromium here: run tools/ensure_browser.sh")
+pytestmark = [pytest.mark.backend_independent, pytest.mark.skipif(not HAVE_BROWSER and not os.environ.get("CI"),
+                                reason="no Chromium here: run tools/ensure_browser.sh")]
 
 BROKEN = """<html><body>
 <script>const X = 1;</script><script>const X = 2;</script>

@@ -16,6 +16,8 @@ import yaml
 
 from labhelpers.chapters import CHAPTERS, TOPICS, Chapter, chapter
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "labhelpers"
 TOPIC_PACKAGES = ("kernels", "experiments", "exercises", "figures")  # one module (or package) per chapter topic

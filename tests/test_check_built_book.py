@@ -5,6 +5,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 import check_built_book  # noqa: E402
+import pytest
+
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
 
 
 def test_missing_page_and_missing_math_are_reported(tmp_path):

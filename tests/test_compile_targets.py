@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools" / "compile_check"
 import check  # noqa: E402  (tools/compile_check/check.py)
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 
 def _have_compiler() -> bool:
     return importlib.util.find_spec("nvidia.cuda_nvcc") is not None and \

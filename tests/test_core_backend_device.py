@@ -8,6 +8,8 @@ import labhelpers as lh
 from labhelpers import backend, device
 from markers import SIM, gpu_only, sim_only
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 
 @sim_only
 def test_simulator_is_chosen_in_tests():

@@ -11,6 +11,8 @@ import labhelpers as lh  # noqa: E402
 from labhelpers.checkers import check_function, diagnose  # noqa: E402
 from labhelpers.widgets import make_control  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 
 def test_controls_from_shorthands():
     assert isinstance(make_control("n", (1, 10, 1)), widgets.IntSlider)

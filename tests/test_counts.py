@@ -5,6 +5,9 @@ from __future__ import annotations
 from labhelpers import counts, roofline
 from labhelpers.kernels import cuda_intro, nbody
 from labhelpers.models import nbody as nbody_model
+import pytest
+
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
 
 
 def test_saxpy_counts_have_one_home():

@@ -13,6 +13,8 @@ import pytest  # noqa: E402
 import figure_fonts  # noqa: E402
 from labhelpers import plotting  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 
 def _png(width_in: float, fontsize: float, *, record: bool = True) -> str:
     """A figure of ``width_in`` inches at 100 dpi whose smallest text is ``fontsize`` pt, as a notebook's base64 PNG."""

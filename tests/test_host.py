@@ -8,6 +8,9 @@ import labhelpers as lh  # noqa: F401  (first: chooses the backend)
 import numba
 
 from labhelpers import host
+import pytest
+
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
 
 
 def test_host_cpu_describes_this_machine():

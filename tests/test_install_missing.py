@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from notebook_tools import needs, setup_cell_source  # noqa: E402
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 REQUIRES = [
     "numpy<2.5,>=1.24", "pandas>=2.0", "ipywidgets>=7.7", "numba-cuda<0.31,>=0.22",
     'numba-cuda[cu12]<0.31,>=0.22; extra == "gpu-cu12"', 'cupy-cuda12x>=13; extra == "gpu-cu12"',

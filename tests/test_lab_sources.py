@@ -23,6 +23,8 @@ from labhelpers.kernels import matmul as mm
 from labhelpers.kernels import reduction as red
 from mutants import load_solutions, mutant, source
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 #: (lab, solution name) -> (package kernel, renames from the package kernel's names to the solution's).
 MIRRORS: dict[tuple[str, str], tuple[object, dict[str, str]]] = {
     ("01_cuda_in_python_lab", "vector_add"): (intro.add, {}),

@@ -12,6 +12,8 @@ import labhelpers as lh
 from labhelpers import measured, refdata
 from markers import sim_only
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 META = {"gpu": "NVIDIA H200", "compute_capability": "9.0", "driver": "13.0", "runtime": "13.0",
         "date": "2026-11-21"}
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import labhelpers  # noqa: F401  (first: chooses the simulator before numba.cuda is imported)
 import pytest
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "labhelpers"
 

@@ -10,6 +10,8 @@ import labhelpers as lh
 from labhelpers import site_frames as sf
 from labhelpers.widgets import make_control
 
+pytestmark = pytest.mark.backend_independent  # no kernel, no measurement: CI runs it (see conftest.py)
+
 
 def _stops(**controls):
     return [sf.control_stops(name, make_control(name, spec)) for name, spec in controls.items()]

@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from numba import cuda
 
-from . import backend, plotting
+from . import backend, gpu_lock, plotting
 from ._release import pip_requirement
 from .device import DeviceInfo, banner, device_info
 from .errors import LabError
@@ -113,6 +113,25 @@ def self_test() -> None:
                              "Restart the runtime; in Colab, ask for a new GPU runtime.")
 
 
+def hold_gpu_per_cell() -> None:
+    """When the GPU suite runs notebooks side by side on one GPU (``LABHELPERS_GPU_LOCK`` set), each cell holds
+    the GPU shared while it runs, so a measurement in another notebook waits for a quiet GPU
+    (:mod:`labhelpers.gpu_lock`). Does nothing otherwise, or outside IPython."""
+    if not gpu_lock.enabled():
+        return
+    try:
+        from IPython import get_ipython  # optional: only a notebook (IPython) has cells to hook
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or getattr(shell, "_labhelpers_gpu_lock", False):
+        return
+    shell.events.register("pre_run_cell", lambda *_: gpu_lock.acquire_shared())
+    shell.events.register("post_run_cell", lambda *_: gpu_lock.release_shared())
+    shell._labhelpers_gpu_lock = True
+    gpu_lock.acquire_shared()  # the cell running now (setup's own) ends with post_run_cell
+
+
 def setup() -> None:
     """Prepare a notebook: backend, banner, warnings, plots, and the GPU self-test.
 
@@ -121,6 +140,7 @@ def setup() -> None:
     backend.configure()
     configure_warnings()
     configure_plots()
+    hold_gpu_per_cell()
     info: DeviceInfo = device_info()
     print(banner(info))
     if not info.is_simulator:

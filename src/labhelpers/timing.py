@@ -43,7 +43,7 @@ from typing import Callable, Protocol
 
 from numba import cuda
 
-from . import backend, validate
+from . import backend, gpu_lock, validate
 from .errors import GPUOnlyError
 from .kernels import stopwatch
 
@@ -462,7 +462,12 @@ def benchmark(
     if backend.is_simulator():
         fn()
         return Timing(label=label, times_ms=None, nbytes=nbytes, flops=flops, clock=BENCHMARK_CLOCKS[clock])
+    with gpu_lock.exclusive():  # alone on the GPU when test processes share it (a no-op otherwise)
+        return _measure(fn, nbytes, flops, warmup, repeat, number, label, clock, flush_l2, stream)
 
+
+def _measure(fn, nbytes, flops, warmup, repeat, number, label, clock, flush_l2, stream) -> Timing:
+    """:func:`benchmark` on a GPU, its arguments checked."""
     ops = CudaStreamOps(stream)
     issue_estimate = None
     for _ in range(warmup):

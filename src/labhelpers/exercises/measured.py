@@ -37,7 +37,7 @@ from typing import Any, Callable
 import numpy as np
 from numba import cuda
 
-from .. import backend
+from .. import backend, gpu_lock
 from ..errors import GPUOnlyError
 from ..refdata import Reference
 from ..roofline import time_copy
@@ -132,7 +132,8 @@ def check(ex: MeasuredExercise, choice: Any, *, correct: Callable[[], None],
         print(f"Reference: {ex.reference(choice)}")
         print(f"Not timed here ({'no GPU' if not can_time() else 'not on this machine'}): {ex.promise()}")
         return Verdict(passed=True, ratio=None, text=ex.promise())
-    student, yardstick = race()
+    with gpu_lock.exclusive():  # both timings on a quiet GPU when test processes share it
+        student, yardstick = race()
     result = verdict(ex, choice, student, yardstick)
     print(result.text)
     if not result.passed:

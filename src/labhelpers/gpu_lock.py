@@ -1,0 +1,102 @@
+"""One GPU shared by several test processes: every measurement runs on a quiet GPU.
+
+A teacher's GPU suite (``tools/run_gpu_tests.sh``) runs package tests in several pytest-xdist workers and notebooks
+in several nbval lanes on the same GPU, because compiling kernels and drawing figures keep many CPU cores busy. A
+timing taken while another process launches kernels on the same GPU measures both, and a measured exercise would
+then pass or fail by chance. So, when ``LABHELPERS_GPU_LOCK`` names a lock file (the runner gives each GPU its own):
+
+* every package test (``tests/conftest.py``) and every notebook cell (:func:`labhelpers.setup` registers the cell
+  hooks) holds the GPU **shared** while it runs: any number of them run at once;
+* every measurement (:func:`labhelpers.timing.benchmark`, a measured exercise's race, the event timings of
+  chapter 11) holds it **exclusively**: it waits until the tests and cells running in other processes end, and no
+  new one starts until it is done. A measurement that waits is queued first (a turnstile), so a stream of short
+  tests cannot starve it.
+
+Without the variable (a student's notebook, CI under the simulator) every function here does nothing.
+The locks are ``flock`` locks on two files, released by the operating system if a process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from typing import Iterator
+
+#: The environment variable naming the lock file of the GPU this process uses.
+ENV = "LABHELPERS_GPU_LOCK"
+
+_state = {"path": None, "main": None, "turnstile": None, "shared": 0, "exclusive": 0}
+
+
+def enabled() -> bool:
+    """Whether measurements must wait for a quiet GPU (``LABHELPERS_GPU_LOCK`` is set)."""
+    return bool(os.environ.get(ENV))
+
+
+def _files() -> tuple[int, int]:
+    path = os.environ[ENV]
+    if _state["path"] != path:
+        _state.update(path=path, shared=0, exclusive=0,
+                      main=os.open(path, os.O_RDWR | os.O_CREAT, 0o666),
+                      turnstile=os.open(path + ".turnstile", os.O_RDWR | os.O_CREAT, 0o666))
+    return _state["main"], _state["turnstile"]
+
+
+def acquire_shared() -> None:
+    """Hold the GPU shared (a test or a cell starts); nested calls count."""
+    if not enabled():
+        return
+    main, turnstile = _files()
+    _state["shared"] += 1
+    if _state["shared"] == 1 and _state["exclusive"] == 0:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # behind any measurement already waiting
+        fcntl.flock(main, fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def release_shared() -> None:
+    """Let the GPU go (the test or the cell ended)."""
+    if not enabled() or _state["shared"] == 0:
+        return
+    main, _ = _files()
+    _state["shared"] -= 1
+    if _state["shared"] == 0 and _state["exclusive"] == 0:
+        fcntl.flock(main, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def exclusive() -> Iterator[None]:
+    """Run the body on a quiet GPU: no test or cell of another process runs meanwhile (nested: once)."""
+    if not enabled() or _state["exclusive"]:
+        _state["exclusive"] += bool(enabled())
+        try:
+            yield
+        finally:
+            _state["exclusive"] -= bool(enabled())
+        return
+    main, turnstile = _files()
+    if _state["shared"]:
+        fcntl.flock(main, fcntl.LOCK_UN)  # never wait while holding it shared: two waiters would deadlock
+    fcntl.flock(turnstile, fcntl.LOCK_EX)
+    fcntl.flock(main, fcntl.LOCK_EX)
+    _state["exclusive"] = 1
+    try:
+        yield
+    finally:
+        _state["exclusive"] = 0
+        fcntl.flock(main, fcntl.LOCK_SH if _state["shared"] else fcntl.LOCK_UN)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def shared() -> Iterator[None]:
+    """Hold the GPU shared for the body (what a test does)."""
+    acquire_shared()
+    try:
+        yield
+    finally:
+        release_shared()
+
+
+__all__ = ["ENV", "acquire_shared", "enabled", "exclusive", "release_shared", "shared"]
