@@ -5,13 +5,16 @@
 For each measured exercise (the solutions and checker calls are the ones the tests use: ``MEASURED_SOLUTIONS`` of
 ``tests/test_lab_mutants_measured.py`` and ``MEASURED`` of ``tests/test_lab_mutants_bugs.py``), runs the lab's
 checker on its solution ``--runs`` times and prints the ratio each run measured, their spread, and the target in
-force. A target is set from these numbers: below the lowest ratio by a margin larger than the spread (see
-CONTRIBUTING.md, "Measured exercises"). Run it alone on the GPU: another process on the same GPU changes the ratios.
+force. Targets come from these numbers (``labhelpers.exercises.measured.target_for``: the lowest ratio less the
+margin of ``src/labhelpers/data/measured_targets.json``); ``--record`` writes this run's ratios there, on the reference
+GPU only. Run it alone on the GPU: another process on the same GPU changes the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import sys
 from pathlib import Path
 
@@ -19,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
 import labhelpers as lh  # noqa: E402  (chooses the backend first)
+from labhelpers import gpu_lock  # noqa: E402
 from labhelpers.errors import CheckFailed  # noqa: E402
 from labhelpers.exercises import measured  # noqa: E402
 
@@ -50,7 +54,8 @@ def measure(call, runs: int) -> list[float | str]:
         for _ in range(runs):
             before = len(seen)
             try:
-                call()
+                with gpu_lock.shared():  # like a test: a measurement of another process waits for it
+                    call()
             except CheckFailed as exc:
                 out.append(str(exc)[:120])
                 continue
@@ -63,17 +68,26 @@ def measure(call, runs: int) -> list[float | str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--record", action="store_true",
+                        help="write the ratios into the targets record (on the record's reference GPU only)")
     parser.add_argument("labs", nargs="*")
     args = parser.parse_args()
     if not measured.can_time():
         sys.exit("error: no GPU to time on (LABHELPERS_BACKEND=gpu on a machine with an NVIDIA GPU).")
     print(f"{lh.device_info().name}; {args.runs} runs of each measured exercise's solution; ratio = student / yardstick")
     print(f"{'lab':>4} {'target':>7} {'min':>6} {'max':>6} {'spread':>7}  runs")
+    record = json.loads(measured.TARGETS_FILE.read_text())
+    if args.record and lh.device_info().name != record["gpu"]:
+        sys.exit(f"error: --record writes reference ratios, measured on {record['gpu']} (this is {lh.device_info().name})")
     for lab, (call, ex) in _table().items():
         if args.labs and lab not in args.labs:
             continue
         ratios = measure(call, args.runs)
         nums = [r for r in ratios if isinstance(r, float)]
+        if nums and args.record:
+            record["labs"][lab] = {"ratios": [round(r, 3) for r in nums], "date": datetime.date.today().isoformat(),
+                                   "yardstick": ex.yardstick}
+            measured.TARGETS_FILE.write_text(json.dumps(record, indent=2) + "\n")
         if nums:
             lo, hi = min(nums), max(nums)
             print(f"{lab:>4} {ex.target:>7g} {lo:>6.3f} {hi:>6.3f} {hi - lo:>7.3f}  "

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 #: The environment variable naming the lock file of the GPU this process uses.
 ENV = "LABHELPERS_GPU_LOCK"
@@ -89,6 +92,17 @@ def exclusive() -> Iterator[None]:
         fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
+def measurement(func: Callable[..., T]) -> Callable[..., T]:
+    """Decorate a function that times GPU work with its own events (chapter 11's timelines): it runs in
+    :func:`exclusive`."""
+    @functools.wraps(func)
+    def quiet(*args, **kwargs):
+        with exclusive():
+            return func(*args, **kwargs)
+
+    return quiet
+
+
 @contextlib.contextmanager
 def shared() -> Iterator[None]:
     """Hold the GPU shared for the body (what a test does)."""
@@ -99,4 +113,4 @@ def shared() -> Iterator[None]:
         release_shared()
 
 
-__all__ = ["ENV", "acquire_shared", "enabled", "exclusive", "release_shared", "shared"]
+__all__ = ["ENV", "acquire_shared", "enabled", "exclusive", "measurement", "release_shared", "shared"]

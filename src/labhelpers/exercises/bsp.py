@@ -272,7 +272,7 @@ def _slackness_reference(k: int) -> str:
 
 
 GRID_STRIDE_TUNED = measured.MeasuredExercise(
-    name="your grid of blocks per SM", target=0.85,
+    name="your grid of blocks per SM", target=measured.target_for("2", 0.85),
     measures=f"your grid_stride_update on {TUNED_N:,} floats ({TUNED_REPS} updates each) with your blocks per SM",
     yardstick="the same kernel launched with one thread per element", reference=_slackness_reference)
 
@@ -290,8 +290,8 @@ def _race_grid_stride(kernel, k: int) -> tuple:
 
 def check_grid_blocks_per_sm(kernel, choose_blocks_per_sm) -> measured.Verdict:
     """Measured exercise: ``choose_blocks_per_sm()`` returns how many blocks of 256 threads per SM the grid-stride
-    kernel is launched with; it must be correct (the harness) and, on a GPU, reach 0.85 of the same kernel's
-    speed with one thread per element, measured in the same run.
+    kernel is launched with; it must be correct (the harness) and, on a GPU, reach ``GRID_STRIDE_TUNED.target`` times the same
+    kernel's speed with one thread per element, measured in the same run.
 
     Raises:
         CheckFailed: the kernel is wrong (the harness's class), the choice is not allowed, or it is too slow.

@@ -31,7 +31,10 @@ Example (a lab checker)::
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -144,6 +147,37 @@ def check(ex: MeasuredExercise, choice: Any, *, correct: Callable[[], None],
     return result
 
 
+#: Where each target comes from: the solutions' ratios on the reference GPU (``tools/measured_targets.py``).
+TARGETS_FILE = Path(__file__).resolve().parents[1] / "data" / "measured_targets.json"
+
+
+def _targets_record() -> dict:
+    return json.loads(TARGETS_FILE.read_text())
+
+
+def target_for(lab: str, unmeasured: float) -> float:
+    """The target of lab ``lab``'s measured exercise: its solution's lowest measured ratio on the reference GPU less
+    the record's margin (15%, well above the run-to-run spread of under 1%), rounded down to two digits; ``unmeasured``
+    while the record holds no measurement of that lab."""
+    record = _targets_record()
+    lab_record = record["labs"].get(str(lab))
+    if not lab_record:
+        return unmeasured
+    return math.floor(min(lab_record["ratios"]) * (1 - record["margin"]) * 100 + 1e-9) / 100
+
+
+def target_basis(lab: str) -> str:
+    """One sentence: where lab ``lab``'s target comes from."""
+    record = _targets_record()
+    lab_record = record["labs"].get(str(lab))
+    if not lab_record:
+        return f"lab {lab}: the solution is not measured yet; the target is the module's own estimate"
+    ratios = lab_record["ratios"]
+    return (f"lab {lab}: the solution reached {min(ratios):.3f} to {max(ratios):.3f} of {lab_record['yardstick']} in "
+            f"{len(ratios)} run(s) on an {record['gpu']} ({lab_record['date']}); target {record['margin']:.0%} lower: "
+            f"{target_for(lab, float('nan')):g}")
+
+
 def reference_text(ref: Reference, what: str) -> str:
     """``what`` followed by the reference's GPU, run and date: the shape of every ``reference`` sentence."""
     run = ref.meta.get("run", "?")
@@ -191,5 +225,5 @@ def nearest_row(table, column: str, value: float):
     return table.loc[(table[column].astype(float) - float(value)).abs().idxmin()]
 
 
-__all__ = ["BELOW_TARGET", "NOT_ALLOWED", "MeasuredExercise", "Verdict", "allowed", "can_time", "check", "ratio",
-           "choose", "nearest_row", "reference_text", "time_copy_of", "verdict"]
+__all__ = ["BELOW_TARGET", "NOT_ALLOWED", "TARGETS_FILE", "MeasuredExercise", "Verdict", "allowed", "can_time", "check",
+           "ratio", "choose", "nearest_row", "reference_text", "target_basis", "target_for", "time_copy_of", "verdict"]

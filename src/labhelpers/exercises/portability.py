@@ -758,7 +758,7 @@ def _diff_reference(local_size: int) -> str:
 
 
 DIFF_TUNED = measured.MeasuredExercise(
-    name="your OpenCL diff at your work-group size", target=0.7,
+    name="your OpenCL diff at your work-group size", target=measured.target_for("12", 0.7),
     measures=f"your diff kernel on NVIDIA's OpenCL, {TUNED_N:,} floats at your work-group size, in GB/s (8 bytes "
              "per element)",
     yardstick="the copy ceiling (a CUDA device-to-device copy of the same bytes)", reference=_diff_reference)
@@ -777,7 +777,7 @@ def _race_diff(source: str, local_size: int) -> tuple[Timing, Timing]:
 def check_diff_local_size(source_fn: Callable[[], str], global_size_fn: Callable[[int, int], int],
                           choose_local_size: Callable[[], int]) -> measured.Verdict:
     """Measured exercise: ``choose_local_size()`` returns the work-group size of your ``diff`` (exercise 1, checked
-    first on PoCL, then once more with that size); on a GPU, through NVIDIA's OpenCL, it must reach 0.7 of the
+    first on PoCL, then once more with that size); on a GPU, through NVIDIA's OpenCL, it must reach ``DIFF_TUNED.target`` of the
     copy ceiling, timed in the same run. Under the simulator (and on PoCL) it prints the reference GPU's numbers.
 
     Raises:

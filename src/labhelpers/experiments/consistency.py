@@ -340,7 +340,9 @@ print("RESULT" + json.dumps(consistency.litmus_ptx_here(configs, tuple(json.load
 
 
 def _compiler_present() -> bool:
-    return importlib.util.find_spec("nvidia.cuda_nvcc") is not None
+    """Whether NVVM is here: on a GPU numba-cuda compiles every kernel with it (from the toolkit or the wheels);
+    under the simulator only the ``nvidia-cuda-nvcc`` wheel brings it."""
+    return not backend.is_simulator() or importlib.util.find_spec("nvidia.cuda_nvcc") is not None
 
 
 def litmus_ptx_here(configs: Sequence[tuple[str, str, str]], cc: tuple[int, int] = PTX_CC) -> list[str]:

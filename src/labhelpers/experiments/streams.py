@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
-from .. import backend, validate
+from .. import backend, gpu_lock, validate
 from ..errors import ArgumentError
 from ..kernels import streams as ks
 from ..launch import blocks_for
@@ -148,6 +148,7 @@ def link_table() -> pd.DataFrame:
     return pd.DataFrame([row])
 
 
+@gpu_lock.measurement
 def transfer_table(sizes: Sequence[int] = TRANSFER_SIZES, *, repeat: int = 5) -> pd.DataFrame:
     """H2D and D2H, pageable and pinned, for every size (bytes): chapter 3's transfer sweep, 4 B to 1 GiB.
 
@@ -245,6 +246,7 @@ def _median_pair(fn, done, repeat: int) -> tuple[float, float]:
     return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
 
 
+@gpu_lock.measurement
 def async_table(n: int = PIPELINE_N, iters: int = 2000, small_iters: int = 1_000_000, *, repeat: int = 5,
                 errors: bool = True) -> pd.DataFrame:
     """When calls return against when their work is done, measured with the host's clock (GPU only).
@@ -353,6 +355,7 @@ def calibrate_iters(n: int, target_ms: float, *, probe_iters: int = 256) -> int:
     return iters
 
 
+@gpu_lock.measurement
 def copy_times(copies: Sequence[tuple], *, repeat: int = 5) -> list[float]:
     """Milliseconds from the start of ``copies`` to the end of the last one, each of ``repeat`` runs (GPU only).
 
@@ -394,6 +397,7 @@ def _addresses(pipe: "ks.StreamPipeline") -> tuple[int, int, int, int]:
             int(pipe.d_out.__cuda_array_interface__["data"][0]), int(pipe.h_out.ctypes.data))
 
 
+@gpu_lock.measurement
 def stage_times(pipe: "ks.StreamPipeline", *, repeat: int = 5) -> dict:
     """Each stage of the whole job measured alone (one H2D, one kernel, one D2H of all ``n`` elements), ms,
     and ``"both copies"``: the H2D and the D2H copy started together on two streams.
@@ -414,6 +418,7 @@ def stage_times(pipe: "ks.StreamPipeline", *, repeat: int = 5) -> dict:
     return {"H2D": h2d, "kernel": kern.median_ms, "D2H": d2h, "both copies": both}
 
 
+@gpu_lock.measurement
 def link_rates_table(nbytes: int = 2**28, *, repeat: int = 5) -> pd.DataFrame:
     """Pinned copies of ``nbytes`` each way, and both ways at once, queued by the driver (GPU only).
 
@@ -459,6 +464,7 @@ def _check_output(pipe: "ks.StreamPipeline", expected: np.ndarray, what: str) ->
         raise AssertionError(f"{what}: {bad} of {pipe.n} outputs differ from the one-stream run")
 
 
+@gpu_lock.measurement
 def pipeline_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: Sequence[int] = PIPELINE_CHUNKS,
                    streams: Sequence[int] = PIPELINE_STREAMS, orders: Sequence[str] = model.ORDERS,
                    repeat: int = 5, overhead_ms: float = 0.01, pageable: bool = True,
@@ -568,6 +574,7 @@ def pipeline_summary(table: pd.DataFrame) -> dict:
             "model_best_ms": float(best["model_ms"])}
 
 
+@gpu_lock.measurement
 def gantt_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: int = 8,
                 streams: Sequence[int] = GANTT_STREAMS, orders: Sequence[str] = ("depth-first",)) -> pd.DataFrame:
     """Start and end of every operation (CUDA events on its stream) of one pipelined run per configuration.
@@ -634,6 +641,7 @@ def _prefetch(array, device: int, nbytes: int) -> str:
     raise RuntimeError("no prefetch API worked: " + "; ".join(errors))
 
 
+@gpu_lock.measurement
 def managed_table(sizes: Sequence[int] = MANAGED_SIZES, *, repeat: int = 3, iters: int = 1) -> pd.DataFrame:
     """Unified memory against explicit copies, for each size (float32 elements). GPU only.
 
@@ -825,6 +833,7 @@ def _check_chain(chain: "ks.LaunchChain", x: np.ndarray, times: int, what: str) 
                            f"{np.max(np.abs(got - want)):.3g}): the measurement is void")
 
 
+@gpu_lock.measurement
 def graph_table(launches: Sequence[int] = GRAPH_LAUNCHES, n: int = GRAPH_N, *, repeat: int = 10) -> pd.DataFrame:
     """Many small kernels issued one by one against the same kernels replayed as one CUDA graph. GPU only, CuPy.
 
@@ -885,6 +894,7 @@ def graph_summary(table: pd.DataFrame) -> dict:
 EVENT_COLUMNS = ("case", "value", "unit")
 
 
+@gpu_lock.measurement
 def events_table(trials: int = 20, n: int = 2**22, iters: int = 2000, sleep_ms: float = 20.0) -> pd.DataFrame:
     """Events between streams, measured: a query that does not block, a wait that the host does not wait for,
     and what the consumer of :func:`~labhelpers.kernels.streams.run_producer_consumer` reads without it. GPU only.
@@ -984,6 +994,7 @@ def queue_rows_here(spec: dict) -> list[dict]:
     return rows
 
 
+@gpu_lock.measurement
 def queue_table(connections: Sequence[int] = QUEUE_CONNECTIONS, streams: Sequence[int] = QUEUE_STREAMS, *,
                 kernels_per_stream: int = 2, kernel_ms: float = 10.0, repeat: int = 3,
                 timeout: int = 300) -> pd.DataFrame:
