@@ -3,6 +3,8 @@ simulator, and float64 sizes that shrink on FP64-poor GPUs."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -194,3 +196,16 @@ def test_a_timed_gpu_run_replaces_the_modelled_fixed_cost(monkeypatch):
     assert on_t4.measured and on_t4.seconds == pytest.approx(300.0)  # the run's own GPU gives back its total
     assert rt.estimate(3, "H200").seconds < 300.0
     assert not rt.estimate(4, "T4").measured  # no timing recorded for chapter 4
+
+
+def test_reference_only_tables_are_the_ones_no_notebook_measures():
+    """A table only ever shown with ``lh.live_or_reference(None, name)`` costs a GPU nothing: the estimate leaves it
+    out; one that some cell measures (a function as the first argument) is counted."""
+    root = Path(__file__).parents[1]
+    shown, measured = set(), set()
+    for nb in sorted((root / "book").glob("*.ipynb")) + sorted((root / "labs").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            for what, name in re.findall(r'live_or_reference\((.*?),\s*"(ch\d+_[a-z0-9_]+)"', "".join(cell["source"]),
+                                         re.S):
+                (shown if what.strip() == "None" else measured).add(name)
+    assert rt.REFERENCE_ONLY_TABLES == shown - measured

@@ -7,10 +7,11 @@ then pass or fail by chance. So, when ``LABHELPERS_GPU_LOCK`` names a lock file 
 
 * every package test (``tests/conftest.py``) and every notebook cell (:func:`labhelpers.setup` registers the cell
   hooks) holds the GPU **shared** while it runs: any number of them run at once;
-* every measurement (:func:`labhelpers.timing.benchmark`, a measured exercise's race, the event timings of
-  chapter 11) holds it **exclusively**: it waits until the tests and cells running in other processes end, and no
-  new one starts until it is done. A measurement that waits is queued first (a turnstile), so a stream of short
-  tests cannot starve it.
+* every measurement (:func:`labhelpers.timing.benchmark`, the event timings of chapter 11) holds it
+  **exclusively**: it waits until the tests and cells running in other processes end, and no new one starts until
+  it is done. Inside a test or a cell the exclusive hold lasts to the end of that test or cell: a sweep of fifty
+  timings waits once, and a measured exercise's two timings (the student's and the yardstick) share one quiet
+  period. A measurement that waits is queued first (a turnstile), so a stream of short tests cannot starve it.
 
 Without the variable (a student's notebook, CI under the simulator) every function here does nothing.
 The locks are ``flock`` locks on two files, released by the operating system if a process dies.
@@ -29,7 +30,7 @@ T = TypeVar("T")
 #: The environment variable naming the lock file of the GPU this process uses.
 ENV = "LABHELPERS_GPU_LOCK"
 
-_state = {"path": None, "main": None, "turnstile": None, "shared": 0, "exclusive": 0}
+_state = {"path": None, "main": None, "turnstile": None, "shared": 0, "exclusive": False}
 
 
 def enabled() -> bool:
@@ -40,7 +41,7 @@ def enabled() -> bool:
 def _files() -> tuple[int, int]:
     path = os.environ[ENV]
     if _state["path"] != path:
-        _state.update(path=path, shared=0, exclusive=0,
+        _state.update(path=path, shared=0, exclusive=False,
                       main=os.open(path, os.O_RDWR | os.O_CREAT, 0o666),
                       turnstile=os.open(path + ".turnstile", os.O_RDWR | os.O_CREAT, 0o666))
     return _state["main"], _state["turnstile"]
@@ -52,44 +53,43 @@ def acquire_shared() -> None:
         return
     main, turnstile = _files()
     _state["shared"] += 1
-    if _state["shared"] == 1 and _state["exclusive"] == 0:
+    if _state["shared"] == 1 and not _state["exclusive"]:
         fcntl.flock(turnstile, fcntl.LOCK_EX)  # behind any measurement already waiting
         fcntl.flock(main, fcntl.LOCK_SH)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
 def release_shared() -> None:
-    """Let the GPU go (the test or the cell ended)."""
+    """Let the GPU go (the test or the cell ended), the exclusive hold of a measurement inside it too."""
     if not enabled() or _state["shared"] == 0:
         return
     main, _ = _files()
     _state["shared"] -= 1
-    if _state["shared"] == 0 and _state["exclusive"] == 0:
+    if _state["shared"] == 0:
         fcntl.flock(main, fcntl.LOCK_UN)
+        _state["exclusive"] = False
 
 
 @contextlib.contextmanager
 def exclusive() -> Iterator[None]:
-    """Run the body on a quiet GPU: no test or cell of another process runs meanwhile (nested: once)."""
+    """Run the body on a quiet GPU: no test or cell of another process runs meanwhile. Inside a test or a cell
+    (:func:`acquire_shared`) the GPU stays exclusive to the end of it; outside, to the end of the body."""
     if not enabled() or _state["exclusive"]:
-        _state["exclusive"] += bool(enabled())
-        try:
-            yield
-        finally:
-            _state["exclusive"] -= bool(enabled())
+        yield
         return
     main, turnstile = _files()
     if _state["shared"]:
         fcntl.flock(main, fcntl.LOCK_UN)  # never wait while holding it shared: two waiters would deadlock
     fcntl.flock(turnstile, fcntl.LOCK_EX)
     fcntl.flock(main, fcntl.LOCK_EX)
-    _state["exclusive"] = 1
+    fcntl.flock(turnstile, fcntl.LOCK_UN)
+    _state["exclusive"] = True
     try:
         yield
     finally:
-        _state["exclusive"] = 0
-        fcntl.flock(main, fcntl.LOCK_SH if _state["shared"] else fcntl.LOCK_UN)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        if not _state["shared"]:  # not inside a test or a cell: give the GPU back now
+            _state["exclusive"] = False
+            fcntl.flock(main, fcntl.LOCK_UN)
 
 
 def measurement(func: Callable[..., T]) -> Callable[..., T]:

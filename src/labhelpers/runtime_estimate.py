@@ -65,6 +65,13 @@ FP64_SHRUNK_TABLES = frozenset({"ch04_register_caps", "ch07_roofline_points"})
 FP64_TABLES = frozenset({"ch04_register_caps"})
 #: A row mentioning one of these ran on the host CPU.
 HOST_WORDS = re.compile(r"\b(host|numpy|scipy|cpu|openacc|c -o3|numba cpu)\b", re.IGNORECASE)
+#: Tables the notebooks only show from the reference data (``lh.live_or_reference(None, name)``, never with a function
+#: that measures): a GPU never re-measures them, so they cost nothing (``tests/test_gpus.py`` keeps this in step).
+REFERENCE_ONLY_TABLES = frozenset({"ch07_sanitizer", "ch09_ccl_steps", "ch09_convergence",
+    "ch09_racecheck", "ch10_compaction", "ch10_lookback_tiles", "ch10_radix_sort", "ch10_scan_sizes",
+    "ch10_spmv", "ch11_link_rates", "ch11_pipeline_kernel_bound", "ch11_queues", "ch12_data_clauses",
+    "ch12_toolchain", "ch13_counter_runs", "ch13_last_block_failures", "ch13_litmus", "ch13_racecheck",
+    "ch13_wait_loop_ptx"})
 #: Where a GPU run's per-cell times are kept (``tools/execute_notebooks.py --times``).
 CELL_TIMES = "cell_times.json"
 
@@ -136,7 +143,7 @@ def _work(c: Chapter, ref: gpus.GPU, target: gpus.GPU) -> tuple[float, float, in
     gpu_s = host_s = 0.0
     rows = 0
     for name in refdata.available_references():
-        if not name.startswith(c.reference_prefix):
+        if not name.startswith(c.reference_prefix) or name in REFERENCE_ONLY_TABLES:
             continue
         table = refdata.load_reference(name).table
         if "median_ms" not in table:

@@ -487,7 +487,7 @@ def _race_counters(count_block, count_atomic, threads: int) -> tuple:
 
 def check_counter_speed(count_block, count_atomic, choose_threads) -> measured.Verdict:
     """Measured exercise: aggregate, then measure. Your ``count_block`` and ``count_atomic`` (exercises 1 and 2,
-    checked first); ``count_block`` at the block size ``choose_threads()`` picks must, on a GPU, be twice as fast as
+    checked first); ``count_block`` at the block size ``choose_threads()`` picks must, on a GPU, be ``COUNTER_TUNED.target`` times as fast as
     ``count_atomic`` when every element is a hit (all atomics on one address), timed in the same run.
 
     Raises:

@@ -331,7 +331,7 @@ def _race_jacobi(kernel: Any, block: tuple[int, int]) -> tuple:
 
 def check_jacobi_block(kernel: Any, choose_block) -> measured.Verdict:
     """Measured exercise: ``choose_block()`` returns the block shape ``(x, y)`` of your ``jacobi_step`` (exercise 2,
-    checked first); on a GPU it must reach 0.9 of the chapter's naive kernel at (32, 8), timed in the same run.
+    checked first); on a GPU it must reach ``JACOBI_TUNED.target`` of the chapter's naive kernel at (32, 8), timed in the same run.
 
     Raises:
         CheckFailed: the kernel is wrong (the harness's class), the shape is not allowed, or too slow.
