@@ -1,7 +1,9 @@
 """Launch configurations: how many blocks, and whether the hardware can run them.
 
-``blocks_for(n, threads)`` is the ceiling division every 1D launch needs;
-:func:`check_launch` says, in words, why a configuration is impossible (more than
+``blocks_for(n, threads)`` is the ceiling division every 1D launch needs, ``tiles_for(n, tile)`` counts the
+tiles (or chunks) of a fixed size that cover ``n`` elements, and ``warps_for(threads)`` the warps of a block: the
+package writes no ``-(-n // t)`` of its own for a grid, a count of blocks or tiles, or warps per block
+(``tests/test_launch_geometry.py``); :func:`check_launch` says, in words, why a configuration is impossible (more than
 1024 threads per block, too much shared memory...) so that sweeps can skip it and
 students get an error that names the fix instead of ``CUDA_ERROR_INVALID_VALUE``.
 """
@@ -41,7 +43,7 @@ class Launch1D:
     @property
     def warps_per_block(self) -> int:
         """Warps per block, counting a partly filled last warp."""
-        return -(-self.threads // WARP_SIZE)
+        return warps_for(self.threads)
 
     def __iter__(self):
         """Unpack as ``kernel[*launch]`` style: ``blocks, threads``."""
@@ -88,7 +90,51 @@ def blocks_for(n: int, threads: int, per_thread: int = 1) -> int:
     threads = validate.threads_per_block(threads, "threads")
     n = validate.integer(n, "the number of elements n", minimum=0, error=LaunchConfigError)
     per_thread = validate.integer(per_thread, "per_thread", minimum=1, error=LaunchConfigError)
-    return max(1, -(-n // (threads * per_thread)))
+    return max(1, _covering(n, threads * per_thread))
+
+
+def tiles_for(n: int, tile: int) -> int:
+    """Tiles of ``tile`` elements that cover ``n`` elements: the ceiling of ``n / tile``, 0 when ``n`` is 0.
+
+    A tile is a fixed amount of work: what one block of a tiled kernel owns (a scan's or a radix sort's tile,
+    an n-body tile of bodies), a chunk of a pipeline, a work-group of an OpenCL NDRange. Unlike
+    :func:`blocks_for` (a grid, never empty) it counts what there is, so it may be 0.
+
+    Raises:
+        LaunchConfigError: ``n`` or ``tile`` is not a whole number, ``n`` is negative, or ``tile`` is below 1.
+
+    Example:
+        >>> tiles_for(1000, 256), tiles_for(1024, 256), tiles_for(0, 256)
+        (4, 4, 0)
+    """
+    n = validate.integer(n, "the number of elements n", minimum=0, error=LaunchConfigError)
+    tile = validate.integer(tile, "tile", minimum=1, error=LaunchConfigError)
+    return _covering(n, tile)
+
+
+def warps_for(threads: int, warp_size: int = WARP_SIZE) -> int:
+    """Warps that hold ``threads`` threads, counting a partly filled last warp (it takes a whole warp's slot).
+
+    ``threads`` is usually a block's (warps per block); a count of threads that are not one block gives the
+    warps they fill when every block's size is a multiple of ``warp_size``.
+
+    Raises:
+        LaunchConfigError: ``threads`` or ``warp_size`` is not a whole number, ``threads`` is negative, or
+            ``warp_size`` is below 1.
+
+    Example:
+        >>> warps_for(100), warps_for(128), warps_for(0)
+        (4, 4, 0)
+    """
+    threads = validate.integer(threads, "threads", minimum=0, error=LaunchConfigError)
+    warp_size = validate.integer(warp_size, "warp_size", minimum=1, error=LaunchConfigError)
+    return _covering(threads, warp_size)
+
+
+def _covering(n: int, unit: int) -> int:
+    """Whole units of ``unit`` that cover ``n >= 0``: the one ceiling division of launch geometry."""
+    whole, part = divmod(n, unit)
+    return whole + (part > 0)
 
 
 def grid_2d(shape: tuple[int, int], block: tuple[int, int]) -> tuple[int, int]:
