@@ -211,16 +211,21 @@ LAB10.update({
         [("if i < x.size and x[i] > threshold:", "if x[i] > threshold:")], h.MISSING_GUARD),
     "scatter: inclusive address": _scatter_mutant_check(
         [("out[addresses[i]] = x[i]", "out[addresses[i] + 1] = x[i]")], (h.MISSING_GUARD, "Inclusive scan as the address")),
+    # NaN passes `not (x <= t)`: the NaN is scattered to the next kept element's address (a write after write the
+    # simulator's thread order hides) or to out[count]; the checker's NaN probe writes there in no order at all.
+    "scatter: predicate that keeps NaN": _scatter_mutant_check(
+        [("if i < x.size and x[i] > threshold:", "if i < x.size and not (x[i] <= threshold):")], ex10.NAN_PREDICATE),
 })
 
 
-def _compact_mutant(old, new):
+def _compact_mutant(old, new, **kernels):
+    """``compact`` with ``old`` replaced by ``new``; ``kernels`` replace the kernels it calls (by name)."""
     import inspect
     import textwrap
 
     source = textwrap.dedent(inspect.getsource(S10.compact))
     assert source.count(old) == 1, old
-    namespace = dict(S10.compact.__globals__)
+    namespace = dict(S10.compact.__globals__, **kernels)
     exec(compile(source.replace(old, new), "<compact mutant>", "exec"), namespace)
     return namespace["compact"]
 
@@ -243,6 +248,22 @@ def test_lab10_mutants_are_rejected(name):
 def test_lab10_compact_mutants_are_rejected(name):
     (old, new), bug_class = COMPACT_MUTANTS[name]
     _rejects(ex10.check_compaction, _compact_mutant(old, new), bug_class)
+
+
+NAN_FLAGS = ("flags[i] = 1 if x[i] > threshold else 0", "flags[i] = 1 if not (x[i] <= threshold) else 0")
+NAN_SCATTER = ("if i < x.size and x[i] > threshold:", "if i < x.size and not (x[i] <= threshold):")
+
+
+@pytest.mark.parametrize("scatter_too", [False, True], ids=["flags only", "flags and scatter"])
+def test_lab10_compaction_that_keeps_nan_is_rejected(scatter_too):
+    """A whole compaction written with `not (x <= t)`: NaN counted (and, with the scatter's predicate too, returned)."""
+    kernels = {"keep_flags": mutant(S10.keep_flags, *NAN_FLAGS)}
+    if scatter_too:
+        kernels["scatter_kept"] = mutant(S10.scatter_kept, *NAN_SCATTER)
+    text = _rejects(ex10.check_compaction, _compact_mutant("count = last_address + last_flag",
+                                                           "count = last_address + last_flag", **kernels),
+                    ex10.NAN_PREDICATE)
+    assert "x[i] > threshold" in text
 
 
 def test_lab10_solutions_pass(capsys):

@@ -39,6 +39,15 @@ SENTINEL = np.int32(h.INT_SENTINEL)
 THRESHOLD = np.float32(0.25)
 #: What an unwritten key of the split holds.
 NO_KEY = np.uint32(0xDEADBEEF)
+#: The class of a predicate that keeps NaN (``not (x <= t)``, ``not x <= t``): every comparison with NaN is False,
+#: so its negation is True.
+NAN_PREDICATE = "NaN predicate"
+#: What fills the output of the scatter's NaN probe (finite: a NaN written there shows, unlike in a NaN fill).
+NAN_PROBE_FILL = np.float32(-2.0e38)
+#: The NaN probe: two kept elements, a NaN before the second (its address is the second's: a write after write
+#: whose winner depends on the threads' order) and two NaN after the last kept one (their address is the count,
+#: where nothing else writes: the same on every backend and in every order).
+NAN_PROBE = np.array([0.5, np.nan, -0.5, 0.75, np.nan, np.nan], np.float32)
 
 
 def sizes() -> tuple[int, ...]:
@@ -236,6 +245,27 @@ def scatter_exercise() -> h.Exercise:
                        "not >=, as keep_flags does)", seed=13)
 
 
+def _check_scatter_nan(scatter: Any) -> None:
+    """A scatter whose predicate keeps NaN writes the NaN to the address of the next kept element (a write after
+    write the simulator's thread order always resolves in favour of the kept element) or, after the last kept one,
+    to out[count]: the probe has NaN there, in an output filled with a finite value, so it shows on both backends."""
+    x = NAN_PROBE
+    kept = x > THRESHOLD
+    addresses = sk.scan_reference(kept.astype(np.int32), inclusive=False).astype(np.int32)
+    out = h.GuardedOutput(x.size, np.float32, fill=NAN_PROBE_FILL)
+    scatter[h.grid_for(x.size, 32), 32](h.guarded_input(x), THRESHOLD, h.guarded_input(addresses), out.view)
+    got = out.whole()[:x.size]
+    if np.isnan(got).any():
+        first = int(np.flatnonzero(np.isnan(got))[0])
+        raise h.failure(NAN_PREDICATE, f"your scatter kernel wrote NaN into out[{first}] ({int(kept.sum())} elements "
+                                       f"kept, for x = {x.tolist()} and threshold "
+                                       f"{float(THRESHOLD)}): its predicate keeps NaN. Every comparison with NaN is "
+                                       "False, so `not (x[i] <= threshold)` is True for NaN: test `x[i] > threshold`, "
+                                       "as keep_flags does. A NaN before a kept element is scattered to that "
+                                       "element's address too, a write after write whose winner depends on the "
+                                       "order of the threads (on a GPU the NaN may win).")
+
+
 def _compaction_cases(rng: np.random.Generator) -> list[tuple[int, float, str, np.ndarray]]:
     cases = []
     for n in sizes():
@@ -254,6 +284,12 @@ def _compaction_cases(rng: np.random.Generator) -> list[tuple[int, float, str, n
 
 def _compaction_hint(got: np.ndarray, expected: np.ndarray, x: np.ndarray, t) -> tuple[str, str]:
     k = expected.size
+    with np.errstate(invalid="ignore"):
+        keeps_nan = ~(x <= t)  # what a predicate written `not (x <= t)` keeps: NaN as well
+    if np.isnan(x).any() and got.size == np.count_nonzero(keeps_nan) != k:
+        return (NAN_PREDICATE, f"{got.size - k} element(s) too many, as many as the NaN in x: the predicate keeps "
+                "NaN. Every comparison with NaN is False, so `not (x[i] <= threshold)` is True for NaN: test "
+                "`x[i] > threshold` (in the flags and in the scatter).")
     if got.size == 0 and k > 0:
         return ("Count", f"nothing came back, though {k} element(s) should: the count is the last address plus "
                 "the last flag (the exclusive scan's last value does not count the last element).")
@@ -283,6 +319,7 @@ def check_compaction(compact: Any, scatter: Any = None) -> None:
     h.require_function(compact, "compact", "compact(x, threshold)")
     if scatter is not None:
         h.check(scatter_exercise(), scatter, quiet=True)
+        _check_scatter_nan(scatter)
     what = "your compaction"
     for n, t, case, base in _compaction_cases(np.random.default_rng(13)):
         x = base.copy()
