@@ -83,9 +83,10 @@ def find_root(parent, a):
     Path halving: a pixel ``a`` with parent ``p`` and grandparent ``gp`` gets ``gp`` as its parent,
     then the walk continues from ``gp``; a later find from ``a`` makes half the hops. The write is a
     compare-and-swap from ``p`` to ``gp``: it happens only if ``parent[a]`` still is ``p``, so it never
-    undoes a link another thread made meanwhile (a union's atomic minimum). It is safe under concurrent
-    unions because it keeps the invariants they rely on: ``gp`` is an ancestor of ``a`` (in the same
-    tree), and ``gp < p`` (parents only decrease), so chains still end and roots stay roots.
+    undoes a link another thread made meanwhile (a union's atomic minimum). The loads of ``parent`` are
+    plain loads racing with other threads' atomics; here that is harmless because parents only decrease:
+    a stale ``gp`` was an ancestor of ``a`` when it was read (a concurrent union may have re-linked ``p``
+    since), and ``gp < p``, so chains still end, roots stay roots, and the next union's retry sees the rest.
     """
     p = parent[a]
     while p != a:
@@ -101,9 +102,11 @@ def find_root(parent, a):
 def union(parent, a, b):
     """Merge the trees of pixels ``a`` and ``b``: the larger root gets the smaller as parent (atomic minimum).
 
-    Another thread may have changed the larger root's parent since it was found: then the
-    atomic returns that parent (not the root itself) and the loop tries again from there.
-    Parents only ever decrease, so every pointer chain ends and the loop terminates.
+    The root ``b`` found may be stale: another thread may have linked it to ``c`` meanwhile. Then the
+    atomic minimum returns ``c`` (not ``b``), and if ``a < c`` it has also replaced ``b -> c`` by
+    ``b -> a``, detaching ``b`` from ``c``'s tree for a moment; the loop retries with ``c`` and joins that
+    tree too, so the component is whole when the loop ends. Parents only ever decrease, so every pointer
+    chain ends and the loop terminates.
     """
     done = False
     while not done:
