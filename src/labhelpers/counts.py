@@ -14,6 +14,8 @@ n-body      ``20 n^2`` (20 per interaction)          ``16 n (reads + 1) + 12 n``
 
 from __future__ import annotations
 
+from .launch import tiles_for
+
 #: Flops per body-body interaction in the all-pairs n-body kernel, the count of Nyland, Harris and Prins,
 #: *Fast N-Body Simulation with CUDA* (GPU Gems 3, ch. 31, 2007).
 NBODY_FLOPS_PER_INTERACTION = 20
@@ -51,7 +53,7 @@ def nbody_bytes(n: int, tile: int | None = None) -> int:
     every tile, so the count rounds up.
     """
     n = int(n)
-    reads = n * n if tile is None else n * (-(-n // int(tile)))
+    reads = n * n if tile is None else n * tiles_for(n, int(tile))
     return NBODY_BODY_BYTES * (reads + n) + NBODY_ACCEL_BYTES * n
 
 

@@ -1,9 +1,11 @@
 """Launch configurations: how many blocks, and whether the hardware can run them.
 
-``blocks_for(n, threads)`` is the ceiling division every 1D launch needs, ``tiles_for(n, tile)`` counts the
-tiles (or chunks) of a fixed size that cover ``n`` elements, and ``warps_for(threads)`` the warps of a block: the
-package writes no ``-(-n // t)`` of its own for a grid, a count of blocks or tiles, or warps per block
-(``tests/test_launch_geometry.py``); :func:`check_launch` says, in words, why a configuration is impossible (more than
+The one home of launch geometry: ``blocks_for(n, threads)`` is the ceiling division every 1D launch needs,
+``tiles_for(n, tile)`` counts the tiles (or chunks, or work-groups) of a fixed size that cover ``n`` elements,
+and ``warps_for(threads)`` the warps of a block. The package writes no ceiling division of its own for a grid,
+a count of blocks or tiles, or warps per block (``tests/test_launch_geometry.py``).
+
+:func:`check_launch` says, in words, why a configuration is impossible (more than
 1024 threads per block, too much shared memory...) so that sweeps can skip it and
 students get an error that names the fix instead of ``CUDA_ERROR_INVALID_VALUE``.
 """

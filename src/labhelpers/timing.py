@@ -246,7 +246,7 @@ class HoldPolicy:
         """
         if not one_call_ms > 0:
             return 1
-        return int(min(self.max_number, max(1, -(-self.target_ms // one_call_ms))))
+        return int(min(self.max_number, max(1, -(-self.target_ms // one_call_ms))))  # not launch geometry: calls
 
     def sleep_for(self, issue_ms: float) -> float:
         """The sleep that covers a repetition whose calls take ``issue_ms`` to issue."""

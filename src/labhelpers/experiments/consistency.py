@@ -32,7 +32,7 @@ from numba import cuda
 from .. import backend
 from ..errors import GPUOnlyError
 from ..kernels import consistency as k
-from ..launch import blocks_for
+from ..launch import blocks_for, tiles_for, warps_for
 from ..models import consistency as model
 from ..roofline.measure import time_copy
 from ..timing import benchmark
@@ -78,12 +78,12 @@ def atomic_throughput(n: int = 2**24, threads: int = 256, lock_n: int = 2**14, r
     for kind, group in (("one address", n), ("one address per warp", 32), ("one address per thread", 1)):
         got = k.run_atomic_grouped(n, group, 1, threads)
         assert np.array_equal(got, k.grouped_counts_reference(n, 1, group)), kind
-        counts = _zeroed(-(-n // group))
+        counts = _zeroed(tiles_for(n, group))
         launch = k.atomic_add_grouped[blocks, threads]
         t = benchmark(lambda: launch(counts, n, 1, group), repeat=repeat, label=kind)
-        rows.append({"kind": kind, "addresses": -(-n // group), "increments": n, "atomics": n,
+        rows.append({"kind": kind, "addresses": tiles_for(n, group), "increments": n, "atomics": n,
                      "median_ms": t.median_ms})
-    for variant, atomics in (("atomic", n), ("warp_aggregated", -(-n // 32)),
+    for variant, atomics in (("atomic", n), ("warp_aggregated", warps_for(n)),
                              ("block_aggregated", blocks)):
         assert k.run_counter(variant, n, threads) == n, variant
         counter = _zeroed(1)

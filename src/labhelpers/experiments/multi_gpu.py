@@ -47,6 +47,7 @@ from ..kernels import multi_gpu as kmg
 from ..kernels import nbody as knb
 from ..kernels import stencil as kst
 from ..kernels import streams as ks
+from ..launch import blocks_for
 from ..models import multi_gpu as model
 from . import streams as exs
 
@@ -679,7 +680,7 @@ def nbody_scaling_table(devices: Sequence[int] = (0, 1), *, n: int = NBODY_N, st
                 streams.append(cp.cuda.Stream(non_blocking=True))
                 bufs.append(cp.asarray(pos))
                 accs.append(cp.empty((share, 3), dtype=cp.float32))
-                launches.append(kmg.nbody_slice[max(1, -(-share // 128)), 128,
+                launches.append(kmg.nbody_slice[blocks_for(share, 128), 128,
                                                 cuda.external_stream(streams[-1].ptr)])
 
         def step() -> float:

@@ -42,7 +42,7 @@ from ..kernels.scheduling import (
     sixteen_accumulators_flops,
     warp_sums_kernel,
 )
-from ..launch import WARP_SIZE, launch_1d
+from ..launch import launch_1d, warps_for
 from ..models import occupancy as occ
 from ..sweep import sweep
 from ..timing import Timing, benchmark
@@ -112,7 +112,7 @@ def _measure_scale(points: list[dict], n: int, progress: bool, desc: str) -> pd.
     table["calc_blocks_per_sm"] = [extra[(p["ilp"], p["threads"], p["shared_bytes"])][1] for p in points]
     table["driver_blocks_per_sm"] = [extra[(p["ilp"], p["threads"], p["shared_bytes"])][2] for p in points]
     blocks = table["driver_blocks_per_sm"].where(table["driver_blocks_per_sm"].notna(), table["calc_blocks_per_sm"])
-    warps_per_block = -(-table["threads"] // WARP_SIZE)
+    warps_per_block = table["threads"].map(warps_for)
     table["occupancy"] = blocks * warps_per_block / sm.max_warps_per_sm
     return table
 
@@ -202,7 +202,7 @@ def measure_register_caps(n: int, steps: int, threads: int = 256, caps: Sequence
     table["n"], table["steps"], table["threads"] = n, steps, threads
     for k, column in enumerate(("registers", "local_bytes", "calc_blocks_per_sm", "driver_blocks_per_sm")):
         table[column] = [info[cap][k] for cap in table["max_registers"]]
-    warps_per_block = -(-threads // WARP_SIZE)
+    warps_per_block = launch.warps_per_block
     table["occupancy"] = table["driver_blocks_per_sm"] * warps_per_block / sm.max_warps_per_sm
     return table
 

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..launch import tiles_for
 from ..models import nbody as model
 from ..plotting import figure_axes, readable_pt
 from ..roofline.plots import plot_roofline as plot_roofline_on
@@ -254,7 +255,7 @@ def draw_tiles(ax, n: int, tile: int, block: int = 0) -> None:
     ``block`` owns ``tile`` rows and walks the columns one tile at a time; the hatched part of the last tile
     lies past the end of the array: those threads load zero-mass bodies instead.
     """
-    tiles = -(-n // tile)
+    tiles = tiles_for(n, tile)
     size = tiles * tile
     ax.add_patch(Rectangle((0, 0), n, n, facecolor="0.92", edgecolor="k"))
     r0 = block * tile

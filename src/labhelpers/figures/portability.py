@@ -45,7 +45,7 @@ def draw_ndrange(ax, n: int = 100, local_size: int = 32, item: int = 70) -> None
     groups = total // local_size
     item = min(validate.integer(item, "item", minimum=0), total - 1)
     per_row = min(max(local_size, 8), 32)
-    rows = -(-total // per_row)
+    rows = -(-total // per_row)  # not launch geometry: rows of the drawing
     for i in range(total):
         r, c = divmod(i, per_row)
         colour = GROUP_COLOURS[(i // local_size) % len(GROUP_COLOURS)] if i < n else "#dddddd"

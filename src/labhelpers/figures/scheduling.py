@@ -78,7 +78,7 @@ def plot_timelines(warps: Sequence[int] = (3, 4), *, burst: int = 20, stall: int
 
 def draw_scheduler(ax, n_warps: int, burst: int, stall: int, policy: str) -> None:
     """The scheduler widget: :func:`draw_timeline` over whole rounds of burst + stall, at least 240 cycles."""
-    cycles = (burst + stall) * max(4, -(-240 // (burst + stall)))
+    cycles = (burst + stall) * max(4, -(-240 // (burst + stall)))  # not launch geometry: whole rounds on the axis
     draw_timeline(ax, wt.simulate(n_warps, burst, stall, cycles=cycles, policy=policy))
 
 

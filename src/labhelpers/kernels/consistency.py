@@ -43,7 +43,7 @@ from numba import cuda, float32, int32, uint32, uint64
 from .. import backend, validate
 from ..arrays import as_device
 from ..errors import ArgumentError, ArrayArgumentError, LaunchConfigError
-from ..launch import blocks_for
+from ..launch import blocks_for, tiles_for
 
 #: Threads of a warp.
 WARP = 32
@@ -199,7 +199,7 @@ def atomic_add_grouped(counts, n, reps, group):
 
 def grouped_counts_reference(n: int, reps: int, group: int) -> np.ndarray:
     """What :func:`atomic_add_grouped` leaves in ``counts``: ``reps`` times the threads of each group."""
-    sizes = np.full(-(-n // group), group, dtype=np.int64)
+    sizes = np.full(tiles_for(n, group), group, dtype=np.int64)
     sizes[-1] = n - group * (sizes.size - 1)
     return (reps * sizes).astype(np.int32)
 
@@ -212,7 +212,7 @@ def run_atomic_grouped(n: int, group: int, reps: int = 1, threads: int = 256) ->
     threads = _threads(threads)
     if reps * group > 2**31 - 1:
         raise LaunchConfigError(f"reps * group = {reps * group} would overflow the int32 counters: lower reps")
-    counts = cuda.to_device(np.zeros(-(-n // group), dtype=np.int32))
+    counts = cuda.to_device(np.zeros(tiles_for(n, group), dtype=np.int32))
     atomic_add_grouped[blocks_for(n, threads), threads](counts, n, reps, group)
     return counts.copy_to_host()
 
@@ -511,7 +511,7 @@ class LastBlockSum:
             from .reduction import resident_blocks  # here, not at the top: chapter 13's stored race report quotes this module's line numbers
 
             grid = SIM_SUM_BLOCKS if backend.is_simulator() else resident_blocks(SUM_THREADS)
-            self.blocks = max(1, min(grid, -(-self.n // (SUM_THREADS * SUM_UNROLL))))
+            self.blocks = max(1, min(grid, blocks_for(self.n, SUM_THREADS, per_thread=SUM_UNROLL)))
         self.blocks = _int(self.blocks, "blocks", minimum=1)
         self._x = as_device(self.x)
         self.partial = cuda.device_array(self.blocks, dtype=np.float32)
@@ -920,7 +920,7 @@ class LitmusRun:
         self.counts = np.zeros(OUTCOME_CODES, dtype=np.int64)
         sim = backend.is_simulator()  # the simulator runs every thread as a Python thread: keep helpers small
         self._reset_grid = (1, 32) if sim else (64, 256)
-        self._tally_grid = (1, 32) if sim else (max(1, min(64, -(-self.n // 256))), 256)
+        self._tally_grid = (1, 32) if sim else (min(64, blocks_for(self.n, 256)), 256)
 
     @property
     def target(self) -> tuple[int, int]:

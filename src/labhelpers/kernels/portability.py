@@ -46,7 +46,7 @@ from numba import cuda, float32, njit, prange
 
 from .. import backend, validate
 from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LabError
-from ..launch import blocks_for
+from ..launch import blocks_for, tiles_for
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
 from . import matmul as mm
 from ..source import source_of
@@ -588,7 +588,7 @@ def global_size(n: int, local_size: int) -> int:
     """``n`` rounded up to a whole number of work-groups: the NDRange an OpenCL 1.x launch needs."""
     n = validate.integer(n, "n", minimum=0)
     local_size = validate.integer(local_size, "local_size", minimum=1)
-    return -(-n // local_size) * local_size
+    return tiles_for(n, local_size) * local_size  # work-groups, each local_size work-items
 
 
 def _local_size(local_size: int, target: OpenCLTarget) -> int:

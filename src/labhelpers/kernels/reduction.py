@@ -671,11 +671,10 @@ def level_sizes(n: int, threads: int, per_thread: int = 1) -> list[tuple[int, in
     """
     if n < 0:
         raise ValueError(f"the number of elements cannot be negative, got {n}")
-    per_block = threads * per_thread
     out = []
     m = n
     while True:
-        blocks = max(1, -(-m // per_block))
+        blocks = blocks_for(m, threads, per_thread)
         out.append((m, blocks))
         if blocks == 1:
             return out

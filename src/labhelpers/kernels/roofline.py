@@ -33,7 +33,7 @@ from numba import cuda, float32, njit, prange
 from .. import backend, device, validate
 from ..arrays import to_host
 from ..errors import GPUOnlyError, LaunchConfigError
-from ..launch import blocks_for, check_launch
+from ..launch import blocks_for, check_launch, warps_for
 from ..models.occupancy import device_limits
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
@@ -345,7 +345,7 @@ def l2_step(threads: int) -> int:
     """The smallest ``step >= threads`` that is 32 times an odd number (see :func:`l2_read`)."""
     if threads < 1:
         raise LaunchConfigError(f"l2_read needs at least one thread, got {threads}")
-    q = -(-threads // 32)
+    q = warps_for(threads)
     if q % 2 == 0:
         q += 1
     return 32 * q
@@ -430,7 +430,7 @@ def run_l2_read(x, steps: int, *, blocks: int | None = None, threads: int = 256)
         raise LaunchConfigError(f"l2_read needs a power-of-two number of elements (it wraps with a bit mask), got {n}")
     if steps < 1:
         raise LaunchConfigError(f"steps must be at least 1, got {steps}")
-    steps = 4 * (-(-steps // 4))
+    steps = 4 * (-(-steps // 4))  # not launch geometry: whole groups of the 4 unrolled loop steps
     if blocks is None:
         blocks, threads = full_grid(threads)
     total = blocks * threads

@@ -28,7 +28,7 @@ from .. import backend, validate
 from ..arrays import to_host
 from ..device import device_info
 from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
-from ..launch import DEFAULT_SHARED_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d
+from ..launch import DEFAULT_SHARED_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d, warps_for
 
 #: The Park-Miller generator ``v -> v * 48271 mod (2**31 - 1)`` (Park, Miller and Stockmeyer, 1993).
 LCG_MULTIPLIER = 48271
@@ -153,7 +153,7 @@ def lcg_inputs(n: int, seed: int = 0) -> np.ndarray:
 def packed_count(n: int, threads: int) -> int:
     """How many threads :func:`lane0_branch` sends down the expensive branch: one per (partly) used warp."""
     full_blocks, rest = divmod(n, threads)
-    return full_blocks * -(-threads // WARP_SIZE) + -(-rest // WARP_SIZE)
+    return full_blocks * warps_for(threads) + warps_for(rest)
 
 
 def expensive_paths(kind: str, n: int, threads: int = 256) -> np.ndarray:
@@ -185,7 +185,7 @@ def serialized_bodies(kind: str, n: int, threads: int = 256) -> int:
     """
     paths = expensive_paths(kind, n, threads)
     block, t = np.divmod(np.arange(n), threads)
-    warp_id = block * (-(-threads // WARP_SIZE)) + t // WARP_SIZE  # warps never span two blocks
+    warp_id = block * warps_for(threads) + t // WARP_SIZE  # warps never span two blocks
     taken = paths >= 0
     pairs = np.unique(np.stack([warp_id[taken], paths[taken]]), axis=1) if taken.any() else np.empty((2, 0))
     return int(pairs.shape[1])
@@ -280,7 +280,7 @@ def warp_sums(x, threads: int = 256) -> np.ndarray:
                            "run it on a GPU. (Under the simulator the chapter explains it and shows reference data.)")
     launch = launch_1d(x.shape[0], threads)
     x_d = cuda.to_device(x)
-    out_d = cuda.device_array(-(-x.shape[0] // WARP_SIZE), dtype=np.float32)
+    out_d = cuda.device_array(warps_for(x.shape[0]), dtype=np.float32)
     warp_sums_kernel[launch.blocks, launch.threads](x_d, out_d)
     return to_host(out_d)
 
@@ -288,7 +288,7 @@ def warp_sums(x, threads: int = 256) -> np.ndarray:
 def warp_sums_reference(x: np.ndarray) -> np.ndarray:
     """NumPy specification of :func:`warp_sums`: sums of consecutive groups of 32 (the last may be shorter)."""
     x = np.asarray(x, dtype=np.float32)
-    pad = np.zeros(-(-x.size // WARP_SIZE) * WARP_SIZE, dtype=np.float32)
+    pad = np.zeros(warps_for(x.size) * WARP_SIZE, dtype=np.float32)
     pad[:x.size] = x
     return pad.reshape(-1, WARP_SIZE).sum(axis=1, dtype=np.float32)
 
@@ -352,7 +352,7 @@ def _sm_count() -> int:
 
 def scale_grid(n: int, threads: int, ilp: int, blocks_per_sm: int | None) -> int:
     """Blocks to launch: one full wave (``blocks_per_sm`` on every SM), never more than the elements need."""
-    needed = blocks_for(-(-n // ilp), threads)
+    needed = blocks_for(n, threads, per_thread=ilp)
     if blocks_per_sm is None:
         return needed
     return max(1, min(needed, blocks_per_sm * _sm_count()))

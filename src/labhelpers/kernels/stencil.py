@@ -295,7 +295,7 @@ def seed_tile_indices(n: int, block: int = SEED_BLOCK, radius: int = SEED_RADIUS
     n = validate.integer(n, "n", minimum=1)
     tile = block + 2 * radius
     rows = []
-    for b in range(-(-n // block)):
+    for b in range(blocks_for(n, block)):
         rows.append((b, b * block, b * block + block - 1, tile))
     return rows
 

@@ -145,7 +145,7 @@ def slab_rows(ny: int, gpus: int) -> int:
     """Rows of the largest slab when ``ny`` rows are split as evenly as possible over ``gpus`` GPUs."""
     ny = validate.integer(ny, "ny", minimum=1)
     gpus = validate.integer(gpus, "gpus", minimum=1)
-    return -(-ny // gpus)
+    return -(-ny // gpus)  # not launch geometry: the busiest GPU's share of an even split
 
 
 def halo_sends(gpus: int) -> int:
@@ -203,13 +203,14 @@ def scaling_table(ny: int, nx: int, gpus: Sequence[int], machine: HaloMachine, *
 def nbody_step_time(n: int, gpus: int, *, interactions_per_s: float, link_gbs: float, latency_us: float) -> dict:
     """Seconds of one data-parallel n-body step: ``n / g`` bodies against ``n`` each, then an all-gather.
 
-    ``compute = n * ceil(n / g) / interactions_per_s``; ``gather``: a ring all-gather of ``16 n`` bytes
+    ``compute = n * ceil(n / g) / interactions_per_s`` (the busiest GPU's bodies, split as rows are:
+    :func:`slab_rows`); ``gather``: a ring all-gather of ``16 n`` bytes
     (:func:`collective_time`); they do not overlap (the next step needs every position).
     """
     n = validate.integer(n, "n", minimum=1)
     g = validate.integer(gpus, "gpus", minimum=1)
     rate = _positive(interactions_per_s, "interactions_per_s")
-    compute = n * (-(-n // g)) / rate
+    compute = n * slab_rows(n, g) / rate
     gather = collective_time("all_gather", BODY_BYTES * n, g, link_gbs=link_gbs, latency_us=latency_us)
     return {"compute": compute, "gather": gather, "step": compute + gather}
 

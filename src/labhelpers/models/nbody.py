@@ -22,6 +22,7 @@ import pandas as pd
 from .. import gpus, validate
 from ..counts import NBODY_FLOPS_PER_INTERACTION as FLOPS_PER_INTERACTION
 from ..errors import ArgumentError
+from ..launch import tiles_for, warps_for
 from .banks import warp_request
 
 #: Per SM and clock on compute capability 9.0: warp instructions issued (4 sub-partitions x 1).
@@ -141,8 +142,8 @@ def busy_sms(n: int, tile: int, bodies: int = 1, sm_count: int | None = None) ->
     tile = validate.integer(tile, "tile", minimum=1)
     bodies = validate.integer(bodies, "bodies", minimum=1)
     sm_count = validate.integer(gpus.current().sm_count if sm_count is None else sm_count, "sm_count", minimum=1)
-    blocks = -(-n // (tile * bodies))
-    return {"blocks": blocks, "warps": blocks * -(-tile // WARP), "busy_sm_share": min(1.0, blocks / sm_count)}
+    blocks = tiles_for(n, tile * bodies)  # one block per tile of tile * bodies bodies
+    return {"blocks": blocks, "warps": blocks * warps_for(tile, WARP), "busy_sm_share": min(1.0, blocks / sm_count)}
 
 
 __all__ = ["FLOPS_PER_INTERACTION", "LAYOUTS", "busy_sms", "flop_conventions", "layout_sectors", "limits_from_mix",

@@ -40,6 +40,7 @@ from .. import validate
 from ..device import DeviceInfo, device_info
 from ..refdata import load_reference
 from ..errors import GPUOnlyError, LaunchConfigError
+from ..launch import warps_for
 from .. import backend
 
 #: The four resources, in the order they are reported.
@@ -305,7 +306,7 @@ class Occupancy:
     @property
     def warps_per_block(self) -> int:
         """Warps of one block; a partly filled last warp takes a whole warp slot."""
-        return -(-self.threads_per_block // self.sm.warp_size)
+        return warps_for(self.threads_per_block, self.sm.warp_size)
 
     @property
     def warps_per_sm(self) -> int:
@@ -333,7 +334,7 @@ class Occupancy:
 
 
 def _round_up(x: int, unit: int) -> int:
-    return -(-x // unit) * unit
+    return -(-x // unit) * unit  # not launch geometry: registers and shared memory in allocation units
 
 
 def occupancy(
@@ -390,7 +391,7 @@ def occupancy(
                                 f"use{hint}: use less shared memory per block, or smaller tiles.")
 
     warp = sm.warp_size
-    warps_per_block = -(-threads // warp)
+    warps_per_block = warps_for(threads, warp)
     limits: dict[str, int | None] = {
         THREADS: sm.max_warps_per_sm // warps_per_block,
         BLOCKS: sm.max_blocks_per_sm,

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..launch import warps_for
+
 WARP = 32
 BANKS = 32
 #: The classic variants this model knows, by number.
@@ -68,7 +70,7 @@ class TreeLevel:
     @property
     def warps(self) -> int:
         """Warps in the block (a partly filled last warp counts)."""
-        return -(-self.block // WARP)
+        return warps_for(self.block, WARP)
 
     def _lanes_by_warp(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}

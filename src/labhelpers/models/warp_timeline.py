@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import validate
+from ..launch import warps_for
 
 #: Warp states stored in :attr:`Timeline.state`.
 READY = 0  # could issue, but the scheduler chose another warp
@@ -173,7 +174,7 @@ def warps_to_hide(burst: int, stall: int) -> int:
     """
     burst = validate.integer(burst, "burst", minimum=1, allow_float=False)
     stall = validate.integer(stall, "stall", minimum=0, allow_float=False)
-    return -(-(burst + stall) // burst)
+    return -(-(burst + stall) // burst)  # not launch geometry: Little's law, rounded up to whole warps
 
 
 def littles_law(latency: float, throughput: float) -> float:
@@ -315,7 +316,7 @@ def vector_add_walkthrough(n: int = 8, threads: int = 8, warp_size: int = 4, mem
     warp_size = validate.integer(warp_size, "warp_size", minimum=1, allow_float=False)
     memory_latency = validate.integer(memory_latency, "memory_latency", minimum=1, allow_float=False)
     alu_latency = validate.integer(alu_latency, "alu_latency", minimum=1, allow_float=False)
-    n_warps = -(-threads // warp_size)
+    n_warps = warps_for(threads, warp_size)
     programs = []
     for w in range(n_warps):
         size = min(warp_size, threads - w * warp_size)  # the last warp may be partial: its missing lanes idle

@@ -13,6 +13,7 @@ from numba import cuda, float32, int32, uint32
 
 from ... import validate
 from ...errors import ArgumentError, ArrayArgumentError
+from ...launch import tiles_for
 
 #: Largest block (threads).
 MAX_THREADS = 1024
@@ -52,7 +53,7 @@ def warn_if_wraps(x, per_block: int | None = None) -> bool:
         return False
     wide = x.astype(np.int64)
     if per_block is not None:
-        blocks = -(-x.size // per_block)
+        blocks = tiles_for(x.size, per_block)
         wide = np.concatenate([wide, np.zeros(blocks * per_block - x.size, np.int64)]).reshape(blocks, per_block)
     sums = np.cumsum(wide, axis=-1).ravel()[:x.size]
     bad = np.flatnonzero((sums > info.max) | (sums < info.min))

@@ -9,7 +9,7 @@ from numba import cuda, int32, uint32
 from ... import backend, validate
 from ...arrays import as_device
 from ...errors import ArrayArgumentError, LaunchConfigError
-from ...launch import blocks_for
+from ...launch import blocks_for, tiles_for
 from .definitions import LOG_BANKS, scan_reference, typed_kernel
 from .tiled import GPU_TILE, SIM_TILE, tile_kernels
 from .planner import Launch, Scan, _aligned16, _check_data, _threads_for, _zeros, scan
@@ -61,7 +61,7 @@ class Compactor:
             return
         if self.method == "single_pass":
             tk = tile_kernels(self.dtype, threads, items, vector=_aligned16(self.x))
-            tiles = -(-self.n // tk.config.tile)
+            tiles = tiles_for(self.n, tk.config.tile)
             self._state = (_zeros(tiles, np.int32), cuda.device_array(tiles, dtype=np.int32),
                            cuda.device_array(tiles, dtype=np.int32), _zeros(1, np.int32))
             self._launch = Launch("tile_compact", tk.tile_compact, tiles, tk.config.threads,
@@ -242,7 +242,7 @@ RADIX_BITS_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
 
 def radix_passes(bits: int, key_bits: int = 32) -> int:
     """Passes of an LSD radix sort of ``key_bits``-bit keys with ``bits``-bit digits: ``ceil(key_bits / bits)``."""
-    return -(-key_bits // validate.integer(bits, "bits", minimum=1, maximum=32))
+    return -(-key_bits // validate.integer(bits, "bits", minimum=1, maximum=32))  # not launch geometry: digits per key
 
 
 def radix_counter_bytes(bits: int, threads: int) -> int:
@@ -254,7 +254,7 @@ def radix_counter_bytes(bits: int, threads: int) -> int:
 def radix_pass_bytes(n: int, bits: int, tile: int) -> int:
     """Bytes one pass moves: read the keys twice (count, then scatter), write them once, and the histogram
     (``2**bits`` counters per tile) written, scanned (read + write) and read: ``12 n + 16 * 2**bits * tiles``."""
-    tiles = -(-int(n) // tile)
+    tiles = tiles_for(int(n), tile)
     return 12 * int(n) + 16 * (1 << bits) * tiles
 
 
@@ -299,7 +299,7 @@ class RadixSorter:
         if self.n == 0:
             return
         tile = self.kernels.config.tile
-        self.tiles = -(-self.n // tile)
+        self.tiles = tiles_for(self.n, tile)
         self._buffers = (cuda.device_array(self.n, dtype=np.uint32), cuda.device_array(self.n, dtype=np.uint32))
         self._hist = cuda.device_array((1 << self.bits) * self.tiles, dtype=np.int32)
         self._hist_scan = Scan(self._hist, "lookback", inclusive=False, out=self._hist)
@@ -403,9 +403,10 @@ def histogram(values, bins: int, method: str = "shared", threads: int | None = N
     counts = _zeros(bins, np.int32)
     n = int(values.shape[0])
     if n:
-        grid = validate.integer(blocks, "blocks", minimum=1) if blocks is not None else max(1, min(-(-n // t), 4 if
-                                                                                            backend.is_simulator()
-                                                                                            else 1024))
+        if blocks is not None:
+            grid = validate.integer(blocks, "blocks", minimum=1)
+        else:
+            grid = min(blocks_for(n, t), 4 if backend.is_simulator() else 1024)
         kernel = histogram_shared_atomics if method == "shared" else histogram_global_atomics
         kernel[grid, t](as_device(values), counts)
     return counts.copy_to_host()

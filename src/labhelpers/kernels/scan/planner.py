@@ -13,7 +13,7 @@ from numba import cuda
 from ... import backend, validate
 from ...arrays import as_device
 from ...errors import ArgumentError, ArrayArgumentError, LaunchConfigError
-from ...launch import ConfiguredKernel, blocks_for
+from ...launch import ConfiguredKernel, blocks_for, tiles_for
 from .definitions import DTYPES, TypedKernel, UnknownMethodError, WARP, scan_bytes, warn_if_wraps
 from .scans import (
     add_block_offsets, blelloch_scan, blelloch_scan_unpadded, block_reduce, block_scan_shuffle, chained_scan,
@@ -204,19 +204,19 @@ class Scan:
         elif info.key == "reduce_then_scan":
             self._plan_reduce_then_scan(self.x, self.out, self.n, flag)
         elif info.key == "chained":
-            tiles = -(-self.n // (2 * self.threads))
+            tiles = tiles_for(self.n, 2 * self.threads)
             self._state = (_zeros(tiles, np.int32), cuda.device_array(tiles, dtype=self.dtype), _zeros(1, np.int32))
             flags, prefixes, counter = self._state
             self._add_epoch_launch(Launch("chained_scan", chained_scan.for_dtype(self.dtype), tiles, self.threads,
                                           (self.x, self.out, flags, prefixes, counter)), flag)
         elif info.key == "lookback":
-            tiles = -(-self.n // self.tiles.config.tile)
+            tiles = tiles_for(self.n, self.tiles.config.tile)
             self._state = (_zeros(tiles, np.int32), cuda.device_array(tiles, dtype=self.dtype),
                            cuda.device_array(tiles, dtype=self.dtype), _zeros(1, np.int32))
             self._add_epoch_launch(Launch("tile_scan_lookback", self.tiles.tile_scan_lookback, tiles, self.threads,
                                           (self.x, self.out) + self._state), flag)
         else:  # tiled_reduce_then_scan
-            tiles = -(-self.n // self.tiles.config.tile)
+            tiles = tiles_for(self.n, self.tiles.config.tile)
             sums = cuda.device_array(tiles, dtype=self.dtype)
             self.launches += [
                 Launch("tile_reduce", self.tiles.tile_reduce, tiles, self.threads, (self.x, sums)),
@@ -239,7 +239,7 @@ class Scan:
         return Launch(kernel.__name__, k, blocks, self.threads, (src, dst, sums, flag))
 
     def _plan_propagate(self, src, dst, n: int, flag: int, kernel: TypedKernel, per_block: int) -> None:
-        blocks = -(-n // per_block)
+        blocks = tiles_for(n, per_block)
         if blocks == 1:
             self.launches.append(self._block_launch(kernel, 1, src, dst, _empty(self.dtype), flag))
             return
@@ -251,7 +251,7 @@ class Scan:
 
     def _plan_reduce_then_scan(self, src, dst, n: int, flag: int) -> None:
         per_block = 2 * self.threads
-        blocks = -(-n // per_block)
+        blocks = tiles_for(n, per_block)
         scan_k = blelloch_scan.for_dtype(self.dtype)
         if blocks == 1:
             self.launches.append(Launch("blelloch_scan", scan_k, 1, self.threads,
@@ -334,7 +334,7 @@ def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int
         return out.copy_to_host()
     per_block = 2 * threads if chosen.startswith("blelloch") else threads
     warn_if_wraps(x, per_block)
-    blocks = -(-n // per_block)
+    blocks = tiles_for(n, per_block)
     kernel_obj = kernels[chosen]
     if isinstance(kernel_obj, TypedKernel):
         k = kernel_obj.for_dtype(dtype)
@@ -351,7 +351,7 @@ def block_scan_reference(x, per_block: int, inclusive: bool = True) -> np.ndarra
     """NumPy: every run of ``per_block`` elements scanned on its own (what :func:`block_scan` computes)."""
     x = np.asarray(x)
     dtype = np.float64 if x.dtype.kind == "f" else x.dtype
-    blocks = -(-x.size // per_block)
+    blocks = tiles_for(x.size, per_block)
     padded = np.zeros(blocks * per_block, dtype=dtype)
     padded[:x.size] = x
     runs = padded.reshape(blocks, per_block)

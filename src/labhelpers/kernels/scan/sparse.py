@@ -12,7 +12,7 @@ from numba import cuda, float32, int32
 from ... import validate
 from ...arrays import as_device, to_host
 from ...errors import ArgumentError, ArrayArgumentError
-from ...launch import blocks_for
+from ...launch import blocks_for, tiles_for
 from .definitions import FULL_MASK, MAX_THREADS, WARP
 from .planner import Launch, _threads_for, require_gpu
 
@@ -666,7 +666,7 @@ class SpMV:
             self.steps.append(Launch("spmv_csr_warp_per_row", spmv_csr_warp_per_row,
                                      blocks_for(self.n_rows * WARP, t), t, args))
         elif self.method in ("merge", "merge_combined"):
-            tiles = -(-(self.n_rows + self.nnz) // MERGE_TILE)
+            tiles = tiles_for(self.n_rows + self.nnz, MERGE_TILE)
             coords = cuda.device_array((tiles + 1, 2), dtype=np.int32)
             kernel = spmv_merge if self.method == "merge" else spmv_merge_combined
             self.steps += [
