@@ -59,6 +59,10 @@ MUTANTS_11 = {
                                     r"helper function copy_back.*stream\.synchronize\(\)"),
     "wrong block count": ("chunked_pipeline", "blocks = (hi - lo + THREADS - 1) // THREADS",
                           "blocks = (hi - lo) // THREADS", "ceiling division"),
+    # The simulator finishes every stream at once; the recording says whether each stream was waited for.
+    "no final synchronisation": ("chunked_pipeline", [("for s in pool:", "pass"), ("s.synchronize()", "")],
+                                 "^Missing synchronisation"),
+    "one stream waited for": ("chunked_pipeline", "for s in pool:", "for s in pool[:1]:", "^Missing synchronisation"),
     # exercise 3: the prediction
     "serial time": ("predict_ms", "return slowest + (h2d_ms + kernel_ms + d2h_ms - slowest) / chunks",
                     "return h2d_ms + kernel_ms + d2h_ms", "serial time"),
@@ -83,6 +87,13 @@ MUTANTS_11 = {
     "kernel without a stream": ("fixed_pipeline", LAUNCH4, LAUNCH4.replace(", s]", "]"), "legacy default stream"),
     "copy back into a new array": ("fixed_pipeline", D2H, "h_out[lo:hi] = d_out[lo:hi].copy_to_host(stream=s)",
                                    "pageable|allocates"),
+    "returns without waiting": ("fixed_pipeline", [("for s in pool:", "pass"), ("s.synchronize()", "")],
+                                "^Missing synchronisation"),
+    "waits for an event recorded before the last copy": (
+        "fixed_pipeline", [("for s in pool:", "done = [cuda.event() for _ in pool]\nfor e, s in zip(done, pool):"),
+                           ("s.synchronize()", "e.record(s)"),
+                           (D2H, f"{D2H}\nif c == chunks - 2:\n    for e in done:\n        e.synchronize()")],
+        "^Missing synchronisation"),
 }
 
 CHECKERS_11 = {"make_buffers": ex11.check_pinned_buffers, "chunked_pipeline": ex11.check_chunked_pipeline,
@@ -96,10 +107,28 @@ def test_lab11_solutions_pass(lab11):
 
 @pytest.mark.parametrize("case", list(MUTANTS_11))
 def test_lab11_mutants_are_rejected(lab11, case):
-    name, old, new, message = MUTANTS_11[case]
-    bad = mutant(getattr(lab11, name), (old, new), **PY)
+    name, *edits, message = MUTANTS_11[case]
+    edits = edits[0] if len(edits) == 1 else [tuple(edits)]
+    bad = mutant(getattr(lab11, name), *edits, **PY)
     with pytest.raises(lh.CheckFailed, match=message):
         CHECKERS_11[name](bad)
+
+
+#: Other ways to wait for every stream, each accepted: an event per stream, a stream that waits for the others'
+#: events (the host waits for it alone), the whole device.
+WAITS_11 = {
+    "an event per stream": [("for s in pool:", "done = [cuda.event() for _ in pool]\nfor e, s in zip(done, pool):"),
+                            ("s.synchronize()", "e.record(s)\ne.synchronize()")],
+    "one stream waits for the others": [("for s in pool:", "for s in pool[1:]:"),
+                                        ("s.synchronize()", "e = cuda.event()\ne.record(s)\ne.wait(pool[0])"),
+                                        ("return h_out", "pool[0].synchronize()\nreturn h_out")],
+    "cuda.synchronize()": [("for s in pool:", "cuda.synchronize()"), ("s.synchronize()", "")],
+}
+
+
+@pytest.mark.parametrize("case", list(WAITS_11))
+def test_lab11_every_way_of_waiting_for_the_streams_passes(lab11, case):
+    ex11.check_no_hidden_sync(mutant(lab11.fixed_pipeline, *WAITS_11[case], **PY))
 
 
 # ------------------------------------------------------------------------------------------------ lab 13
@@ -300,4 +329,4 @@ def test_lab12_mutants_are_rejected(lab12, case):
 
 def test_mutant_counts():
     """The closing note of issue 23 reports these numbers."""
-    assert (len(MUTANTS_11), len(MUTANTS_12), len(MUTANTS_13) + len(LITMUS_MUTANTS)) == (22, 20, 22)
+    assert (len(MUTANTS_11), len(MUTANTS_12), len(MUTANTS_13) + len(LITMUS_MUTANTS)) == (26, 20, 22)

@@ -3,11 +3,13 @@
 ``with streamrecord.record() as rec: pipeline(...)`` runs the code with Numba's host API instrumented
 (through :func:`labhelpers.patching.patched`): ``cuda.to_device``, ``copy_to_device`` and ``copy_to_host``
 of device arrays, ``kernel[grid, block, stream](...)`` launches, ``cuda.stream()`` and the default streams,
-``cuda.synchronize()``, ``stream.synchronize()``, ``event.synchronize()``, and the allocations
-(``cuda.device_array``, ``cuda.pinned_array``...). Each becomes a :class:`Call` that says which stream it
+``cuda.synchronize()``, ``stream.synchronize()`` (and ``stream.auto_synchronize()``), ``event.synchronize()``,
+``event.record(stream)`` and ``event.wait(stream)``, and the allocations (``cuda.device_array``,
+``cuda.pinned_array``...). Each becomes a :class:`Call` that says which stream it
 went to, which host buffer it copied and whether that buffer is page-locked, which device memory it
 touched, and the line of the user's code that made it (also inside a helper function). Checkers then
-judge the behaviour, not the source text: :meth:`Recording.problems`.
+judge the behaviour, not the source text: :meth:`Recording.problems`, and :meth:`Recording.unwaited` (work still
+queued when the function returned, which only a GPU would show as a half-written result).
 
 It works the same on both backends. Under the simulator, where streams do nothing and
 ``cuda.pinned_array`` returns ordinary NumPy memory, the recording remembers the memory of every
@@ -35,6 +37,8 @@ from .kernels.streams import is_page_locked
 #: Kinds of :class:`Call`.
 WORK = ("h2d", "d2h", "d2d", "launch")
 WAITS = ("sync", "alloc")
+#: Kinds that order streams without making the host wait: ``event.record(stream)``, ``event.wait(stream)``.
+EVENTS = ("record", "wait")
 
 _NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (numba, cuda))
 _THIS = os.path.abspath(__file__)
@@ -58,13 +62,15 @@ class Call:
     """One call of the host API, as recorded.
 
     Attributes:
-        kind: ``h2d``, ``d2h``, ``d2d`` (copies), ``launch``, ``sync`` (waits for the GPU), ``alloc``.
+        kind: ``h2d``, ``d2h``, ``d2d`` (copies), ``launch``, ``sync`` (waits for the GPU), ``alloc``, ``record``
+            (an event recorded on ``stream``), ``wait`` (``stream`` waits for an event, the host does not).
         api: what was called, e.g. ``copy_to_device``, ``cuda.synchronize()``, ``kernel launch``.
         stream: the stream it was queued on (None for calls that take none).
         default_stream: True when that is a default stream (no ``stream=``, ``0``, ``cuda.default_stream()``).
         host_pinned: for a copy, whether its host buffer is page-locked (None when no host buffer).
         spans: the device memory it touched, ``(start, end)`` addresses.
         site: the user's line that made the call.
+        event: the event of ``event.synchronize()``, ``record`` and ``wait`` (None otherwise).
     """
 
     kind: str
@@ -74,6 +80,7 @@ class Call:
     host_pinned: bool | None
     spans: tuple[tuple[int, int], ...]
     site: Site
+    event: Any = None
 
 
 @dataclass
@@ -170,6 +177,47 @@ class Recording:
                                "synchronisation). Allocate before the loop and wait once, after it")
         out += self._cross_stream(where)
         return list(dict.fromkeys(out))
+
+    def unwaited(self) -> list[Call]:
+        """The last copy or kernel of every stream that no host wait covered when the recording ended.
+
+        A function that returns (or reads its result) before waiting for its streams hands back a buffer the GPU
+        may still be writing; under the simulator every stream has finished at once, so only the recording shows
+        it. Covered means: ``cuda.synchronize()`` after it; ``s.synchronize()`` of its stream after it; or
+        ``event.synchronize()`` of an event recorded after it on its stream (or on a stream that waited, with
+        ``event.wait(stream)``, for an event recorded after it), or recorded on the legacy default stream, which
+        waits for every other stream. Work on a default stream (a synchronous copy) is left out: :meth:`problems`
+        reports it.
+        """
+        last: dict[int, tuple[int, Call]] = {}  # stream id: (position, call) of its last copy or launch
+        reach: dict[int, dict[int, int]] = {}  # stream id: {stream id: position} its queue waits for
+        events: dict[int, dict[int, int]] = {}  # event id: {stream id: position} done when the event fires
+        done: dict[int, int] = {}  # stream id: position up to which the host has waited
+
+        def merge(into: dict[int, int], more: dict[int, int]) -> None:
+            for sid, pos in more.items():
+                into[sid] = max(into.get(sid, -1), pos)
+
+        def everything() -> dict[int, int]:
+            return {sid: pos for sid, (pos, _c) in last.items()}
+
+        for pos, c in enumerate(self.calls):
+            if c.kind in WORK and not c.default_stream:
+                sid = id(c.stream)
+                last[sid] = (pos, c)
+                reach.setdefault(sid, {})[sid] = pos
+            elif c.kind == "record":
+                events[id(c.event)] = everything() if self.is_default(c.stream) else dict(reach.get(id(c.stream), {}))
+            elif c.kind == "wait" and not self.is_default(c.stream):
+                merge(reach.setdefault(id(c.stream), {}), events.get(id(c.event), {}))
+            elif c.kind == "sync":
+                if c.event is not None:
+                    merge(done, events.get(id(c.event), {}))
+                elif c.stream is None or self.is_default(c.stream):
+                    merge(done, everything() if c.stream is None else {})
+                else:
+                    merge(done, reach.get(id(c.stream), {}))
+        return [c for sid, (pos, c) in last.items() if done.get(sid, -1) < pos]
 
     def _cross_stream(self, where) -> list[str]:
         """Dependent copies and launches on different streams with no wait between them."""
@@ -269,11 +317,12 @@ def record() -> Iterator[Recording]:
              "per_thread_default_stream"] + allocators}
     copy_to_device, copy_to_host = array_cls.copy_to_device, array_cls.copy_to_host
     stream_sync, event_sync, getitem = stream_cls.synchronize, event_cls.synchronize, kernel_cls.__getitem__
+    event_record, event_wait = event_cls.record, event_cls.wait
 
-    def add(kind, api, stream=None, host=None, spans=()):
+    def add(kind, api, stream=None, host=None, spans=(), event=None):
         pinned = None if host is None else rec.is_pinned(host)
         default = rec.is_default(stream) if kind in WORK else False
-        rec.calls.append(Call(kind, api, stream, default, pinned, tuple(spans), _site()))
+        rec.calls.append(Call(kind, api, stream, default, pinned, tuple(spans), _site(), event))
 
     def to_device(ary, stream=0, copy=True, to=None):
         add("alloc", "cuda.to_device(...)")
@@ -320,12 +369,25 @@ def record() -> Iterator[Recording]:
         return copy_to_host(self, ary, stream=stream)
 
     def rec_stream_sync(self):
-        add("sync", "stream.synchronize()")
+        add("sync", "stream.synchronize()", stream=self)
         return stream_sync(self)
 
+    @contextlib.contextmanager
+    def rec_auto_sync(self):  # the GPU's waits for the stream on exit; the simulator's does nothing: the same here
+        yield self
+        self.synchronize()
+
     def rec_event_sync(self):
-        add("sync", "event.synchronize()")
+        add("sync", "event.synchronize()", event=self)
         return event_sync(self)
+
+    def rec_event_record(self, stream=0):
+        add("record", "event.record()", stream, event=self)
+        return event_record(self, stream=stream)
+
+    def rec_event_wait(self, stream=0):
+        add("wait", "event.wait()", stream, event=self)
+        return event_wait(self, stream=stream)
 
     def rec_getitem(self, configuration):
         launcher = getitem(self, configuration)
@@ -337,7 +399,9 @@ def record() -> Iterator[Recording]:
     replacements += [(cuda, n, default(n)) for n in ("default_stream", "legacy_default_stream",
                                                      "per_thread_default_stream")]
     replacements += [(array_cls, "copy_to_device", rec_copy_to_device), (array_cls, "copy_to_host", rec_copy_to_host),
-                     (stream_cls, "synchronize", rec_stream_sync), (event_cls, "synchronize", rec_event_sync),
+                     (stream_cls, "synchronize", rec_stream_sync), (stream_cls, "auto_synchronize", rec_auto_sync),
+                     (event_cls, "synchronize", rec_event_sync), (event_cls, "record", rec_event_record),
+                     (event_cls, "wait", rec_event_wait),
                      (kernel_cls, "__getitem__", rec_getitem)]
     with patched(*replacements):
         yield rec

@@ -11,6 +11,9 @@
    must show no wait and no allocation between the first and the last copy or kernel (helper functions
    included), no copy without ``stream=``, no kernel on the default stream, no pageable buffer.
 
+Exercises 2 and 4 must also wait for every stream before they return (:data:`MISSING_SYNC`): the recording says
+whether each stream's last copy was waited for, which the simulator's results cannot (its streams finish at once).
+
 The recordings are the same on a GPU and under the simulator (where streams do nothing), so a bug gets
 the same message on both.
 
@@ -117,6 +120,28 @@ def _require_page_locked(arrays, rec: streamrecord.Recording) -> None:
                               "and do not run asynchronously. Allocate it with cuda.pinned_array(n, "
                               "dtype=np.float32) (a NumPy copy of a pinned array, np.array(h) or h.copy(), is "
                               "pageable again).")
+
+
+#: The class of a stream exercise that returns before waiting for its streams.
+MISSING_SYNC = "Missing synchronisation"
+
+
+def _require_waited(rec: streamrecord.Recording, what: str, top: str, where: str, result: str) -> None:
+    """Every stream's last copy or kernel must be waited for before the function returns (the recording's order:
+    the simulator finishes every stream at once, a GPU does not)."""
+    pending = rec.unwaited()
+    if not pending:
+        return
+    c = pending[0]
+    helper = f" (in the helper function {c.site.function}, called from {top})" if top and c.site.function != top \
+        else ""
+    others = f" and {len(pending) - 1} more stream(s)" if len(pending) > 1 else ""
+    raise CheckFailed(f"{MISSING_SYNC}: {where}: {what} returns while work is still queued: nothing waits for the "
+                      f"stream of {c.site}{helper}{others} after it. On a GPU the copies back may not have finished "
+                      f"when {result} is read: a half-written buffer (under the simulator every stream is done at "
+                      "once, so the numbers cannot show it). Wait once, after the loop and before returning: "
+                      "`for s in pool: s.synchronize()` (or cuda.synchronize(), or event.synchronize() of an event "
+                      "recorded on each stream after its last copy).")
 
 
 def _require_overlap(rec: streamrecord.Recording, what: str, top: str, where: str, chunks: int,
@@ -242,6 +267,7 @@ def check_chunked_pipeline(pipeline) -> None:
         if problem:
             raise CheckFailed(f"{where}: {problem}.")
         _require_overlap(rec, "your pipeline", getattr(pipeline, "__name__", ""), where, chunks, streams)
+        _require_waited(rec, "your pipeline", getattr(pipeline, "__name__", ""), where, "h_out")
     print(f"Correct: the pipeline is right for all {len(_cases())} (n, chunks, streams) cases tried, "
           "remainders included, writes nothing outside its output, and queues every copy and kernel on a "
           "chunk's stream.")
@@ -316,6 +342,7 @@ def check_no_hidden_sync(pipeline) -> None:
                               + ".")
         _require_page_locked((("the returned output", out),), rec)
         _require_overlap(rec, "your pipeline", top, where, chunks, streams)
+        _require_waited(rec, "your pipeline", top, where, "the returned output")
     problems = loop_problems(pipeline, "your pipeline")  # what the runs above did not take (a branch not run)
     if problems:
         raise CheckFailed("hidden synchronisation left in the loop:\n  " + "\n  ".join(problems))
@@ -323,7 +350,7 @@ def check_no_hidden_sync(pipeline) -> None:
           "a chunk's stream from page-locked memory, and the result is right.")
 
 
-__all__ = ["GUARD", "LAB_ITERS", "check_chunked_pipeline", "check_no_hidden_sync", "check_pinned_buffers",
+__all__ = ["GUARD", "LAB_ITERS", "MISSING_SYNC", "check_chunked_pipeline", "check_no_hidden_sync", "check_pinned_buffers",
            "check_prediction", "loop_problems"]
 
 
