@@ -22,17 +22,49 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 from markers import SIM, gpu_only, sim_only  # noqa: E402,F401  (after the backend is chosen)
 
+import contextlib  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
 
 from labhelpers import gpu_lock  # noqa: E402
 
 
+#: The GPU suite's first phase (tools/run_gpu_tests.sh): tests run side by side, and one that takes a GPU
+#: measurement is skipped there, its id written to this file, and run again alone in the second phase.
+DEFER = os.environ.get("LABHELPERS_GPU_DEFER")
+#: The second phase: only the tests listed in this file run (one process, the GPU to itself).
+ONLY = os.environ.get("LABHELPERS_GPU_ONLY")
+
+
 @pytest.fixture(autouse=True)
-def _gpu_shared_while_the_test_runs():
-    """On a GPU shared by several test processes (tools/run_gpu_tests.sh sets LABHELPERS_GPU_LOCK), each test holds
-    the GPU shared, and every measurement waits for a quiet GPU (labhelpers.gpu_lock). A no-op otherwise."""
+def _gpu_measurements_run_alone(request, monkeypatch):
+    """A measurement never shares the GPU with another test process. In the GPU suite's parallel phase
+    (``LABHELPERS_GPU_DEFER`` set) the first measurement of a test (anything that would take
+    ``labhelpers.gpu_lock.exclusive``: ``lh.benchmark``, chapter 11's event timings) skips the test and queues it for
+    the serial phase. Where several processes share a GPU otherwise (``LABHELPERS_GPU_LOCK``), each test holds it
+    shared and measurements wait for a quiet GPU. Both are no-ops in CI and in a plain ``pytest`` run."""
+    if DEFER:
+        @contextlib.contextmanager
+        def deferred():
+            with open(DEFER, "a") as queue:
+                queue.write(request.node.nodeid + "\n")
+            pytest.skip("takes a GPU measurement: runs again in the serial phase, alone on the GPU")
+            yield
+
+        monkeypatch.setattr(gpu_lock, "exclusive", deferred)
     with gpu_lock.shared():
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """The serial phase runs only the tests the parallel phase deferred."""
+    if not ONLY:
+        return
+    wanted = set(Path(ONLY).read_text().splitlines())
+    keep = [item for item in items if item.nodeid in wanted]
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in wanted])
+    items[:] = keep
 
 
 def pytest_configure(config):

@@ -63,3 +63,40 @@ def test_without_the_variable_nothing_is_locked(monkeypatch):
     with gpu_lock.shared(), gpu_lock.exclusive():
         pass
     assert gpu_lock.measurement(lambda x: x + 1)(1) == 2
+
+
+def test_enabled_follows_the_variable(monkeypatch):
+    monkeypatch.setenv(gpu_lock.ENV, "/tmp/some.lock")
+    assert gpu_lock.enabled()
+    monkeypatch.setenv(gpu_lock.ENV, "")
+    assert not gpu_lock.enabled()
+
+
+def test_takes_a_measurement():
+    """Stands for any test that times the GPU (lh.benchmark takes gpu_lock.exclusive): what the next test defers."""
+    with gpu_lock.exclusive():
+        pass
+
+
+def test_the_gpu_suite_defers_a_measuring_test_then_runs_it_alone(tmp_path):
+    """tools/run_gpu_tests.sh's two phases (tests/conftest.py): side by side the measuring test is skipped and its id
+    queued; alone, only the queued tests run."""
+    import os
+    import subprocess
+    import sys
+
+    node = "tests/test_gpu_lock.py::test_takes_a_measurement"
+    other = "tests/test_gpu_lock.py::test_enabled_follows_the_variable"
+    queue = tmp_path / "deferred"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LABHELPERS_GPU_")}
+    root = str(__import__("pathlib").Path(__file__).parents[1])
+
+    def pytest_run(**extra):
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rs",
+                               node, other], cwd=root, env={**env, **extra}, capture_output=True, text=True, timeout=120)
+
+    side_by_side = pytest_run(LABHELPERS_GPU_DEFER=str(queue))
+    assert "1 passed, 1 skipped" in side_by_side.stdout and "serial phase" in side_by_side.stdout, side_by_side.stdout
+    assert queue.read_text().split() == [node]
+    alone = pytest_run(LABHELPERS_GPU_ONLY=str(queue))
+    assert "1 passed, 1 deselected" in alone.stdout, alone.stdout

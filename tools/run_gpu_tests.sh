@@ -8,11 +8,12 @@
 #   bash tools/run_gpu_tests.sh notebooks book/08_nbody.ipynb labs/08_nbody_lab.ipynb   # some notebooks
 #
 # One GPU is shared by several test processes, because compiling kernels and drawing figures keep many CPU cores
-# busy while the GPU idles: package tests run in pytest-xdist workers and notebooks in nbval lanes (NB_PER_GPU lanes
-# per GPU, 3 by default). Measurements still never share the GPU: with LABHELPERS_GPU_LOCK set (here, one lock file
-# per GPU), every test and every notebook cell holds its GPU shared, and every timing holds it exclusively
-# (src/labhelpers/gpu_lock.py), so a measured exercise gives the same verdict as on an idle GPU. With several GPUs,
-# each worker and each lane sees one GPU through CUDA_VISIBLE_DEVICES.
+# busy while the GPU idles; measurements still never share the GPU. Package tests run in two phases: side by side in
+# pytest-xdist workers, where a test that takes a GPU measurement is skipped and queued (tests/conftest.py), then
+# the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU per GPU, 3 by default) with one lock file
+# per GPU (src/labhelpers/gpu_lock.py): every cell holds its GPU shared, and a cell that measures holds it alone to
+# its end. So a measured exercise gets the verdict of an idle GPU. With several GPUs, each worker and each lane sees
+# one GPU through CUDA_VISIBLE_DEVICES.
 #
 # Which package tests: every module not marked `backend_independent` (those launch no kernel and measure nothing;
 # CI runs them, and the simulator run proves the mark: tests/conftest.py fails such a test if it launches a kernel).
@@ -43,9 +44,16 @@ minutes() { awk -v s="$1" 'BEGIN { printf "%.1f", s / 60 }'; }
 if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
   echo "==> package tests with the GPU backend (pytest tests/, modules not marked backend_independent)"
   XDIST=(); "$PY" -c "import xdist" 2>/dev/null && XDIST=(-n "${JOBS:-$(( $(nproc) > 14 ? 12 : ($(nproc) > 3 ? $(nproc) - 2 : 2) ))}")
-  t0=$SECONDS
-  LABHELPERS_GPU_LOCK=$LOCKS/gpu LABHELPERS_GPU_LANES=$LANES MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider \
-    "${XDIST[@]}" -m "not backend_independent" tests || status=1
+  t0=$SECONDS; : > "$LOCKS/deferred"
+  echo "--> side by side: correctness; a test that measures is deferred to the serial phase"
+  LABHELPERS_GPU_DEFER=$LOCKS/deferred LABHELPERS_GPU_LANES=$LANES MPLBACKEND=Agg "$PY" -m pytest -q \
+    -p no:cacheprovider "${XDIST[@]}" -m "not backend_independent" tests || status=1
+  sort -u "$LOCKS/deferred" -o "$LOCKS/deferred"
+  echo "--> one at a time, alone on the GPU: the $(wc -l < "$LOCKS/deferred") tests that measure"
+  if [ -s "$LOCKS/deferred" ]; then
+    LABHELPERS_GPU_ONLY=$LOCKS/deferred MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider -p no:xdist \
+      -m "not backend_independent" tests || status=1
+  fi
   echo "==> package tests: $(minutes $((SECONDS - t0))) min"
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then

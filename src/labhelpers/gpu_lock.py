@@ -5,15 +5,17 @@ in several nbval lanes on the same GPU, because compiling kernels and drawing fi
 timing taken while another process launches kernels on the same GPU measures both, and a measured exercise would
 then pass or fail by chance. So, when ``LABHELPERS_GPU_LOCK`` names a lock file (the runner gives each GPU its own):
 
-* every package test (``tests/conftest.py``) and every notebook cell (:func:`labhelpers.setup` registers the cell
-  hooks) holds the GPU **shared** while it runs: any number of them run at once;
+* every notebook cell (:func:`labhelpers.setup` registers the cell hooks; a package test too, where a runner sets
+  the variable for tests) holds the GPU **shared** while it runs: any number of them run at once;
 * every measurement (:func:`labhelpers.timing.benchmark`, the event timings of chapter 11) holds it
   **exclusively**: it waits until the tests and cells running in other processes end, and no new one starts until
   it is done. Inside a test or a cell the exclusive hold lasts to the end of that test or cell: a sweep of fifty
   timings waits once, and a measured exercise's two timings (the student's and the yardstick) share one quiet
   period. A measurement that waits is queued first (a turnstile), so a stream of short tests cannot starve it.
 
-Without the variable (a student's notebook, CI under the simulator) every function here does nothing.
+Without the variable (a student's notebook, CI under the simulator) every function here does nothing. The GPU suite's
+package tests avoid the waiting altogether: ``tests/conftest.py`` replaces :func:`exclusive` in its parallel phase
+by "skip this test and queue it", and the queued tests run one at a time afterwards.
 The locks are ``flock`` locks on two files, released by the operating system if a process dies.
 """
 
