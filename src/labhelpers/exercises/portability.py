@@ -501,6 +501,9 @@ def _extent(expr: str, m: int, n: int) -> int | None:
         return None
 
 
+#: The class of a data clause that moves an array in a direction the loop does not need (copy of a read-only input
+#: or of an output only written).
+WASTED_COPY = "Wasted copy"
 #: The arrays of exercise 3, with the number of elements the loop touches, as a function of (m, n).
 MATVEC_EXTENTS: dict[str, tuple[str, Callable[[int, int], int]]] = {
     "A": ("m*n", lambda m, n: m * n), "x": ("n", lambda m, n: n), "y": ("m", lambda m, n: m)}
@@ -591,11 +594,16 @@ def check_matvec(source_fn: Callable[[], str]) -> None:
     present = _clause_vars(data, "present")
     for name in ("A", "x"):
         if name in copy:
-            raise CheckFailed(f"copy({name}[...]) copies {name} back to the host after the loop, for nothing: the "
-                              f"loop only reads {name}, so copyin({name}[...]) suffices.")
+            raise CheckFailed(f"{WASTED_COPY}: copy({name}[...]) copies {name} back to the host after the loop, for "
+                              f"nothing: the loop only reads {name}, so copyin({name}[...]) suffices.")
         if name not in copyin and name not in present:
             raise CheckFailed(f"no data clause names {name}: GCC does not infer the extent of a pointer, so "
                               f"{name} would reach the device as a bare host address. Add copyin({name}[0:...]).")
+    if "y" in copy:
+        raise CheckFailed(f"{WASTED_COPY}: copy(y[...]) copies y to the device before the loop as well as back after "
+                          "it: the loop only writes y (every y[i] = sum), so the copy in moves m floats over the link "
+                          "for nothing, a whole extra host-to-device transfer of the output (what the chapter's "
+                          "data-clause table counts). Write copyout(y[0:m]).")
     if "y" in copyin and "y" not in copy:
         raise CheckFailed("copyin(y[...]) sends y to the device and never brings it back: on a GPU the host would "
                           "keep its old y. The loop only writes y: copyout(y[0:m]).")
@@ -695,7 +703,8 @@ def check_opencl_names(names_fn: Callable[[], dict]) -> None:
           "thread -> work-item, and the real built-in functions).")
 
 
-__all__ = ["BOUND_CASES", "CUDA_NAMES", "DIFF_SIZES", "OPENCL_ANSWERS", "TRANSPOSE_SHAPES", "barrier_problems",
+__all__ = ["BOUND_CASES", "CUDA_NAMES", "DIFF_SIZES", "OPENCL_ANSWERS", "TRANSPOSE_SHAPES", "WASTED_COPY",
+           "barrier_problems",
            "check_diff", "check_kernel_bound", "show_kernel_bound",
            "check_matvec", "data_clause_problems", "check_opencl_names", "check_transpose", "diff_reference", "matvec_reference"]
 
