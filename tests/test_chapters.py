@@ -120,3 +120,18 @@ def _uncovered_modules(table: str) -> list[str]:
 def test_every_module_has_a_row_in_where_things_live():
     uncovered = _uncovered_modules(_where_things_live())
     assert not uncovered, f"CONTRIBUTING.md's 'Where things live' has no row for {uncovered}"
+
+
+def test_scripts_take_their_chapter_lists_from_the_chapter_table():
+    """A new chapter is collected and compile-checked without editing a script: none keeps its own list."""
+    from labhelpers.chapters import CHAPTERS, main, names
+
+    collect = (ROOT / "tools" / "device_collect.sh").read_text()
+    assert "python3 -m labhelpers.chapters topic --max-gpus 1" in collect
+    assert not any(f" {c.topic} " in collect for c in CHAPTERS if c.topic not in ("scan", "memory")), \
+        "tools/device_collect.sh names a topic: read the list from labhelpers.chapters"
+    launches = (ROOT / "tools" / "record_launches.py").read_text()
+    assert "tests/test_cuda_intro.py" not in launches and "_topics()" in launches
+    assert names("topic", max_gpus=1) == [c.topic for c in CHAPTERS if c.gpus == 1]
+    assert names("number")[0] == "1" and len(names("slug")) == len(CHAPTERS)
+    assert main(["slug", "--max-gpus", "1"]) == 0

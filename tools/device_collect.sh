@@ -17,8 +17,10 @@ export LABHELPERS_RUN_ID=${LABHELPERS_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}
 bash tools/ensure_opencl.sh >/dev/null 2>&1 || echo "note: tools/ensure_opencl.sh failed: chapter 12 may measure less" >&2
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/reference" "$OUT/logs"
 if [ $# -gt 0 ]; then topics=("$@"); else
-  # the longest first, so the lanes finish together
-  topics=(matmul scan streams reduction roofline stencil nbody scheduling memory portability consistency bsp cuda_intro)
+  # every chapter whose measurements need one GPU, as labhelpers/chapters.py lists them (multi-GPU ones:
+  # tools/device_collect_multi.sh)
+  mapfile -t topics < <(python3 -m labhelpers.chapters topic --max-gpus 1) || exit 1
+  [ ${#topics[@]} -gt 0 ] || { echo "error: python3 -m labhelpers.chapters listed no topic" >&2; exit 1; }
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l); LANES=${LANES:-$gpus}; [ "$LANES" -ge 1 ] || LANES=1
 queue=$(mktemp); printf '%s\n' "${topics[@]}" > "$queue"

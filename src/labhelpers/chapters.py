@@ -18,14 +18,17 @@ class Chapter:
     """One chapter of the book.
 
     Attributes:
-        number: the chapter's number, 1 to 14.
+        number: the chapter's number, counted from 1 in the order of :data:`CHAPTERS`.
         slug: ``NN_words``, the stem of the chapter's notebook, lab and solutions.
         topic: the name of its modules in the package, its bench and its test file.
+        gpus: the GPUs its measurements need (``tools/device_collect.sh`` collects the one-GPU chapters,
+            ``tools/device_collect_multi.sh`` the others).
     """
 
     number: int
     slug: str
     topic: str
+    gpus: int = 1
 
     @property
     def notebook(self) -> str:
@@ -62,7 +65,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(11, "11_streams", "streams"),
     Chapter(12, "12_portability", "portability"),
     Chapter(13, "13_consistency", "consistency"),
-    Chapter(14, "14_multi_gpu", "multi_gpu"),
+    Chapter(14, "14_multi_gpu", "multi_gpu", gpus=2),
 )
 
 TOPICS: tuple[str, ...] = tuple(c.topic for c in CHAPTERS)
@@ -81,4 +84,28 @@ def chapter(key: int | str) -> Chapter:
     raise KeyError(f"no chapter {key!r}: use a number 1-{len(CHAPTERS)}, a slug or one of {', '.join(TOPICS)}")
 
 
-__all__ = ["CHAPTERS", "TOPICS", "Chapter", "chapter"]
+def names(what: str = "topic", *, max_gpus: int | None = None) -> list[str]:
+    """Every chapter's ``topic``, ``slug`` or ``number`` (as text), in chapter order; ``max_gpus`` keeps the chapters
+    whose measurements need at most that many GPUs. What shell scripts read instead of keeping a list:
+    ``python -m labhelpers.chapters topic --max-gpus 1``."""
+    if what not in ("topic", "slug", "number"):
+        raise ValueError(f"names() lists 'topic', 'slug' or 'number', not {what!r}")
+    return [str(getattr(c, what)) for c in CHAPTERS if max_gpus is None or c.gpus <= max_gpus]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m labhelpers.chapters [topic|slug|number] [--max-gpus N]``: one name per line."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m labhelpers.chapters", description=main.__doc__)
+    parser.add_argument("what", nargs="?", default="topic", choices=("topic", "slug", "number"))
+    parser.add_argument("--max-gpus", type=int, default=None)
+    args = parser.parse_args(argv)
+    print("\n".join(names(args.what, max_gpus=args.max_gpus)))
+    return 0
+
+
+__all__ = ["CHAPTERS", "TOPICS", "Chapter", "chapter", "main", "names"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
