@@ -173,6 +173,18 @@ MUTANTS_13 = {
     "atomic.max instead of the CAS loop": ("max_cas", [("found = cuda.atomic.cas(best_key, 0, seen, key)",
                                                         "found = cuda.atomic.max(best_key, 0, key)")],
                                            "does not call cuda.atomic.cas"),
+    # The simulator runs threads one after another: a plain store never loses an update there. The source shows it,
+    # and under the simulator (on a GPU too: check_in_simulator) every store to best_key is watched.
+    "plain store dressed as a compare-and-swap": (
+        "max_cas", [("found = cuda.atomic.cas(best_key, 0, seen, key)",
+                     "best_key[0] = key\nfound = cuda.atomic.cas(best_key, 0, key, key)")], "^Plain store beside"),
+    "plain store through an alias": (
+        "max_cas", [("found = cuda.atomic.cas(best_key, 0, seen, key)",
+                     "b = best_key\nb[0] = key\nfound = cuda.atomic.cas(best_key, 0, key, key)")],
+        "^Plain store beside"),
+    "plain store the source does not name": (
+        "max_cas", [("found = cuda.atomic.cas(best_key, 0, seen, key)",
+                     "best_key[0], found = key, cuda.atomic.cas(best_key, 0, key, key)")], "^Plain store beside"),
     # exercise 4: fences of the last-block sum
     "no release fence": ("sum_last_block", [("cuda.threadfence()", "", 1)], "between the store"),
     "block-scope release fence": ("sum_last_block", [("cuda.threadfence()", "cuda.threadfence_block()", 1)],
@@ -331,4 +343,4 @@ def test_lab12_mutants_are_rejected(lab12, case):
 
 def test_mutant_counts():
     """The closing note of issue 23 reports these numbers."""
-    assert (len(MUTANTS_11), len(MUTANTS_12), len(MUTANTS_13) + len(LITMUS_MUTANTS)) == (26, 21, 22)
+    assert (len(MUTANTS_11), len(MUTANTS_12), len(MUTANTS_13) + len(LITMUS_MUTANTS)) == (26, 21, 25)

@@ -13,7 +13,9 @@ checkers make the bugs show by behaviour: the block counter goes through the rac
 (:func:`labhelpers.check_races`, three blocks, the last one partial) before any count is
 compared; the global counter is watched, so a plain store to it is seen whatever the kernel
 calls it; every thread's first compare-and-swap finds the key changed under it (another
-thread's legitimate update), so a CAS without a retry loop loses the maximum; the last-block
+thread's legitimate update), so a CAS without a retry loop loses the maximum, and every store to
+its key is watched, so a plain store beside the CAS (a lost update the simulator's order hides) is
+seen; the last-block
 sum runs on the relaxed simulator of :func:`labhelpers.relaxed.relaxed_launch`,
 whose stores wait until a fence, twice with the same ticket (a ticket that does not wrap
 fails the second launch). Both backends also read the kernel's source for the atomic and
@@ -99,6 +101,23 @@ def _plain_updates(tree, array: str) -> list[int]:
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == array:
                 lines.append(node.lineno)
     return lines
+
+
+def _atomic_targets(tree, name: str) -> set[str]:
+    """The arrays ``name`` (e.g. ``atomic.cas``) updates, by the names the kernel gives them (simple aliases such as
+    ``b = best_key`` included)."""
+    names = {c.args[0].id for c in _calls(tree, name) if c.args and isinstance(c.args[0], ast.Name)}
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name)] \
+        if tree is not None else []
+    grew = True
+    while grew:
+        grew = False
+        for node in assigns:
+            for t in node.targets:
+                if isinstance(t, ast.Name) and (node.value.id in names) != (t.id in names):
+                    names |= {node.value.id, t.id}
+                    grew = True
+    return names
 
 
 def count_above_reference(x: np.ndarray, threshold) -> int:
@@ -247,6 +266,9 @@ def check_float_max_cas(kernel) -> None:
     if tree is not None and not _calls(tree, "atomic.cas"):
         raise CheckFailed(f"{what} does not call cuda.atomic.cas: the exercise is the compare-and-swap loop "
                           "(cuda.atomic.max would do it for you).")
+    plain = sorted(line for name in _atomic_targets(tree, "atomic.cas") for line in _plain_updates(tree, name))
+    if plain:
+        raise CheckFailed(_cas_plain_store_message(what, f" (line {plain[0] - 1} of the kernel)"))
     rng = np.random.default_rng(3)
     big = 1_000_003 if backend.is_gpu() else 1003
     cases = {
@@ -262,7 +284,7 @@ def check_float_max_cas(kernel) -> None:
     for name, x in cases.items():
         try:
             with _contended_cas(x):
-                got = k.run_float_max(x, threads=64 if backend.is_simulator() else 256, kernel=kernel)
+                got, stores = _run_float_max(kernel, x, threads=64 if backend.is_simulator() else 256)
         except IndexError:
             raise CheckFailed(f"{what} read outside x_bits ({name}, n={x.size}): guard with `if i < x_bits.size:`") \
                 from None
@@ -270,6 +292,9 @@ def check_float_max_cas(kernel) -> None:
             raise
         except Exception as exc:  # a compile error in the student's kernel
             raise CheckFailed(f"{what} did not compile or run ({type(exc).__name__}): {str(exc)[:800]}") from None
+        if stores is not None and stores["plain"]:
+            raise CheckFailed(_cas_plain_store_message(what, f" ({stores['plain']} plain store(s) for {name}, "
+                                                             f"n={x.size})"))
         expected = np.float32(k.key_float(k.float_key(x).max()))  # +0.0 is above -0.0 in the key order
         if got.view(np.int32) != expected.view(np.int32):
             hint = ("a compare-and-swap without a retry loop: when another thread changed the key first, the CAS "
@@ -282,6 +307,34 @@ def check_float_max_cas(kernel) -> None:
                         "so that a more negative float gets a smaller key")
             raise CheckFailed(f"{what} returned {got!r} for {name} (n={x.size}), expected {expected!r}: {hint}.")
     print(f"Correct: {what} matches np.max on {len(cases)} inputs (signed zeros, infinities and n={big:,} included).")
+
+
+#: The class of a plain store to the location an atomic updates (the simulator runs threads one after another, so
+#: its lost updates never show in the numbers).
+PLAIN_STORE = "Plain store beside the atomic"
+
+
+def _cas_plain_store_message(what: str, where: str) -> str:
+    return (f"{PLAIN_STORE}: {what} writes best_key with a plain store{where}. A store such as `best_key[0] = key` "
+            "can overwrite a larger key that another thread has put in between your read and your store (a lost "
+            "update), whatever atomic is called beside it: the threads of a GPU interleave, the simulator's threads run one "
+            "after another and hide it. Every update of best_key[0] must be the compare-and-swap itself: "
+            "`found = cuda.atomic.cas(best_key, 0, seen, key)`, retried with seen = found while seen < key.")
+
+
+def _run_float_max(kernel, x: np.ndarray, threads: int) -> tuple[np.float32, dict | None]:
+    """``kernel(x_bits, best_key)`` on ``x`` (as :func:`labhelpers.kernels.consistency.run_float_max`); returns the
+    maximum and, under the simulator, the stores to ``best_key`` by kind (atomic or plain; None on a GPU)."""
+    host = np.full(1, k.KEY_MINUS_INF, dtype=np.int32)
+    best = cuda.to_device(host)
+    stores = None
+    if backend.is_simulator():
+        watched = host.copy().view(_WatchedCounter)
+        stores = {"atomic": 0, "plain": 0}
+        watched.counts = stores
+        best._ary = watched
+    kernel[blocks_for(x.size, threads), threads](cuda.to_device(x.view(np.int32)), best)
+    return np.float32(k.key_float(best.copy_to_host())[0]), stores
 
 
 @contextmanager
@@ -310,7 +363,8 @@ def _contended_cas(x: np.ndarray) -> Iterator[None]:
             with kernelapi.caslock:
                 j = int(np.searchsorted(keys, val)) - 1
                 if array[index] == old and j >= 0 and old < keys[j] < val:
-                    array[index] = keys[j]
+                    # the other thread's update is an atomic one: stored past the watch on plain stores
+                    np.ndarray.__setitem__(getattr(array, "_ary", array), index, keys[j])
         return original(self, array, index, old, val)
 
     with patched((kernelapi.FakeCUDAAtomic, "cas", cas)):
@@ -447,7 +501,7 @@ def check_litmus_answers(answers_fn) -> None:
     print(f"Correct: all {len(LITMUS_QUESTIONS)} outcomes classified as the interleaving enumerator does.")
 
 
-__all__ = ["LAB_THREADS", "LITMUS_QUESTIONS", "THRESHOLD", "check_count_atomic", "check_count_block",
+__all__ = ["LAB_THREADS", "LITMUS_QUESTIONS", "PLAIN_STORE", "THRESHOLD", "check_count_atomic", "check_count_block",
            "check_float_max_cas", "check_last_block_fences", "check_litmus_answers", "count_above_reference"]
 
 
