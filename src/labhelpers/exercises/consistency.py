@@ -317,8 +317,8 @@ PLAIN_STORE = "Plain store beside the atomic"
 def _cas_plain_store_message(what: str, where: str) -> str:
     return (f"{PLAIN_STORE}: {what} writes best_key with a plain store{where}. A store such as `best_key[0] = key` "
             "can overwrite a larger key that another thread has put in between your read and your store (a lost "
-            "update), whatever atomic is called beside it: the threads of a GPU interleave, the simulator's threads run one "
-            "after another and hide it. Every update of best_key[0] must be the compare-and-swap itself: "
+            "update), whatever atomic is called beside it: the threads of a GPU interleave, the simulator's threads "
+            "run one after another and hide it. Every update of best_key[0] must be the compare-and-swap itself: "
             "`found = cuda.atomic.cas(best_key, 0, seen, key)`, retried with seen = found while seen < key.")
 
 
