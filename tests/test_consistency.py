@@ -243,6 +243,22 @@ def test_sc_outcomes_of_the_classic_tests():
         assert not m.is_sc(t, t.weak_outcome), t.name
 
 
+@pytest.mark.parametrize("outcome, says", [
+    ((1, 0, 1), "has 3 value.*MP has 2 register"), ((1,), "has 1 value"), ((), "has 0 value"),
+    ({"r0": 1}, "r1 missing"), ({"r0": 1, "r1": 0, "r2": 0}, "'r2' not a register"), ("10", "tuple of 2"),
+    (7, "tuple of 2"), ((1, "0"), "ints the loads read.*'0'"), ((True, 0), "ints the loads read")])
+def test_is_sc_refuses_a_malformed_outcome(outcome, says):
+    """A question with the wrong registers is an error that says what is wrong, not the answer False."""
+    with pytest.raises(lh.ArgumentError, match=says):
+        m.is_sc(m.MP, outcome)
+
+
+def test_is_sc_refuses_what_is_not_a_litmus_test():
+    with pytest.raises(lh.ArgumentError, match="get_test"):
+        m.is_sc("MP", (1, 0))
+    assert m.is_sc(m.MP, (np.int64(1), 1)) and not m.is_sc(m.MP, (5, 5))  # NumPy ints; an impossible value is False
+
+
 def test_interleavings_are_all_enumerated_once():
     for t in m.TESTS.values():
         orders = list(m.interleavings(t))

@@ -31,9 +31,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
+import numpy as np
 import pandas as pd
 
-from ..errors import LabError
+from ..errors import ArgumentError, LabError
 
 _STORE = re.compile(r"^\s*([a-z]\w*)\s*=\s*(-?\d+)\s*$")
 _LOAD = re.compile(r"^\s*(r\w*)\s*=\s*([a-z]\w*)\s*$")
@@ -229,11 +230,47 @@ def all_outcomes(test: LitmusTest) -> list[tuple[int, ...]]:
     return list(itertools.product(*choices))
 
 
-def is_sc(test: LitmusTest, outcome: Sequence[int] | dict) -> bool:
-    """True when sequential consistency allows ``outcome`` (a tuple in register order, or a dict)."""
+def _outcome(test: LitmusTest, outcome: Sequence[int] | dict) -> tuple[int, ...]:
+    """``outcome`` as a tuple of ints in the order of ``test.registers``, or ArgumentError saying what is wrong."""
+    if not isinstance(test, LitmusTest):
+        raise ArgumentError(f"test must be a litmus test (e.g. get_test('MP') or MP), got {type(test).__name__} "
+                            f"{test!r:.60}.")
+    regs = test.registers
+    order = f"({', '.join(regs)})"
     if isinstance(outcome, dict):
-        outcome = tuple(outcome[r] for r in test.registers)
-    return tuple(outcome) in sc_outcomes(test)
+        missing = [r for r in regs if r not in outcome]
+        extra = [r for r in outcome if r not in regs]
+        if missing or extra:
+            raise ArgumentError(
+                f"the outcome {outcome!r} does not name the registers of {test.name}, which are {', '.join(regs)}"
+                + (f": {', '.join(map(str, missing))} missing" if missing else "")
+                + (f"{',' if missing else ':'} {', '.join(map(repr, extra))} not a register of it" if extra else "")
+                + ".")
+        values = [outcome[r] for r in regs]
+    elif isinstance(outcome, (str, bytes)) or not isinstance(outcome, Sequence):
+        raise ArgumentError(f"an outcome of {test.name} is a tuple of {len(regs)} register values {order} or a dict "
+                            f"{{register: value}}, got {type(outcome).__name__} {outcome!r:.60}.")
+    else:
+        values = list(outcome)
+        if len(values) != len(regs):
+            raise ArgumentError(f"the outcome {tuple(values)!r} has {len(values)} value(s), but {test.name} has "
+                                f"{len(regs)} register(s) {order}: give one value per register, in that order "
+                                "(thread by thread, in program order), or a dict {register: value}.")
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, np.integer))]
+    if bad:
+        raise ArgumentError(f"the values of an outcome are the ints the loads read, got {bad[0]!r} "
+                            f"({type(bad[0]).__name__}) in {tuple(values)!r} for {order}.")
+    return tuple(int(v) for v in values)
+
+
+def is_sc(test: LitmusTest, outcome: Sequence[int] | dict) -> bool:
+    """True when sequential consistency allows ``outcome`` (a tuple in register order, or a dict).
+
+    Raises:
+        ArgumentError: ``test`` is not a litmus test, or ``outcome`` is not one of its outcomes' shape (a value per
+            register, each an int; a dict naming exactly its registers).
+    """
+    return _outcome(test, outcome) in sc_outcomes(test)
 
 
 def outcome_table(test: LitmusTest) -> pd.DataFrame:
