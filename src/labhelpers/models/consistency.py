@@ -247,7 +247,7 @@ def _outcome(test: LitmusTest, outcome: Sequence[int] | dict) -> tuple[int, ...]
                 + (f"{',' if missing else ':'} {', '.join(map(repr, extra))} not a register of it" if extra else "")
                 + ".")
         values = [outcome[r] for r in regs]
-    elif isinstance(outcome, (str, bytes)) or not isinstance(outcome, Sequence):
+    elif isinstance(outcome, (str, bytes)) or not isinstance(outcome, (Sequence, np.ndarray)):
         raise ArgumentError(f"an outcome of {test.name} is a tuple of {len(regs)} register values {order} or a dict "
                             f"{{register: value}}, got {type(outcome).__name__} {outcome!r:.60}.")
     else:
