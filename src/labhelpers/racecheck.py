@@ -70,6 +70,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -79,7 +80,8 @@ from numba import cuda
 
 from . import backend, patching, validate
 from . import errors as _errors
-from .errors import CheckFailed, GPUOnlyError, LaunchConfigError
+from .errors import ArgumentError, CheckFailed, GPUOnlyError, LaunchConfigError
+from .launchguard import SimulatorTooSlow
 
 __all__ = ["BarrierProblem", "Race", "RaceReport", "SharedArray", "SourceLine", "check_races",
            "MAX_THREADS_CHECKED", "KINDS"]
@@ -92,12 +94,21 @@ MAX_THREADS_CHECKED = 16384
 MAX_REPORTED = 20
 #: Findings spelled out by ``str(report)``.
 SHOWN_IN_TEXT = 3
-#: Shared accesses recorded at most per launch (beyond this the report says it is incomplete).
-MAX_ACCESSES = 4_000_000
+#: Shared accesses recorded at most per launch (beyond this the report says it is incomplete). Memory holds one
+#: block's distinct (element, thread, line) entries at a time, not the accesses, so this is only a backstop:
+#: :data:`MAX_RUN_SECONDS` stops a long check first.
+MAX_ACCESSES = 500_000_000
 #: Pairs of accesses to one element compared at most (an element every thread writes has n^2 pairs).
 MAX_PAIRS_PER_ELEMENT = 20_000
 #: Threads named at most in one barrier problem.
 THREADS_NAMED = 4
+#: A check that will take longer than this (seconds, projected from its first blocks) says so in one line.
+LONG_RUN_SECONDS = 15.0
+#: A check that would take longer than this (seconds, projected from its first blocks) is stopped with
+#: ``SimulatorTooSlow``, whose message says what to make smaller.
+MAX_RUN_SECONDS = 300.0
+#: How the one-line notice of a long check starts (the subprocess route on a GPU passes such lines on).
+NOTICE_PREFIX = "check_races:"
 
 _WHY_SIM = ("Check it under the simulator instead (restart the notebook or script with LABHELPERS_BACKEND=sim), "
             "or on the GPU with NVIDIA's race checker: compute-sanitizer --tool racecheck python your_script.py")
@@ -411,16 +422,35 @@ def _check_launch(griddim: Any, blockdim: Any,
 # ----------------------------------------------------------------------------------- recording (simulator)
 
 
+_current_thread = threading.current_thread
+
+
 class _ThreadState:
-    __slots__ = ("block", "thread", "tlin", "epoch", "seq", "log", "barriers", "site_counts")
+    """One simulated thread: its phase (barriers passed), its position in the phase, and what it touched.
+
+    ``phases[e]`` maps ``(view id, element key, flags, site)`` to ``[first position, last position, count]`` for
+    the accesses of phase ``e`` (flags: 1 for a write, 2 for an atomic): one entry per element, line and kind of
+    access, however often the thread repeats it. Analysed, then dropped, when the thread's block ends.
+    """
+
+    __slots__ = ("block", "thread", "tlin", "epoch", "seq", "phase", "phases", "barriers", "site_counts")
 
     def __init__(self, block, thread, tlin):
         self.block, self.thread, self.tlin = block, thread, tlin
         self.epoch = 0
         self.seq = 0
-        self.log: list = []  # (epoch, seq, view id, key, is_write, is_atomic, site)
+        self.phase: dict = {}
+        self.phases: list | None = [self.phase]
         self.barriers: list = []  # (site, n-th time this thread reached that site)
         self.site_counts: dict = defaultdict(int)
+
+    def next_phase(self) -> None:
+        """The thread passed a barrier: a new phase, positions counted from 0 again."""
+        self.epoch += 1
+        self.seq = 0
+        self.phase = {}
+        if self.phases is not None:
+            self.phases.append(self.phase)
 
 
 class _View:
@@ -450,22 +480,37 @@ class _View:
 
 
 class _Recorder:
-    """Collects the shared accesses and barrier arrivals of one launch, thread by thread."""
+    """Collects the shared accesses and barrier arrivals of one launch, thread by thread, analysed block by block.
 
-    def __init__(self, blockdim, skip_files, atomic_file):
-        self.blockdim = blockdim
+    What a race needs is kept, not every access: per thread, phase, element, line and kind of access (read,
+    write, atomic or not) the first and the last position in the phase and a count (:class:`_ThreadState`).
+    The simulator runs one block at a time; when a block ends (:meth:`block_done`) its races are added to
+    :attr:`tally` and its accesses dropped, so memory holds one block's elements, not the launch's accesses.
+    """
+
+    def __init__(self, griddim, blockdim, skip_files, atomic_file, launch: str = "kernel"):
+        self.griddim, self.blockdim = griddim, blockdim
         self.lock = threading.Lock()
-        self.states: dict = {}
+        self.pending: list[_ThreadState] = []  # the threads of the block now running
+        self.states: list[_ThreadState] = []  # the threads of finished blocks (their barriers; accesses dropped)
         self.views: list[_View] = []
         self.allocations: dict = {}
         self.skip = skip_files
         self.atomic_file = atomic_file
-        self.count = 0
+        self.accesses = 0  # accesses recorded, counted when each block ends (deterministic)
+        self.max_accesses = MAX_ACCESSES
         self.complete = True
-        self.thread_class = None
+        self.local = threading.local()  # .state: the calling simulated thread's _ThreadState
+        self.lines: dict = {}  # (id of a code object, instruction offset) -> site number of a kernel's access
+        self.codes: list = []  # the code objects whose ids key self.lines
+        self.sites: list[tuple[str, int]] = []  # site number -> (file, line)
+        self.site_numbers: dict = {}  # (file, line) -> site number
+        self.tally = _RaceTally(griddim)
+        self.progress = _Progress(launch, int(np.prod(griddim)), self)
 
     def state(self, thread) -> _ThreadState | None:
-        st = self.states.get(thread)
+        """The recording state of ``thread``, the calling thread (None when it is not a simulated CUDA thread)."""
+        st = getattr(self.local, "state", None)
         if st is None:
             idx = getattr(thread, "threadIdx", None)
             if idx is None:  # not a simulated CUDA thread (the host touching a shared array)
@@ -474,8 +519,9 @@ class _Recorder:
             t = (int(idx.x), int(idx.y), int(idx.z))
             b = tuple(int(v) for v in thread.blockIdx)
             st = _ThreadState(b, t, t[0] + bx * (t[1] + by * t[2]))
+            self.local.state = st
             with self.lock:
-                self.states[thread] = st
+                self.pending.append(st)
         return st
 
     def site(self, frame) -> tuple[tuple[str, int], bool, Any]:
@@ -491,26 +537,236 @@ class _Recorder:
             return ("<unknown>", 0), atomic, None
         return (frame.f_code.co_filename, frame.f_lineno), atomic, frame
 
-    def record(self, keys, write: bool, vid: int, frame) -> None:
-        st = self.state(threading.current_thread())
+    def record_one(self, key: int, flags: int, vid: int, frame) -> None:
+        """One access of one element by the calling simulated thread (the hot path: keep it short).
+
+        ``key`` is the element's key, ``flags`` 1 for a write, ``vid`` the view, ``frame`` the caller's frame
+        (the kernel's line, or the simulator's atomic, whose caller is the kernel's line).
+        """
+        try:
+            st = self.local.state
+        except AttributeError:
+            st = self.state(_current_thread())
+            if st is None:
+                return
+        where = (id(frame.f_code), frame.f_lasti)
+        site = self.lines.get(where)
+        if site is None:
+            site = self._new_site(where, frame, vid)
+        if site < 0:  # an atomic (or a helper of this module): the kernel's line is further up, each time
+            line, atomic, kernel_frame = self.site(frame)
+            site = self.site_number(line)
+            if atomic:
+                flags |= 2
+            view = self.views[vid]
+            if not view.named:
+                view.learn_name(kernel_frame)
+        k = (vid, key, flags, site)
+        seq = st.seq
+        entry = st.phase.get(k)
+        if entry is None:
+            st.phase[k] = [seq, seq, 1]
+        else:
+            entry[1] = seq
+            entry[2] += 1
+        st.seq = seq + 1
+
+    def record(self, keys, flags: int, vid: int, frame) -> None:
+        """One access through any index: ``keys`` is one element's key or an array of them (a fancy index: several
+        elements at one position)."""
+        if not isinstance(keys, np.ndarray):
+            self.record_one(int(keys), flags, vid, frame)
+            return
+        st = self.state(_current_thread())
         if st is None:
             return
-        site, atomic, frame = self.site(frame)
+        line, atomic, kernel_frame = self.site(frame)
+        site = self.site_number(line)
+        if atomic:
+            flags |= 2
+        view = self.views[vid]
+        if not view.named:
+            view.learn_name(kernel_frame)
+        seq = st.seq
+        for key in keys.ravel().tolist():
+            k = (vid, key, flags, site)
+            entry = st.phase.get(k)
+            if entry is None:
+                st.phase[k] = [seq, seq, 1]
+            else:
+                entry[1] = seq
+                entry[2] += 1
+        st.seq = seq + 1
+
+    def _new_site(self, where: tuple[int, int], frame, vid: int) -> int:
+        """The site number of a kernel instruction seen for the first time (-1 for the simulator's own frames,
+        whose kernel line depends on the caller); the array's name is learnt there if the source did not show it."""
+        code = frame.f_code
+        if code.co_filename in self.skip:
+            self.lines[where] = -1
+            return -1
+        self.codes.append(code)  # kept alive, so that its id stays its own while the check runs
+        site = self.lines[where] = self.site_number((code.co_filename, frame.f_lineno))  # f_lineno is slow: once
         view = self.views[vid]
         if not view.named:
             view.learn_name(frame)
-        if isinstance(keys, np.ndarray):
-            keys = [int(k) for k in keys.ravel()]
-        else:
-            keys = [int(keys)]
-        if self.count + len(keys) > MAX_ACCESSES:  # only a guard: threads update it without a lock
+        return site
+
+    def site_number(self, line: tuple[str, int]) -> int:
+        """The number that stands for ``(file, line)`` in the recorded entries."""
+        number = self.site_numbers.get(line)
+        if number is None:
+            with self.lock:
+                number = self.site_numbers.setdefault(line, len(self.sites))
+                if number == len(self.sites):
+                    self.sites.append(line)
+        return number
+
+    def block_done(self) -> None:
+        """The simulator finished a block: add its races to the tally, count its accesses, drop them."""
+        with self.lock:
+            states, self.pending = self.pending, []
+        views, sites = self.views, self.sites
+        roots = [v.root for v in views]
+        written = set()
+        recorded = self.complete  # past MAX_ACCESSES the blocks still run (and their barriers count), unrecorded
+        for st in states:
+            for epoch, phase in enumerate(st.phases if recorded else ()):
+                for (vid, key, flags, _site), entry in phase.items():
+                    if flags & 1:
+                        written.add((st.block, epoch, roots[vid], key))
+                        views[vid].writes += entry[2]
+                    else:
+                        views[vid].reads += entry[2]
+                    self.accesses += entry[2]
+        if self.accesses > self.max_accesses:
             self.complete = False
+        touched: dict = defaultdict(list)
+        if written:
+            for st in states:
+                tlin, thread, block = st.tlin, st.thread, st.block
+                for epoch, phase in enumerate(st.phases or ()):
+                    for (vid, key, flags, site), (first, last, _n) in phase.items():
+                        k = (block, epoch, roots[vid], key)
+                        if k in written:
+                            accesses = touched[k]
+                            is_write, atomic, site = bool(flags & 1), bool(flags & 2), sites[site]
+                            accesses.append((tlin, first, is_write, atomic, site, vid, thread))
+                            if last != first:
+                                accesses.append((tlin, last, is_write, atomic, site, vid, thread))
+        self.tally.add(touched)
+        for st in states:
+            st.phases, st.phase = None, {}
+        self.states.extend(states)
+        self.progress.block_done()
+
+
+class _RaceTally:
+    """The races of a launch, grouped by (kind, array, pair of lines), added block by block."""
+
+    def __init__(self, griddim):
+        self.gx, self.gy = griddim[0], griddim[1]
+        self.groups: dict = {}
+        self.counts: dict = defaultdict(int)
+
+    def add(self, touched: dict) -> None:
+        """``touched``: {(block, phase, root, key): [(thread linear id, position, is_write, is_atomic, site,
+        view id, thread), ...]} for the elements some thread wrote in that phase."""
+        groups, counts = self.groups, self.counts
+        for (block, _epoch, root, key), accesses in touched.items():
+            accesses.sort(key=lambda a: (a[0], a[1]))
+            block_rank = block[0] + self.gx * (block[1] + self.gy * block[2])
+            for (kind, site_a, site_b), (a, b) in _pairs(accesses).items():
+                counts[kind] += 1
+                gk = (kind, root, site_a, site_b)
+                rank = (block_rank, key, a[0], b[0])
+                entry = groups.get(gk)
+                if entry is None:
+                    groups[gk] = [rank, (block, key, a, b), 1]
+                else:
+                    entry[2] += 1
+                    if rank < entry[0]:
+                        entry[0], entry[1] = rank, (block, key, a, b)
+
+    def races(self, views: list) -> tuple[list[Race], dict]:
+        """The races, one per group, in the report's order (by line, kind, array, first place), and the counts."""
+        races = []
+        for (kind, _root, site_a, site_b), (rank, (block, key, a, b), count) in self.groups.items():
+            view = views[a[5]]
+            race = Race(kind, view.name, _index(view, key), block, (a[6], b[6]),
+                        (_source_line(site_a), _source_line(site_b)), count)
+            races.append((race, (site_a[1], site_b[1], KINDS.index(kind), view.name, rank)))
+        races.sort(key=lambda item: item[1])
+        return [r for r, _ in races], dict(self.counts)
+
+
+class _Progress:
+    """Says, in one line, when a check will be long; refuses one that would run for more than MAX_RUN_SECONDS.
+
+    After each block the time so far gives the time of the whole launch (the simulator runs the blocks one
+    after the other). A projection over :data:`LONG_RUN_SECONDS` prints one line at once (after the first
+    block, usually); one over :data:`MAX_RUN_SECONDS` raises ``SimulatorTooSlow``. A block that alone takes
+    longer than :data:`LONG_RUN_SECONDS` gets the line from a timer, while it runs.
+    """
+
+    def __init__(self, launch: str, blocks: int, recorder: _Recorder):
+        self.launch, self.blocks, self.recorder = launch, blocks, recorder
+        self.done = 0
+        self.said = False
+        self.lock = threading.Lock()
+        self.start = time.perf_counter()
+        self.timer: threading.Timer | None = None
+
+    def begin(self) -> None:
+        self.start = time.perf_counter()
+        self.timer = threading.Timer(LONG_RUN_SECONDS, self._still_running)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def end(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def _say(self, text: str) -> None:
+        with self.lock:
+            if self.said:
+                return
+            self.said = True
+        print(f"{NOTICE_PREFIX} {text}", flush=True)
+
+    def _still_running(self) -> None:
+        seconds = time.perf_counter() - self.start
+        self._say(f"{self.launch} has run for {seconds:.0f} s under the simulator (block {self.done + 1} of "
+                  f"{self.blocks}) and is still running. {_SMALLER}")
+
+    def block_done(self) -> None:
+        self.done += 1
+        if self.done >= self.blocks:
             return
-        self.count += len(keys)
-        log = st.log
-        for key in keys:
-            log.append((st.epoch, st.seq, vid, key, write, atomic, site))
-        st.seq += 1
+        seconds = time.perf_counter() - self.start
+        projected = seconds / self.done * self.blocks
+        done = f"block 1 of {self.blocks} took" if self.done == 1 else f"{self.done} of {self.blocks} blocks took"
+        if projected > MAX_RUN_SECONDS:
+            self.end()
+            raise SimulatorTooSlow(
+                f"check_races stopped {self.launch}: {done} {seconds:.1f} s under the simulator, so the whole "
+                f"launch would take about {_duration(projected)}, more than the {_duration(MAX_RUN_SECONDS)} a "
+                f"check may take. {_SMALLER}")
+        if projected > LONG_RUN_SECONDS:
+            self._say(f"{self.launch}: {done} {seconds:.1f} s under the simulator, so this check will take about "
+                      f"{_duration(projected)}. {_SMALLER}")
+
+
+_SMALLER = ("A race shows in two or three blocks: a smaller grid on a smaller input (a partial last block "
+            "included), or fewer iterations per thread, checks the same code in seconds.")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} minutes"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 class _RecordingArray:
@@ -520,41 +776,119 @@ class _RecordingArray:
     a sub-array (``s[i]`` of a 2D array) is again a recording view.
     """
 
-    __slots__ = ("_data", "_keys", "_vid", "_rec")
+    __slots__ = ("_data", "_keys", "_vid", "_rec", "_ndim", "_base", "_step", "_row")
 
     def __init__(self, data, keys, vid, rec):
         self._data, self._keys, self._vid, self._rec = data, keys, vid, rec
+        # an element's key from its index without NumPy, for the common cases: s[i] of a 1D array, s[i, j] of a 2D one
+        self._ndim = data.ndim if data.size else 0
+        steps = [st // keys.itemsize for st in keys.strides]
+        self._base = int(keys[(0,) * data.ndim]) if self._ndim else 0
+        self._step = steps[0] if self._ndim else 0
+        self._row = steps[1] if self._ndim == 2 else 0
 
     def __getitem__(self, index):
-        if isinstance(index, _RecordingArray):
+        kind = type(index)
+        if kind is int and self._ndim == 1:  # the common cases first, with the key computed here
+            if index < 0:
+                self._refuse_negative(index, "reads")
+            value = self._data[index]  # IndexError past the end
+            self._rec.record_one(self._base + index * self._step, 0, self._vid, sys._getframe(1))
+            return value
+        if kind is tuple and self._ndim == 2 and len(index) == 2:
+            i, j = index
+            if type(i) is int and type(j) is int:
+                if i < 0 or j < 0:
+                    self._refuse_negative(index, "reads")
+                value = self._data[i, j]
+                self._rec.record_one(self._base + i * self._step + j * self._row, 0, self._vid, sys._getframe(1))
+                return value
+        if kind is _RecordingArray:
             index = index._data
-        self._refuse_negative(index)
+        self._refuse_negative(index, "reads")
         value = self._data[index]
         keys = self._keys[index]
         if isinstance(value, np.ndarray) and value.ndim > 0 and not isinstance(index, (list, np.ndarray)):
             return _RecordingArray(value, keys, self._vid, self._rec)  # a view: accesses are recorded through it
-        self._rec.record(keys, False, self._vid, sys._getframe(1))
+        self._rec.record(keys, 0, self._vid, sys._getframe(1))
         return value
 
     def __setitem__(self, index, value):
-        if isinstance(value, _RecordingArray):
+        if type(value) is _RecordingArray:
             value = value._data
-        self._refuse_negative(index)
+        kind = type(index)
+        if kind is int and self._ndim == 1:
+            if index < 0:
+                self._refuse_negative(index, "writes")
+            self._data[index] = value
+            self._rec.record_one(self._base + index * self._step, 1, self._vid, sys._getframe(1))
+            return
+        if kind is tuple and self._ndim == 2 and len(index) == 2:
+            i, j = index
+            if type(i) is int and type(j) is int:
+                if i < 0 or j < 0:
+                    self._refuse_negative(index, "writes")
+                self._data[i, j] = value
+                self._rec.record_one(self._base + i * self._step + j * self._row, 1, self._vid, sys._getframe(1))
+                return
+        self._refuse_negative(index, "writes")
         self._data[index] = value
-        self._rec.record(self._keys[index], True, self._vid, sys._getframe(1))
+        self._rec.record(self._keys[index], 1, self._vid, sys._getframe(1))
 
-    def _refuse_negative(self, index) -> None:
-        """IndexError for a negative index: NumPy (so the simulator) wraps ``s[-1]`` to the last element, a GPU
-        reads or writes the memory before the array."""
+    def _refuse_negative(self, index, access: str = "touches") -> None:
+        """IndexError for a negative index: NumPy (so the simulator) wraps ``s[-1]`` to the last element, while a
+        GPU computes the address row-major and reads or writes what lies there. In the first row that is the
+        memory before the array; ``sA[ty, tx - 1]`` with ``tx = 0`` in a later row is the previous row's last
+        element, a neighbour's (the message says which)."""
         parts = index if isinstance(index, tuple) else (index,)
-        for part in parts:
-            if isinstance(part, (int, np.integer)) and not isinstance(part, bool) and part < 0:
-                view = self._rec.views[self._vid]
-                shown = ", ".join(str(int(p)) if isinstance(p, (int, np.integer)) else ":" for p in parts)
-                raise IndexError(
-                    f"negative index into the shared array {view.name}: [{shown}] (shape {self._data.shape}). On a "
-                    "GPU this touches the memory before the array (the simulator would silently wrap it to the "
-                    "end): guard the access, e.g. `if tid > 0:` before reading s[tid - 1].")
+        if not any(_is_int(p) and p < 0 for p in parts):
+            return
+        view = self._rec.views[self._vid]
+        shown = ", ".join(str(int(p)) if _is_int(p) else ":" for p in parts)
+        text = f"negative index into the shared array {view.name}: [{shown}] (shape {self._data.shape})."
+        ints = [int(p) for p in parts] if all(_is_int(p) for p in parts) else None
+        key = None
+        if ints is not None and len(ints) == self._data.ndim and self._keys.size:
+            steps = [s // self._keys.itemsize for s in self._keys.strides]
+            key = int(self._keys[(0,) * len(ints)]) + sum(i * s for i, s in zip(ints, steps))
+        guard = (f"guard the access, e.g. `if tx > 0:` before reading {view.name}[ty, tx - 1]" if len(parts) > 1
+                 else "guard the access, e.g. `if tid > 0:` before reading s[tid - 1]")
+        size = int(np.prod(view.shape)) * (view.itemsize if view.dynamic else 1)
+        if key is None or len(parts) == 1 and key < 0:  # the 1D case (and indices it cannot follow)
+            raise IndexError(f"{text} On a GPU this {access} the memory before the array (the simulator would "
+                             f"silently wrap it to the end): {guard}.")
+        layout = ""
+        if not view.dynamic and self._data.shape == view.shape and len(ints) > 1:  # the array itself, row-major
+            terms = []
+            for d, i in enumerate(ints):
+                stride = int(np.prod(view.shape[d + 1:]))
+                terms.append(f"{i}*{stride}" if stride != 1 else str(i))
+            expr = " + ".join(terms).replace("+ -", "- ")
+            layout = f" (row-major: offset {expr} = {key})"
+        wrapped = ", ".join(str(i % n) for i, n in zip(ints, self._data.shape))
+        if key < 0:
+            raise IndexError(
+                f"{text} On a GPU this {access} the memory before the array{layout}: before {view.name}"
+                f"[{', '.join('0' * len(view.shape))}] (the simulator would silently wrap it to "
+                f"{view.name}[{wrapped}]). Only in the first row does a negative column leave the array; in a later "
+                f"row it is the previous row's last element, a neighbour's. Either way, {guard}.")
+        if key >= size:
+            return  # past the end: NumPy raises its own IndexError
+        target = _index(view, key)
+        element = f"{view.name}[{', '.join(map(str, target))}]"
+        what = "another thread's element"
+        if len(ints) == 2 and len(view.shape) == 2 and not view.dynamic:
+            row = ints[0] if self._data.shape == view.shape else None
+            if row is not None and target[0] == row - 1:
+                what = ("the last element of the previous row, a neighbour's" if target[1] == view.shape[1] - 1
+                        else "an element of the previous row, another thread's")
+            elif row is not None:
+                what = "an element of an earlier row, another thread's"
+        raise IndexError(
+            f"{text} On a GPU this is not the memory before the array: it {access} {element}{layout}, {what} (a race "
+            f"with the thread that writes it, or a silently wrong value), while the simulator would silently wrap it "
+            f"to {view.name}[{wrapped}]. Only in the first row would it be the memory before the array. {guard[0].upper()}"
+            f"{guard[1:]}.")
 
     def __len__(self):
         return len(self._data)
@@ -628,10 +962,19 @@ def _make_syncthreads(recorder: _Recorder, original):
         st.site_counts[site] += 1
         st.barriers.append((site, st.site_counts[site]))
         original(thread)
-        st.epoch += 1
-        st.seq = 0
+        st.next_phase()
 
     return syncthreads
+
+
+def _make_block_run(recorder: _Recorder, original):
+    """A replacement for the simulator's ``BlockManager.run`` that hands each finished block to the recorder."""
+
+    def run(manager, grid_point, *args):
+        original(manager, grid_point, *args)
+        recorder.block_done()
+
+    return run
 
 
 #: Recorders of the checks now running (at most one: guarded by :data:`patching.LOCK`).
@@ -639,8 +982,8 @@ _ACTIVE: list = []
 
 
 @contextlib.contextmanager
-def _instrumented(blockdim) -> Iterator[_Recorder]:
-    """Swap in the recording shared arrays and barrier for the duration of one launch; always restore."""
+def _instrumented(griddim, blockdim, launch: str = "kernel") -> Iterator[_Recorder]:
+    """Swap in the recording shared arrays, barrier and block runner for the duration of one launch; always restore."""
     from numba.cuda.simulator import kernel as sim_kernel  # the simulator's internals: used only under the simulator
     from numba.cuda.simulator import kernelapi  # the simulator's internals: used only under the simulator
 
@@ -651,14 +994,19 @@ def _instrumented(blockdim) -> Iterator[_Recorder]:
             raise RuntimeError("check_races is already running (it cannot be nested or run from two threads at once)")
         skip = {os.path.abspath(sim_kernel.__file__), os.path.abspath(kernelapi.__file__), sim_kernel.__file__,
                 kernelapi.__file__, __file__, os.path.abspath(__file__)}
-        recorder = _Recorder(blockdim, skip, kernelapi.__file__)
+        recorder = _Recorder(griddim, blockdim, skip, kernelapi.__file__, launch)
         _ACTIVE.append(recorder)
         try:
             with patching.patched(
                     (kernelapi.FakeCUDAShared, "array", _make_shared_array(recorder, kernelapi.FakeCUDAShared.array)),
                     (sim_kernel.BlockThread, "syncthreads",
-                     _make_syncthreads(recorder, sim_kernel.BlockThread.syncthreads))):
-                yield recorder
+                     _make_syncthreads(recorder, sim_kernel.BlockThread.syncthreads)),
+                    (sim_kernel.BlockManager, "run", _make_block_run(recorder, sim_kernel.BlockManager.run))):
+                recorder.progress.begin()
+                try:
+                    yield recorder
+                finally:
+                    recorder.progress.end()
         finally:
             _ACTIVE.pop()
     finally:
@@ -760,7 +1108,7 @@ def _context(site: tuple[str, int], partial: bool = False) -> str:
 
 def _barrier_problems(recorder: _Recorder, blocks: list, block_threads: int) -> list[BarrierProblem]:
     by_block: dict = defaultdict(list)
-    for st in recorder.states.values():
+    for st in recorder.states:
         by_block[st.block].append(st)
     grouped: dict = {}
     order: list = []
@@ -811,49 +1159,9 @@ def _thread_of(tlin: int, blockdim) -> tuple[int, int, int]:
     return (tlin % bx, (tlin // bx) % by, tlin // (bx * by))
 
 
-def _races(recorder: _Recorder, blocks: list) -> tuple[list[tuple[Race, tuple]], dict]:
-    views = recorder.views
-    block_rank = {b: i for i, b in enumerate(blocks)}
-    writes: dict = defaultdict(list)
-    for st in recorder.states.values():
-        for epoch, seq, vid, key, is_write, atomic, site in st.log:
-            if is_write:
-                writes[(st.block, epoch, views[vid].root, key)].append(None)
-    touched: dict = defaultdict(list)
-    for st in recorder.states.values():
-        for epoch, seq, vid, key, is_write, atomic, site in st.log:
-            k = (st.block, epoch, views[vid].root, key)
-            if k in writes:
-                touched[k].append((st.tlin, seq, is_write, atomic, site, vid, st.thread))
-    groups: dict = {}
-    counts: dict = defaultdict(int)
-    for k, accesses in touched.items():
-        block, _epoch, root, key = k
-        accesses.sort(key=lambda a: (a[0], a[1]))
-        for (kind, site_a, site_b), (a, b) in _pairs(accesses).items():
-            counts[kind] += 1
-            gk = (kind, root, site_a, site_b)
-            rank = (block_rank[block], key, a[0], b[0])
-            entry = groups.get(gk)
-            if entry is None:
-                groups[gk] = [rank, (block, key, a, b), 1]
-            else:
-                entry[2] += 1
-                if rank < entry[0]:
-                    entry[0], entry[1] = rank, (block, key, a, b)
-    races = []
-    for (kind, _root, site_a, site_b), (rank, (block, key, a, b), count) in groups.items():
-        view = views[a[5]]
-        race = Race(kind, view.name, _index(view, key), block, (a[6], b[6]),
-                    (_source_line(site_a), _source_line(site_b)), count)
-        races.append((race, (site_a[1], site_b[1], KINDS.index(kind), view.name, rank)))
-    races.sort(key=lambda item: item[1])
-    return [r for r, _ in races], dict(counts)
-
-
 def _run_simulated(target, grid, block, args, shared_bytes: int, max_reported: int) -> RaceReport:
     name = getattr(target.py_func, "__name__", "kernel")
-    with _instrumented(block) as recorder:
+    with _instrumented(grid, block, f"{name}[{grid}, {block}]") as recorder:
         launch = target[grid, block] if not shared_bytes else target[grid, block, 0, shared_bytes]
         try:
             launch(*args)
@@ -865,19 +1173,14 @@ def _run_simulated(target, grid, block, args, shared_bytes: int, max_reported: i
                 f"{name} uses cuda.{missing.group(1)}, which Numba's CUDA simulator does not have, and the race "
                 "detector needs the simulator. On a GPU, check it with NVIDIA's race checker: compute-sanitizer "
                 "--tool racecheck python your_script.py") from None
+        if recorder.pending:  # every block is handed over as it ends; this only guards a simulator that changed
+            recorder.block_done()
     blocks = sorted(np.ndindex(*grid), key=lambda b: (b[2], b[1], b[0]))
     blocks = [tuple(int(v) for v in b) for b in blocks]
     block_threads = block[0] * block[1] * block[2]
-    for st in recorder.states.values():  # counted from the logs (deterministic), not by the racing threads
-        for entry in st.log:
-            view = recorder.views[entry[2]]
-            if entry[4]:
-                view.writes += 1
-            else:
-                view.reads += 1
-    accesses = sum(len(st.log) for st in recorder.states.values())
+    accesses = recorder.accesses
     problems = _barrier_problems(recorder, blocks, block_threads)
-    races, counts = _races(recorder, blocks)
+    races, counts = recorder.tally.races(recorder.views)
     arrays = tuple(SharedArray(v.name, v.shape, v.dtype, _source_line(v.site), v.reads, v.writes)
                    for v in recorder.views)
     return RaceReport(name, grid, block, tuple(races[:max_reported]), tuple(problems[:max_reported]),
