@@ -299,3 +299,37 @@ def test_a_nan_written_past_a_float_output_is_seen():
     guarded.buffer.copy_to_device(band)
     assert guarded.wrote_outside()
     assert np.isnan(guarded.whole()[:4]).all()  # the output itself still starts unwritten (NaN)
+
+
+# ------------------------------------------------------------------------------------------- misuse
+
+
+def test_misuse_is_answered_by_the_book():
+    """Swapped arguments and a dict where a function goes: the class, what was passed and what is expected."""
+    from labhelpers.exercises import answers
+
+    def choose_threads():
+        return 128
+
+    def blocks_per_sm(threads, registers, shared):
+        return 1
+
+    with pytest.raises(CheckFailed, match=r"^Wrong function: choose_threads is called as choose_threads\(\) "
+                                          r"\(no arguments\), but the function passed is "
+                                          r"blocks_per_sm\(threads, registers, shared\).*order"):
+        answers.call(blocks_per_sm, "choose_threads")
+    with pytest.raises(CheckFailed, match=r"^Wrong function: .*\(2 arguments\).*choose_threads\(\)"):
+        answers.call(choose_threads, "blocks_per_sm", 128, 32)
+    assert answers.call(choose_threads, "choose_threads") == 128
+    with pytest.raises(CheckFailed, match=r"^Not a kernel: .*\(got the number 8\)\. If the checker takes more than "
+                                          "one argument, are they in the order"):
+        h.require_kernel(8, "matmul_tiled_kernel")
+    with pytest.raises(CheckFailed, match=r"^Not a kernel: .*plain Python function named choose_threads.*order"):
+        h.require_kernel(choose_threads, "your kernel")
+    with pytest.raises(CheckFailed, match=r"^Not a function: .*\(got a CUDA kernel named saxpy\).*order"):
+        h.require_function(saxpy, "compact", "compact(x, threshold)")
+    with pytest.raises(CheckFailed, match=r"^Not a function: .*\(got a dict with keys 'MP', 'SB'\); pass the function "
+                                          "itself"):
+        h.require_function({"MP": True, "SB": False}, "litmus_answers", "litmus_answers()")
+    with pytest.raises(CheckFailed, match=r"got an empty dict"):
+        h.require_kernel({}, "your kernel")

@@ -70,3 +70,49 @@ def test_the_threshold_is_on_threads_launched():
     with pytest.raises(launchguard.SimulatorTooSlow):
         nothing[(1024, 1024), (1, 1)](x)  # 2D grids count every block
     launchguard.check_simulator_size(launchguard.SIM_MAX_THREADS)  # at the threshold: allowed
+
+
+# --------------------------------------------------------------------------- misuse answered by the book, not Python
+
+def _misuse_cases():
+    from mutants import load_solutions
+    from labhelpers.exercises import consistency as ex13
+    from labhelpers.exercises import matmul as ex5
+    from labhelpers.exercises import portability as ex12
+    from labhelpers.exercises import scheduling as ex4
+    from labhelpers.exercises import streams as ex11
+
+    s4, s5 = load_solutions("04_scheduling_lab"), load_solutions("05_matrix_multiply_lab")
+    s11, s12, s13 = (load_solutions(lab) for lab in ("11_streams_lab", "12_portability_lab", "13_consistency_lab"))
+    return {
+        # arguments swapped: each ended in a bare TypeError deep in the checker, or in Python's words
+        "tiled matmul: tile first": (lambda: ex5.check_tiled_square(s5.TILE, s5.matmul_tiled_kernel),
+                                     r"^Not a kernel: .*got the number \d+\)\. If the checker takes more than one"),
+        "OpenCL diff: size function first": (lambda: ex12.check_diff(s12.global_size_for, s12.diff_opencl),
+                                             r"diff_opencl is called with no arguments.*global_size_for\(n, "
+                                             r"local_size\).*order"),
+        "choose function first": (lambda: ex4.check_scale_threads(s4.choose_threads, s4.blocks_per_sm),
+                                  r"^Wrong function: choose_threads is called as choose_threads\(\).*blocks_per_sm"),
+        "pipeline and choice swapped": (lambda: ex11.check_pipeline_choice(s11.choose_chunks_streams,
+                                                                           s11.chunked_pipeline),
+                                        r"^Wrong function: choose_chunks_streams is called.*chunked_pipeline"),
+        "exercise 2's pipeline given to exercise 4": (lambda: ex11.check_no_hidden_sync(s11.chunked_pipeline),
+                                                      r"pipeline is called with 3 arguments.*chunked_pipeline\(h_in"),
+        # a dict where a function goes
+        "litmus answers as a dict": (lambda: ex13.check_litmus_answers(s13.litmus_answers()),
+                                     r"^Not a function: litmus_answers must be a Python function litmus_answers\(\) "
+                                     r"\(got a dict with keys \('MP', \(1, 0\)\)"),
+        "a dict for the pipeline": (lambda: ex11.check_chunked_pipeline({}), r"pipeline must be a function.*got a dict"),
+    }
+
+
+@pytest.mark.parametrize("case", ["tiled matmul: tile first", "OpenCL diff: size function first",
+                                  "choose function first", "pipeline and choice swapped",
+                                  "exercise 2's pipeline given to exercise 4", "litmus answers as a dict",
+                                  "a dict for the pipeline"])
+def test_misuse_of_a_checker_is_answered_by_the_book(case):
+    """A checker's arguments swapped or a dict where a function goes: a CheckFailed or ArgumentError saying what was
+    passed and what is expected, before anything runs (never a bare TypeError from deep inside)."""
+    call, says = _misuse_cases()[case]
+    with pytest.raises((lh.CheckFailed, lh.ArgumentError), match=says):
+        call()

@@ -289,3 +289,21 @@ def test_choice_kernel_function():
 def test_checkers_report_a_non_kernel_as_a_failed_check():
     with pytest.raises(lh.CheckFailed, match="@cuda.jit"):
         intro_ex.check_fill_index(plain)
+
+
+def test_function_says_what_was_passed_and_what_it_is_called_with():
+    """A dict where a function goes, and a function of the wrong arguments (a checker's arguments swapped)."""
+    with pytest.raises(lh.ArgumentError, match=r"got a dict \({'r0': 1}\).*function itself"):
+        validate.function({"r0": 1}, "answers_fn")
+
+    def global_size_for(n, local_size):
+        return n
+
+    with pytest.raises(lh.ArgumentError, match=r"called with no arguments.*global_size_for\(n, local_size\).*order"):
+        validate.function(global_size_for, "diff_opencl", takes=0)
+    with pytest.raises(lh.ArgumentError, match=r"called with 1 argument\b"):
+        validate.function(global_size_for, "make_buffers", takes=1)
+    assert validate.function(global_size_for, "global_size_for", takes=2) is global_size_for
+    assert validate.function(lambda *args: 0, "f", takes=5)  # *args takes anything
+    assert validate.function(print, "f", takes=3) is print  # a builtin whose signature Python may not read
+    assert validate.signature_mismatch(global_size_for, 2) is None

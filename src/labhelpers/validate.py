@@ -14,6 +14,7 @@ backends: the simulator refuses what a GPU refuses (see :func:`launch`).
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers as _numbers
 from typing import Any, Callable, Iterable, Sequence
@@ -375,17 +376,48 @@ def kernel(obj: Any, name: str) -> None:
                             "be launched itself. Pass the @cuda.jit kernel that calls it.")
 
 
-def function(obj: Any, name: str, *, example: str | None = None) -> Callable:
-    """``obj`` if it is callable.
+def signature_mismatch(fn: Callable, count: int) -> str | None:
+    """``fn``'s name and parameters (``"global_size_for(n, local_size)"``) when it cannot be called with ``count``
+    positional arguments, else None (also when Python cannot read its signature, e.g. a builtin)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*([None] * count))
+    except TypeError:
+        return f"{getattr(fn, '__name__', type(fn).__name__)}{sig}"
+    return None
+
+
+def _what_to_pass(name: str, example: str | None, *, brackets: bool = False) -> str:
+    if not example:
+        return ""
+    return f" (`{example}`)" if brackets else f", e.g. `{example}`"
+
+
+def function(obj: Any, name: str, *, example: str | None = None, takes: int | None = None) -> Callable:
+    """``obj`` if it is callable (and, with ``takes``, callable with that many positional arguments).
 
     Raises:
-        ArgumentError: e.g. for None, or for the result of calling the function instead of the function.
+        ArgumentError: e.g. for None, a dict or a number (the result of calling the function instead of the
+            function), or a function of the wrong arguments (``takes``: a checker's arguments swapped), saying
+            what was passed and what is expected.
     """
-    if callable(obj):
-        return obj
-    hint = f", e.g. `{example}`" if example else ""
-    raise ArgumentError(f"{name} must be a function{hint}; got {_describe(obj)}. Pass the function itself, "
-                        "not the result of calling it.")
+    if not callable(obj):
+        what = (f"a dict{' (' + _describe(obj) + ')' if len(repr(obj)) <= 60 else ''}" if isinstance(obj, dict)
+                else _describe(obj))
+        raise ArgumentError(f"{name} must be a function{_what_to_pass(name, example)}; got {what}. Pass the "
+                            "function itself, not the result of calling it.")
+    if takes is not None:
+        wrong = signature_mismatch(obj, takes)
+        if wrong is not None:
+            count = "no arguments" if takes == 0 else f"{takes} argument{'s' if takes != 1 else ''}"
+            raise ArgumentError(f"{name} is called with {count}{_what_to_pass(name, example, brackets=True)}, but "
+                                f"the function "
+                                f"passed is {wrong}: pass the function this argument asks for (if you pass "
+                                "several, are they in the order of the signature?).")
+    return obj
 
 
 def devices(value: Any, name: str = "devices", *, available: int, minimum: int = 1) -> tuple[int, ...]:
@@ -453,4 +485,4 @@ def divides(n: Any, name: str, parts: int, parts_name: str) -> int:
 
 
 __all__ = ["array", "array_device", "block_shape", "choice", "devices", "divides", "function", "grid_shape", "integer",
-           "kernel", "launch", "number", "numbers", "on_device", "threads_per_block"]
+           "kernel", "launch", "number", "numbers", "on_device", "signature_mismatch", "threads_per_block"]

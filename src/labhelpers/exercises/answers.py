@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import validate
 from ..errors import CheckFailed
 from . import harness as h
 
@@ -20,6 +21,8 @@ from . import harness as h
 WRONG_TYPE = "Wrong type"
 RAISED = "Raised an error"
 WRONG_ANSWER = "Wrong answer"
+#: A function that cannot take the arguments the checker calls it with (often: a checker's arguments swapped).
+WRONG_FUNCTION = "Wrong function"
 
 
 def _args_text(args: Sequence[Any]) -> str:
@@ -38,9 +41,16 @@ def call(student: Callable, name: str, *args: Any) -> Any:
     """``student(*args)``; an exception becomes CheckFailed naming the call (NotImplementedError: not written yet).
 
     Raises:
-        CheckFailed: ``student`` is not a plain function, is not written yet, or raised.
+        CheckFailed: ``student`` is not a plain function, cannot take ``args`` (:data:`WRONG_FUNCTION`: e.g. a
+            checker's arguments swapped), is not written yet, or raised.
     """
     h.require_function(student, name, f"{name}(...)")
+    wrong = validate.signature_mismatch(student, len(args))
+    if wrong is not None:
+        count = "no arguments" if not args else f"{len(args)} argument{'s' if len(args) != 1 else ''}"
+        raise h.failure(WRONG_FUNCTION, f"{name} is called as {name}{_args_text(args)} ({count}), but the function "
+                                        f"passed is {wrong}: pass {name} itself (if the checker takes several "
+                                        "functions, are they in the order of its signature?).")
     try:
         return student(*args)
     except NotImplementedError:
@@ -144,5 +154,5 @@ def choice(value: Any, call_text: str, choices: Sequence[str]) -> str:
     return text
 
 
-__all__ = ["RAISED", "WRONG_ANSWER", "WRONG_TYPE", "array_of", "call", "check_formula", "choice", "number", "numbers", "wrong_type",
+__all__ = ["RAISED", "WRONG_ANSWER", "WRONG_FUNCTION", "WRONG_TYPE", "array_of", "call", "check_formula", "choice", "number", "numbers", "wrong_type",
            "whole_number"]

@@ -94,7 +94,8 @@ def _describe(obj: Any) -> str:
     if obj is None:
         return "None"
     if isinstance(obj, dict):
-        return "a dict"
+        keys = ", ".join(map(repr, list(obj)[:3])) + (", ..." if len(obj) > 3 else "")
+        return f"a dict with keys {keys}" if obj else "an empty dict"
     if isinstance(obj, (list, tuple)):
         return f"a {type(obj).__name__}"
     if isinstance(obj, (int, float, np.number)):
@@ -104,6 +105,20 @@ def _describe(obj: Any) -> str:
     if isinstance(obj, np.ndarray):
         return f"an array of shape {obj.shape}"
     return f"a {type(obj).__name__}"
+
+
+def _named(obj: Any) -> str:
+    """`` named f`` for a function or kernel with a name, else ``""``."""
+    name = getattr(getattr(obj, "py_func", obj), "__name__", None)
+    return f" named {name}" if isinstance(name, str) and name != "<lambda>" else ""
+
+
+def _order_hint(obj: Any) -> str:
+    """What to check when a checker got a function of the other kind or a number: its arguments' order."""
+    if callable(obj) or (isinstance(obj, (int, float, np.number)) and not isinstance(obj, bool)):
+        return (" If the checker takes more than one argument, are they in the order of its signature (the "
+                "kernel or function first, then the sizes and choose_* functions)?")
+    return ""
 
 
 def is_cuda_function(obj: Any) -> bool:
@@ -127,8 +142,9 @@ def require_kernel(obj: Any, name: str) -> None:
         raise failure(NOT_A_KERNEL, f"{name} is a device function (@cuda.jit(device=True)); this exercise launches "
                                     "a kernel: decorate it with plain @cuda.jit (kernels are launched with "
                                     "kernel[blocks, threads](...) and return nothing).")
-    what = "a plain Python function" if callable(obj) else _describe(obj)
-    raise failure(NOT_A_KERNEL, f"{name} must be a CUDA kernel: a function decorated with @cuda.jit (got {what}).")
+    what = f"a plain Python function{_named(obj)}" if callable(obj) else _describe(obj)
+    raise failure(NOT_A_KERNEL, f"{name} must be a CUDA kernel: a function decorated with @cuda.jit (got {what})."
+                                + _order_hint(obj))
 
 
 def require_device_function(obj: Any, name: str) -> None:
@@ -152,9 +168,9 @@ def require_function(obj: Any, name: str, signature: str) -> None:
     """Raise CheckFailed unless ``obj`` is a plain callable (a host function), e.g. ``signature="compact(x, t)"``."""
     if callable(obj) and not is_cuda_function(obj):
         return
-    what = "a CUDA kernel" if is_cuda_function(obj) else _describe(obj)
+    what = f"a CUDA kernel{_named(obj)}" if is_cuda_function(obj) else _describe(obj)
     raise failure(NOT_A_FUNCTION, f"{name} must be a Python function {signature} (got {what}); pass the function "
-                                  "itself, not the result of calling it.")
+                                  "itself, not the result of calling it." + _order_hint(obj))
 
 
 def as_result_array(value: Any, name: str, dtype: Any = None) -> np.ndarray:

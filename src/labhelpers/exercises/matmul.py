@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
+from .. import validate
 from ..errors import CheckFailed, GPUOnlyError
 from ..experiments.matmul import random_square, time_kernel
 from ..launch import blocks_for, grid_2d
@@ -278,6 +279,13 @@ def check_naive(kernel: Any, *, block: tuple[int, int] = NAIVE_BLOCK) -> None:
     h.check(naive_exercise(block), kernel)
 
 
+def _kernel_and_tile(kernel: Any, tile: Any, name: str) -> int:
+    """The checker's arguments, kernel first: CheckFailed for a kernel that is not one (e.g. the two swapped),
+    ArgumentError for a tile that is not a whole number of threads per side (1 to 32: tile x tile threads)."""
+    h.require_kernel(kernel, name)
+    return validate.integer(tile, "tile", minimum=1, maximum=32)
+
+
 def check_tiled_square(kernel: Any, tile: int) -> None:
     """Check the shared-memory kernel ``kernel(A, B, C)`` for ``n x n`` matrices, ``n`` not a multiple of ``tile``.
 
@@ -287,6 +295,7 @@ def check_tiled_square(kernel: Any, tile: int) -> None:
     Raises:
         CheckFailed: with the bug's class (the race, with its lines), the size that failed and what to change.
     """
+    tile = _kernel_and_tile(kernel, tile, "matmul_tiled_kernel")
     h.check(tiled_square_exercise(tile), kernel)
 
 
@@ -298,6 +307,7 @@ def check_tiled_rect(kernel: Any, tile: int) -> None:
     Raises:
         CheckFailed: with the bug's class, the shapes that failed and what to change.
     """
+    tile = _kernel_and_tile(kernel, tile, "matmul_rect_kernel")
     h.check(tiled_rect_exercise(tile), kernel)
 
 
@@ -341,6 +351,7 @@ def check_barriers(kernel: Any, tile: int) -> None:
         CheckFailed: a race is still possible, or the shape that failed.
     """
     name = "matmul_tiled_fixed"
+    tile = _kernel_and_tile(kernel, tile, name)
     try:
         h.check(tiled_rect_exercise(tile, name, "The barriers look right; check the lines you changed."), kernel,
                 quiet=True)
@@ -423,6 +434,7 @@ def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
     Raises:
         CheckFailed: the kernel is wrong (the harness's class), the tile is not allowed, or too slow.
     """
+    h.require_kernel(kernel, "matmul_tiled_kernel")  # first: check_tiled_speed(TILE, kernel) says which is which
     tile = measured.allowed(tile, "TILE", TUNED_TILES)
     return measured.check(TILED_TUNED, tile, correct=lambda: check_tiled_square(kernel, tile),
                           race=lambda: _race_tiled(kernel, tile))

@@ -47,8 +47,11 @@ SENTINEL = np.float32(-12345.0)
 
 
 def _source(fn: Callable[[], str], what: str) -> str:
-    validate.function(fn, what, example="def diff_opencl(): return r'''__kernel void diff(...) { ... }'''")
-    src = fn()
+    validate.function(fn, what, example=f"def {what}(): return r'''...the source...'''", takes=0)
+    try:
+        src = fn()
+    except Exception as exc:  # noqa: BLE001  (the student's function failed: say so, not a traceback)
+        raise CheckFailed(f"{what}() raised {type(exc).__name__}: {str(exc)[:400]}") from None
     if not isinstance(src, str) or not src.strip():
         raise CheckFailed(f"{what} must return the source code as a str; it returned {type(src).__name__}.")
     return src
@@ -310,7 +313,7 @@ def check_diff(source_fn: Callable[[], str], global_size_fn: Callable[[int, int]
     their own message.
     """
     source = _source(source_fn, "diff_opencl")
-    validate.function(global_size_fn, "global_size_for", example="def global_size_for(n, local_size): ...")
+    validate.function(global_size_fn, "global_size_for", example="def global_size_for(n, local_size): ...", takes=2)
     cl = pt.opencl_module()
     target = pt.opencl_target("cpu")
     program = _build(source, "your OpenCL diff kernel")
@@ -683,7 +686,7 @@ def check_opencl_names(names_fn: Callable[[], dict]) -> None:
     Compared after normalising case, spaces and hyphens; function names must be the real built-ins. A
     missing answer, the lecture's "Block ID"/"Local ID" and other classic slips get their own message.
     """
-    validate.function(names_fn, "opencl_names")
+    validate.function(names_fn, "opencl_names", takes=0)
     got = names_fn()
     if not isinstance(got, dict):
         raise CheckFailed(f"opencl_names() must return a dict {{CUDA name: OpenCL name}}, got {type(got).__name__}.")

@@ -166,7 +166,7 @@ def check_pinned_buffers(make_buffers) -> None:
 
     Then the checker moves data through them with asynchronous copies on a stream and checks it arrives.
     """
-    validate.function(make_buffers, "make_buffers")
+    validate.function(make_buffers, "make_buffers", example="def make_buffers(n): ...", takes=1)
     for n in (1, 33, 1003):
         with streamrecord.record() as rec:
             got = make_buffers(n)
@@ -240,7 +240,8 @@ def check_chunked_pipeline(pipeline) -> None:
     the output (they must survive), the output NaN before the call. Sizes include remainders
     (``n % chunks != 0``) and as many chunks as elements.
     """
-    validate.function(pipeline, "pipeline")
+    validate.function(pipeline, "pipeline", example="def chunked_pipeline(h_in, h_out, chunks, streams): ...",
+                      takes=4)
     rng = np.random.default_rng(11)
     for n, chunks, streams in _cases():
         x = (rng.random(n) * 4).astype(np.float32)
@@ -287,7 +288,8 @@ def check_prediction(predict_ms) -> None:
     overhead) on cases including one chunk, a kernel much longer than the copies and copies much longer
     than the kernel.
     """
-    validate.function(predict_ms, "predict_ms")
+    validate.function(predict_ms, "predict_ms",
+                      example="def predict_ms(h2d_ms, kernel_ms, d2h_ms, chunks): ...", takes=4)
     for h, k, d, c in PREDICTION_CASES:
         want = model.pipeline_time(h, k, d, c, c, copy_engines=2)
         got = predict_ms(h, k, d, c)
@@ -316,7 +318,7 @@ def check_prediction(predict_ms) -> None:
 def check_no_hidden_sync(pipeline) -> None:
     """Exercise 4: ``pipeline(x, chunks, streams)`` returns ``fma_chain(x)`` in a pinned host buffer, without
     synchronising, allocating or copying through pageable memory inside its loop."""
-    validate.function(pipeline, "pipeline")
+    validate.function(pipeline, "pipeline", example="def fixed_pipeline(x, chunks, streams): ...", takes=3)
     top = getattr(pipeline, "__name__", "")
     rng = np.random.default_rng(5)
     for n, chunks, streams in _cases()[:4]:
