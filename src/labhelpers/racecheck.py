@@ -22,22 +22,37 @@ prints short (the first findings, counts by kind); ``report.ok`` is True when no
 
 How it works. In one phase (between two barriers) the simulator runs the threads of a block in an
 order that depends on Python's thread switching, so *which* order two conflicting accesses happen in
-is not reproducible. The detector therefore does not use that order. It records, per thread, every
-shared access with the thread's barrier count (its phase) and its position in the phase (how many
-shared accesses the thread made since its last barrier), then pairs up the accesses of different
-threads to the same element in the same phase. A write at an earlier (or the same) position than a
-read is a RAW hazard, a read at an earlier position than the write a WAR hazard, as if the threads
-ran in lockstep. The report is the same on every run. Barrier problems come from comparing, per block,
-the sequence of barriers each thread reached (which ``syncthreads`` line, which time).
+is not reproducible. The detector therefore does not use that order. It numbers each thread's shared
+accesses within its phase (its position: how many shared accesses the thread made since its last
+barrier) and compares the accesses of different threads to the same element in the same phase. A write
+at an earlier (or the same) position than a read is a RAW hazard, a read at an earlier position than
+the write a WAR hazard, as if the threads ran in lockstep. The report is the same on every run.
+
+It keeps what a race needs, not every access: per thread, phase, element, source line and kind of
+access (read or write, atomic or not), the first and the last position and a count. That loses no race:
+a write and a read of two threads form a RAW pair at some positions exactly when the write's first
+position is at most the read's last, a WAR pair exactly when the write's last position is after the
+read's first (and two writes pair in either order by the same rule), so the first and last positions
+give every kind of race, between the same lines and threads, that all the positions give. The simulator
+runs one block at a time; each block is analysed when it ends and its entries dropped, so memory holds
+one block's elements, not the launch's accesses, and a loop that reads the same elements millions of
+times costs a dictionary update per access. Barrier problems come from comparing, per block, the
+sequence of barriers each thread reached (which ``syncthreads`` line, which time).
 
 What it is for, and its limits. It checks the launch it is given, so use small launches (a few blocks;
 at most :data:`MAX_THREADS_CHECKED` threads in all) that still exercise the edges: a partial last block,
-more than one phase of a loop. It sees shared memory only (global-memory races between blocks are not
-checked) and only the accesses of this run (a race on a path no thread took is not found). Warp-level
-code (``syncwarp``, shuffles) does not run in the simulator at all (:class:`~labhelpers.errors.GPUOnlyError`).
-While it runs, the simulator's ``cuda.shared.array`` and barrier are replaced by recording versions; both
-are restored afterwards, also when the kernel raises. The kernel really runs: arrays you pass are written
-as by a normal launch.
+more than one phase of a loop. The simulator runs about a million shared accesses per second with the
+detector on; a check that will take more than :data:`LONG_RUN_SECONDS` says so in one line (``check_races:
+...``, from the time its first blocks took), and one that would take more than :data:`MAX_RUN_SECONDS`
+stops with ``SimulatorTooSlow`` saying what to make smaller. It sees shared memory only (global-memory
+races between blocks are not checked) and only the accesses of this run (a race on a path no thread took is
+not found). A negative index raises ``IndexError`` saying what a GPU would touch instead: the memory before
+the array, or (``sA[ty, tx - 1]`` with ``tx = 0`` in a later row) the previous row's last element.
+Warp-level code (``syncwarp``, shuffles) does not run in the simulator at all
+(:class:`~labhelpers.errors.GPUOnlyError`).
+While it runs, the simulator's ``cuda.shared.array``, barrier and block runner are replaced by recording
+versions; all are restored afterwards, also when the kernel raises. The kernel really runs: arrays you pass are
+written as by a normal launch.
 
 On a GPU (``numba.cuda`` is the real CUDA target, so the simulator is not loaded in this process) the
 same analysis runs in a child Python process with ``NUMBA_ENABLE_CUDASIM=1``: the kernel is rebuilt
@@ -109,6 +124,8 @@ LONG_RUN_SECONDS = 15.0
 MAX_RUN_SECONDS = 300.0
 #: How the one-line notice of a long check starts (the subprocess route on a GPU passes such lines on).
 NOTICE_PREFIX = "check_races:"
+#: The simulator process of the subprocess route (on a GPU) is stopped after this long (a backstop).
+CHILD_TIMEOUT_SECONDS = 900
 
 _WHY_SIM = ("Check it under the simulator instead (restart the notebook or script with LABHELPERS_BACKEND=sim), "
             "or on the GPU with NVIDIA's race checker: compute-sanitizer --tool racecheck python your_script.py")
@@ -417,6 +434,26 @@ def _check_launch(griddim: Any, blockdim: Any,
             f"griddim={griddim!r} with blockdim={blockdim!r} is {total}. A race shows in one or two blocks: launch "
             "a few blocks on a small input that still has a partial last block.")
     return grid, block, int(shared_bytes)
+
+
+def _check_arguments(target: Any, griddim: Any, blockdim: Any, args: tuple) -> None:
+    """ArgumentError unless ``args`` fit the kernel's parameters (the launch would fail deep in the simulator)."""
+    name = getattr(target.py_func, "__name__", "kernel")
+    try:
+        signature = inspect.signature(target.py_func)
+    except (TypeError, ValueError):  # no signature to compare with: the launch will say
+        return
+    try:
+        signature.bind(*args)
+    except TypeError:
+        params = [p for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = ", ".join(p.name for p in params)
+        got = "none" if not args else str(len(args))
+        raise ArgumentError(
+            f"check_races runs {name}[griddim, blockdim]({names}), so it needs {name}'s {len(params)} argument(s) "
+            f"after the launch; got {got}. Pass them as for a launch: "
+            f"lh.check_races({name}, {griddim!r}, {blockdim!r}, {names}).") from None
 
 
 # ----------------------------------------------------------------------------------- recording (simulator)
@@ -851,14 +888,16 @@ class _RecordingArray:
         if ints is not None and len(ints) == self._data.ndim and self._keys.size:
             steps = [s // self._keys.itemsize for s in self._keys.strides]
             key = int(self._keys[(0,) * len(ints)]) + sum(i * s for i, s in zip(ints, steps))
-        guard = (f"guard the access, e.g. `if tx > 0:` before reading {view.name}[ty, tx - 1]" if len(parts) > 1
-                 else "guard the access, e.g. `if tid > 0:` before reading s[tid - 1]")
+        using = "writing" if access == "writes" else "reading"
+        guard = (f"guard the access, e.g. `if tx > 0:` before {using} {view.name}[ty, tx - 1]" if len(parts) > 1
+                 else f"guard the access, e.g. `if tid > 0:` before {using} s[tid - 1]")
         size = int(np.prod(view.shape)) * (view.itemsize if view.dynamic else 1)
         if key is None or len(parts) == 1 and key < 0:  # the 1D case (and indices it cannot follow)
             raise IndexError(f"{text} On a GPU this {access} the memory before the array (the simulator would "
                              f"silently wrap it to the end): {guard}.")
+        whole = self._data.shape == view.shape  # the array itself, not a sub-array (a row) of it
         layout = ""
-        if not view.dynamic and self._data.shape == view.shape and len(ints) > 1:  # the array itself, row-major
+        if not view.dynamic and whole and len(ints) > 1:  # the address a GPU computes, row-major
             terms = []
             for d, i in enumerate(ints):
                 stride = int(np.prod(view.shape[d + 1:]))
@@ -866,29 +905,28 @@ class _RecordingArray:
             expr = " + ".join(terms).replace("+ -", "- ")
             layout = f" (row-major: offset {expr} = {key})"
         wrapped = ", ".join(str(i % n) for i, n in zip(ints, self._data.shape))
+        wrapped = f"{view.name}[{wrapped}]" if whole else f"[{wrapped}] of the sub-array"
         if key < 0:
             raise IndexError(
                 f"{text} On a GPU this {access} the memory before the array{layout}: before {view.name}"
-                f"[{', '.join('0' * len(view.shape))}] (the simulator would silently wrap it to "
-                f"{view.name}[{wrapped}]). Only in the first row does a negative column leave the array; in a later "
-                f"row it is the previous row's last element, a neighbour's. Either way, {guard}.")
+                f"[{', '.join('0' * len(view.shape))}] (the simulator would silently wrap it to {wrapped}). Only "
+                "in the first row does a negative column index leave the array; in a later row it is the previous "
+                f"row's last element, a neighbour's. Either way, {guard}.")
         if key >= size:
             return  # past the end: NumPy raises its own IndexError
         target = _index(view, key)
         element = f"{view.name}[{', '.join(map(str, target))}]"
         what = "another thread's element"
-        if len(ints) == 2 and len(view.shape) == 2 and not view.dynamic:
-            row = ints[0] if self._data.shape == view.shape else None
-            if row is not None and target[0] == row - 1:
+        if whole and len(ints) == 2 and len(view.shape) == 2 and not view.dynamic:
+            if target[0] == ints[0] - 1:
                 what = ("the last element of the previous row, a neighbour's" if target[1] == view.shape[1] - 1
                         else "an element of the previous row, another thread's")
-            elif row is not None:
+            else:
                 what = "an element of an earlier row, another thread's"
         raise IndexError(
             f"{text} On a GPU this is not the memory before the array: it {access} {element}{layout}, {what} (a race "
-            f"with the thread that writes it, or a silently wrong value), while the simulator would silently wrap it "
-            f"to {view.name}[{wrapped}]. Only in the first row would it be the memory before the array. {guard[0].upper()}"
-            f"{guard[1:]}.")
+            f"with that thread, or a silently wrong value), while the simulator would silently wrap it to {wrapped}. "
+            f"Only in the first row would it be the memory before the array. {guard[0].upper()}{guard[1:]}.")
 
     def __len__(self):
         return len(self._data)
@@ -1208,14 +1246,19 @@ def check_races(kernel: Any, griddim: Any, blockdim: Any, *args: Any, shared_byt
         ``.raise_for_problems(what)``.
 
     Raises:
-        ArgumentError / LaunchConfigError: ``kernel`` is not a kernel, or the launch is invalid or too big.
+        ArgumentError / LaunchConfigError: ``kernel`` is not a kernel, ``args`` do not fit its parameters (the
+            message names them), or the launch is invalid or too big.
         GPUOnlyError: on a GPU, when the kernel cannot be rebuilt for the simulator (the message says
             what to do instead); or the kernel uses warp intrinsics the simulator lacks.
-        Whatever the kernel raises when it runs (e.g. IndexError for an access out of bounds).
+        SimulatorTooSlow: the check would take longer than :data:`MAX_RUN_SECONDS` (judged from its first
+            blocks; one that takes longer than :data:`LONG_RUN_SECONDS` prints one line saying so).
+        Whatever the kernel raises when it runs (e.g. IndexError for an access out of bounds, or for a negative
+        index, saying what a GPU would touch instead).
     """
     target = _dispatcher(kernel)
     grid, block, shared_bytes = _check_launch(griddim, blockdim, shared_bytes)
     max_reported = validate.integer(max_reported, "max_reported", minimum=1, allow_float=False)
+    _check_arguments(target, griddim, blockdim, args)
     if backend.is_simulator():
         return _run_simulated(target, grid, block, args, int(shared_bytes), int(max_reported))
     return _run_in_subprocess(target, grid, block, args, int(shared_bytes), int(max_reported))
@@ -1431,11 +1474,39 @@ def _child_process(payload: bytes, name: str) -> tuple:
         inp, out = os.path.join(tmp, "in.pickle"), os.path.join(tmp, "out.pickle")
         with open(inp, "wb") as f:
             f.write(payload)
-        proc = subprocess.run([sys.executable, "-c", "from labhelpers.racecheck import _child_main; _child_main()",
-                               inp, out], env=env, capture_output=True, text=True, timeout=900)
+        with open(os.path.join(tmp, "stderr.txt"), "w+") as err:
+            proc = subprocess.Popen([sys.executable, "-c",
+                                     "from labhelpers.racecheck import _child_main; _child_main()", inp, out],
+                                    env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+            stopped: list = []
+
+            def stop() -> None:  # a backstop: MAX_RUN_SECONDS stops a long check first
+                stopped.append(True)
+                proc.kill()
+
+            killer = threading.Timer(CHILD_TIMEOUT_SECONDS, stop)
+            killer.daemon = True
+            killer.start()
+            try:
+                for line in proc.stdout:  # type: ignore[union-attr]  # the notice of a long check, passed on at once
+                    if line.startswith(NOTICE_PREFIX):
+                        print(line, end="", flush=True)
+                proc.wait()
+            finally:
+                killer.cancel()
+                if proc.poll() is None:  # interrupted here (Ctrl-C in a notebook): the child goes too
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()  # type: ignore[union-attr]
+            err.seek(0)
+            stderr = err.read()
         if not os.path.exists(out):
+            if stopped:
+                raise GPUOnlyError(f"the simulator process for {name} ran for more than {CHILD_TIMEOUT_SECONDS // 60} "
+                                   "minutes and was stopped: check a smaller launch (fewer blocks, a smaller "
+                                   f"input). {_WHY_SIM}.")
             raise GPUOnlyError(f"the simulator process for {name} did not start (exit code {proc.returncode}): "
-                               f"{proc.stderr.strip()[-1500:]} {_WHY_SIM}.")
+                               f"{stderr.strip()[-1500:]} {_WHY_SIM}.")
         with open(out, "rb") as f:
             return pickle.load(f)
 
