@@ -77,8 +77,11 @@ def _blelloch_args(case: h.Case) -> tuple:
     return (case.ints(), h.Out(case.n, np.int32), h.Out(blocks, np.int32))
 
 
-def _totals(x: np.ndarray, per: int) -> np.ndarray:
-    blocks = max(1, -(-x.size // per))
+def _totals(x: np.ndarray, threads: int) -> np.ndarray:
+    """Each Blelloch block's total: blocks of ``threads`` threads, two elements per thread (the partial last one
+    padded with 0)."""
+    per = 2 * threads
+    blocks = blocks_for(x.size, threads, 2)
     padded = np.zeros(blocks * per, np.int64)
     padded[:x.size] = x
     return padded.reshape(blocks, per).sum(axis=1).astype(np.int32)
@@ -86,7 +89,7 @@ def _totals(x: np.ndarray, per: int) -> np.ndarray:
 
 def _blelloch_reference(case, x):
     per = 2 * case.threads
-    return sk.block_scan_reference(x, per, inclusive=False), _totals(x, per)
+    return sk.block_scan_reference(x, per, inclusive=False), _totals(x, case.threads)
 
 
 def _blelloch_explain(case: h.Case, index: int, got, expected, inputs) -> tuple[str, str] | None:
@@ -146,7 +149,7 @@ def _offsets_args(case: h.Case) -> tuple:
     x = case.ints()
     per = 2 * case["scan_threads"]
     local = sk.block_scan_reference(x, per, inclusive=False).astype(np.int32)
-    prefix = np.cumsum(_totals(x, per).astype(np.int64)).astype(np.int32)
+    prefix = np.cumsum(_totals(x, case["scan_threads"]).astype(np.int64)).astype(np.int32)
     return (h.Out(case.n, np.int32, initial=local), prefix, per)
 
 
