@@ -150,6 +150,17 @@ def dynamic_no_barrier(out):
     out[tid] = s[(tid + 1) % BLOCK]
 
 
+@cuda.jit
+def dynamic_one_race(out):
+    s = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    s[tid] = tid
+    cuda.syncthreads()
+    if tid == 0:
+        s[5] = 1  # RAW: thread 5 reads s[5] in the same phase
+    out[tid] = s[tid]
+
+
 @cuda.jit(device=True)
 def neighbour(s, i):
     return s[i]
@@ -223,6 +234,8 @@ def test_dynamic_shared_memory_and_device_functions_are_followed():
     report = lh.check_races(dynamic_no_barrier, 1, BLOCK, np.zeros(BLOCK, np.float32), shared_bytes=4 * BLOCK)
     assert report.races[0].kind == "RAW" and report.races[0].array == "s"
     assert report.race_counts == {"RAW": BLOCK}
+    one = lh.check_races(dynamic_one_race, 1, BLOCK, np.zeros(BLOCK, np.float32), shared_bytes=4 * BLOCK)
+    assert [(r.kind, r.element, r.threads) for r in one.races] == [("RAW", "s[5]", ((0, 0, 0), (5, 0, 0)))]
 
 
 # --------------------------------------------------------------------------------------------- the barriers
