@@ -866,3 +866,64 @@ def test_queue_prediction_checker_accepts_the_solution_and_names_each_bug(soluti
 def test_queue_prediction_is_shown_beside_the_reference_run(solutions):
     shown = ex.show_kernels_at_once(solutions.kernels_at_once)
     assert (shown["your prediction"] - shown["measured"]).abs().max().max() < 1.2  # at most 1.16 off (32 streams, 32 connections)
+
+
+# --- what the host waited for (streamrecord.Recording.unwaited) ----------------------------------------------------
+
+def _two_stream_copies(wait):
+    """Copies on two streams, then ``wait(s1, s2)``; the calls left unwaited at the end, by the stream's number."""
+    from labhelpers import streamrecord
+
+    h = cuda.pinned_array(8, dtype=np.float32)
+    d = cuda.device_array(8, dtype=np.float32)
+    with streamrecord.record() as rec:
+        s1, s2 = cuda.stream(), cuda.stream()
+        d[:4].copy_to_device(h[:4], stream=s1)
+        d[4:].copy_to_device(h[4:], stream=s2)
+        wait(s1, s2)
+    names = {id(s1): 1, id(s2): 2}
+    return sorted(names[id(c.stream)] for c in rec.unwaited())
+
+
+def _event_on(s):
+    e = cuda.event()
+    e.record(s)
+    return e
+
+
+WAIT_CASES = {
+    "nothing": (lambda s1, s2: None, [1, 2]),
+    "one stream": (lambda s1, s2: s1.synchronize(), [2]),
+    "both streams": (lambda s1, s2: (s1.synchronize(), s2.synchronize()), []),
+    "the device": (lambda s1, s2: cuda.synchronize(), []),
+    "an event of each": (lambda s1, s2: (_event_on(s1).synchronize(), _event_on(s2).synchronize()), []),
+    "s1 waits for s2's event, the host for s1": (lambda s1, s2: (_event_on(s2).wait(s1), s1.synchronize()), []),
+    "s2 waits for s1's event, the host for s1": (lambda s1, s2: (_event_on(s1).wait(s2), s1.synchronize()), [2]),
+    "an event on the legacy default stream": (lambda s1, s2: _event_on(0).synchronize(), []),
+}
+
+
+@pytest.mark.parametrize("case", list(WAIT_CASES))
+def test_recording_knows_which_streams_the_host_waited_for(case):
+    """The same on both backends: the recording's order, not the simulator's streams (which finish at once)."""
+    wait, unwaited = WAIT_CASES[case]
+    assert _two_stream_copies(wait) == unwaited
+
+
+def test_an_event_recorded_before_the_last_copy_does_not_cover_it():
+    from labhelpers import streamrecord
+
+    h = cuda.pinned_array(8, dtype=np.float32)
+    d = cuda.device_array(8, dtype=np.float32)
+    with streamrecord.record() as rec:
+        s = cuda.stream()
+        d[:4].copy_to_device(h[:4], stream=s)
+        e = _event_on(s)
+        d[4:].copy_to_device(h[4:], stream=s)
+        e.synchronize()
+    assert [c.api for c in rec.unwaited()] == ["copy_to_device"] and rec.unwaited()[0].site.text.startswith("d[4:]")
+    with streamrecord.record() as rec:
+        s = cuda.stream()
+        with s.auto_synchronize():
+            d.copy_to_device(h, stream=s)
+    assert rec.unwaited() == []
