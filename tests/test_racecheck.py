@@ -722,6 +722,21 @@ def test_a_long_check_says_so_in_one_line_and_a_too_long_one_stops(monkeypatch, 
     assert lh.check_races(stencil, 2, BLOCK, x, np.zeros_like(x)).ok  # the simulator is restored after the refusal
 
 
+def _notice_and_chatter(kernel, *args):
+    """Run in the simulator process by the test below: a long check's notice, and other output."""
+    print("the kernel printed this")
+    print(f"{rc.NOTICE_PREFIX} {kernel.__name__}: a notice from the simulator process")
+
+
+def test_the_subprocess_route_passes_the_long_check_notice_on(capsys):
+    import pickle
+
+    payload = pickle.dumps({"check": (__name__, "_notice_and_chatter"), "spec": rc._kernel_spec(stencil, {}),
+                            "args": []})
+    assert rc._child_process(payload, "stencil")[0] == "ok"
+    assert capsys.readouterr().out == "check_races: stencil: a notice from the simulator process\n"
+
+
 @cuda.jit
 def tile_left_neighbour(out, row):
     sA = cuda.shared.array((8, 8), float32)
