@@ -4,7 +4,7 @@ A grid, a count of blocks or tiles, or warps per block goes through those helper
 hand (``-(-n // t)``) in the package is arithmetic that is not launch geometry, and says so in a comment on its
 line. A line of a function the book shows with ``lh.show_source`` cannot take a comment without changing the
 chapter's committed output (which strict nbval compares), so it is listed in :data:`SHOWN_IN_THE_BOOK` instead,
-and is not counted. Cheap: the source is tokenized, nothing is imported but ``labhelpers.launch``.
+and is not counted. Cheap: the package's source is tokenized, not imported (only the helpers are tested).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _ceiling_divisions(text: str) -> list[tuple[int, str, bool]]:
         return []
     tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
               if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)]
-    comments = {t.start[0] for t in tokens if t.type == tokenize.COMMENT}
+    comments = {t.start[0]: t.start[1] for t in tokens if t.type == tokenize.COMMENT}  # line -> column
     code = [t for t in tokens if t.type != tokenize.COMMENT]
     lines = text.splitlines()
     found = []
@@ -55,17 +55,16 @@ def _ceiling_divisions(text: str) -> list[tuple[int, str, bool]]:
         for t in code[i + 1:]:
             if t.type != tokenize.OP:
                 continue
-            depth += t.string in "([{"
-            depth -= t.string in ")]}"
+            depth += t.string in ("(", "[", "{")
+            depth -= t.string in (")", "]", "}")
             floor_division |= depth == 1 and t.string == "//"
             if depth == 0:
                 end = t.end[0]
                 break
         if floor_division:
             row = code[i].start[0]
-            line = lines[row - 1]
-            without_comment = line[:line.index("#")] if row in comments else line
-            found.append((row, without_comment.strip(), bool(comments & {row, end})))
+            code_text = lines[row - 1][:comments.get(row)].strip()
+            found.append((row, code_text, row in comments or end in comments))
     return found
 
 
@@ -101,10 +100,10 @@ def test_the_shown_exceptions_are_still_there():
 
 def test_the_finder_sees_code_only():
     sample = ('a = -(-n // t)  # not launch geometry: why\nb = "-(-n // t)"\nc = -(-x)\nd = -(-(n + 1) // t)\n'
-              'e = -(-n // (\n    t * 2))  # spans two lines\n')
+              'e = -(-n // (\n    t * 2))  # spans two lines\nf = "#" * -(-n // t)  # why\n')
     found = _ceiling_divisions(sample)
-    assert [(row, commented) for row, _, commented in found] == [(1, True), (4, False), (5, True)]
-    assert found[1][1] == "d = -(-(n + 1) // t)"
+    assert [(row, commented) for row, _, commented in found] == [(1, True), (4, False), (5, True), (7, True)]
+    assert (found[1][1], found[3][1]) == ("d = -(-(n + 1) // t)", 'f = "#" * -(-n // t)')
 
 
 @pytest.mark.parametrize("n, tile, tiles", [(0, 256, 0), (1, 256, 1), (256, 256, 1), (257, 256, 2),
