@@ -10,6 +10,7 @@ and is not counted. Cheap: the package's source is tokenized, not imported (only
 from __future__ import annotations
 
 import io
+import re
 import tokenize
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def _ceiling_divisions(text: str) -> list[tuple[int, str, bool]]:
     Tokens, not text: a ``-(-`` in a string or a comment (a message that teaches the idiom) is not code, and
     ``-(-x)`` without a floor division inside is not a ceiling division.
     """
-    if "(-" not in text:
+    if not re.search(r"-\s*\(\s*-", text):  # most modules: nothing to tokenize
         return []
     tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
               if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)]
