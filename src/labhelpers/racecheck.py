@@ -538,8 +538,9 @@ class _Recorder:
         self.max_accesses = MAX_ACCESSES
         self.complete = True
         self.local = threading.local()  # .state: the calling simulated thread's _ThreadState
-        self.lines: dict = {}  # (id of a code object, instruction offset) -> site number of a kernel's access
-        self.codes: list = []  # the code objects whose ids key self.lines
+        self.lines: dict = {}  # instruction offset -> (code object, site number) of an access (the first one seen)
+        self.other_lines: dict = {}  # (id of a code object, instruction offset) -> site number, for every access
+        self.codes: list = []  # the code objects whose ids key self.other_lines
         self.sites: list[tuple[str, int]] = []  # site number -> (file, line)
         self.site_numbers: dict = {}  # (file, line) -> site number
         self.tally = _RaceTally(griddim)
@@ -586,10 +587,12 @@ class _Recorder:
             st = self.state(_current_thread())
             if st is None:
                 return
-        where = (id(frame.f_code), frame.f_lasti)
-        site = self.lines.get(where)
-        if site is None:
-            site = self._new_site(where, frame, vid)
+        code = frame.f_code
+        known = self.lines.get(frame.f_lasti)  # (code, site number) of the instruction that made the access
+        if known is not None and known[0] is code:
+            site = known[1]
+        else:
+            site = self._new_site(code, frame, vid)
         if site < 0:  # an atomic (or a helper of this module): the kernel's line is further up, each time
             line, atomic, kernel_frame = self.site(frame)
             site = self.site_number(line)
@@ -635,18 +638,23 @@ class _Recorder:
                 entry[2] += 1
         st.seq = seq + 1
 
-    def _new_site(self, where: tuple[int, int], frame, vid: int) -> int:
-        """The site number of a kernel instruction seen for the first time (-1 for the simulator's own frames,
-        whose kernel line depends on the caller); the array's name is learnt there if the source did not show it."""
-        code = frame.f_code
+    def _new_site(self, code, frame, vid: int) -> int:
+        """The site number of a kernel instruction not in :attr:`lines` (-1 for the simulator's own frames, whose
+        kernel line depends on the caller); the array's name is learnt there if the source did not show it."""
+        where = (id(code), frame.f_lasti)
+        site = self.other_lines.get(where)
+        if site is not None:  # its offset is taken by another function's instruction in self.lines
+            return site
         if code.co_filename in self.skip:
-            self.lines[where] = -1
-            return -1
+            site = -1
+        else:
+            site = self.site_number((code.co_filename, frame.f_lineno))  # f_lineno costs a microsecond: once
+            view = self.views[vid]
+            if not view.named:
+                view.learn_name(frame)
         self.codes.append(code)  # kept alive, so that its id stays its own while the check runs
-        site = self.lines[where] = self.site_number((code.co_filename, frame.f_lineno))  # f_lineno is slow: once
-        view = self.views[vid]
-        if not view.named:
-            view.learn_name(frame)
+        self.other_lines[where] = site
+        self.lines.setdefault(frame.f_lasti, (code, site))
         return site
 
     def site_number(self, line: tuple[str, int]) -> int:
