@@ -46,6 +46,7 @@ from numba import cuda
 from . import backend, gpu_lock, validate
 from .errors import GPUOnlyError
 from .kernels import stopwatch
+from .launch import blocks_for
 
 #: CUDA events with the stream held by a sleeping kernel: GPU time only (``benchmark(..., clock="gpu")``).
 CLOCK_HELD = "gpu-held"
@@ -391,7 +392,7 @@ class CudaStreamOps:
             self._flush_buffers[key] = self._cuda.device_array(2 * l2_bytes // 4, dtype="float32")
         buf = self._flush_buffers[key]
         threads = 256
-        blocks = min(4096, (buf.size + threads - 1) // threads)
+        blocks = min(4096, blocks_for(buf.size, threads))
         self._kernels.fill[blocks, threads, self._stream](buf, 1.0)
 
     def record(self) -> object:

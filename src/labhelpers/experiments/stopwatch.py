@@ -27,6 +27,7 @@ from numba import cuda
 
 from .. import backend, profiler, validate
 from ..kernels import stopwatch as sw
+from ..launch import blocks_for
 from ..timing import Timing, benchmark, wall_time
 
 #: The clocks of the table, in the order the chapter discusses them.
@@ -144,7 +145,7 @@ def stopwatch_sweep(sizes: Sequence[int] = STOPWATCH_SIZES, *, threads: int = 25
     for n in sizes:
         x = cuda.to_device(np.arange(n, dtype=np.float32))
         out = cuda.device_array(n, dtype=np.float32)
-        blocks = (n + threads - 1) // threads
+        blocks = blocks_for(n, threads)
 
         def launch():
             sw.copy[blocks, threads](x, out)

@@ -19,12 +19,12 @@ and :mod:`labhelpers.figures.matmul` draws both.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import validate
+from ..launch import tiles_for
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
@@ -51,7 +51,7 @@ def tiled_loads(m: int, k: int, n: int, bm: int, bn: int | None = None) -> int:
     bn = bm if bn is None else bn
     bm = validate.integer(bm, "bm", minimum=1)
     bn = validate.integer(bn, "bn", minimum=1)
-    return m * k * math.ceil(n / bn) + k * n * math.ceil(m / bm)
+    return m * k * tiles_for(n, bn) + k * n * tiles_for(m, bm)
 
 
 def minimum_loads(m: int, k: int, n: int) -> int:
@@ -136,7 +136,7 @@ def phases(k: int, tile: int) -> int:
     """Phases of the tiled kernel: ``ceil(k / tile)``."""
     k = validate.integer(k, "k", minimum=1)
     tile = validate.integer(tile, "tile", minimum=1)
-    return math.ceil(k / tile)
+    return tiles_for(k, tile)
 
 
 def tile_phase(m: int, k: int, n: int, tile: int, block_row: int, block_col: int, phase: int) -> Phase:
@@ -147,7 +147,7 @@ def tile_phase(m: int, k: int, n: int, tile: int, block_row: int, block_col: int
     """
     m, k, n = (validate.integer(v, name, minimum=1) for name, v in zip("mkn", (m, k, n)))
     tile = validate.integer(tile, "tile", minimum=1)
-    rows_of_blocks, cols_of_blocks, count = math.ceil(m / tile), math.ceil(n / tile), phases(k, tile)
+    rows_of_blocks, cols_of_blocks, count = tiles_for(m, tile), tiles_for(n, tile), phases(k, tile)
     for name, v, hi in (("block_row", block_row, rows_of_blocks), ("block_col", block_col, cols_of_blocks),
                         ("phase", phase, count)):
         if not 0 <= v < hi:
