@@ -573,9 +573,7 @@ BOUND_ROWS: tuple[tuple[str, int], ...] = (
 
 
 def _counter_want(n: int, group: int, rate: float) -> float:
-    # Not launch geometry: the number of atomics the prediction counts (one per group of threads, the formula the
-    # student writes), so a plain ceiling division rather than launch.blocks_for.
-    return -(-n // group) / rate * 1e3
+    return -(-n // group) / rate * 1e3  # not launch geometry: the atomics of the student's formula, one per group
 
 
 def _bound_hint(got: float, n: int, group: int, rate: float) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 from numba import cuda
 from .. import backend
 from ..errors import LaunchConfigError
+from ..launch import warps_for
 from ..experiments.scheduling import THROTTLE_BLOCKS, measure_throttle
 from ..kernels.scheduling import lcg_inputs, lcg_reference
 from ..kernels.scheduling import launch_scale, scale_bytes, scale_grid
@@ -234,8 +235,7 @@ def check_shared_for_blocks(student: Callable[[int, occ.SMLimits], int], threads
         result = occ.occupancy(threads, 16, s, sm)
         if result.blocks_per_sm != k:
             alloc = result.shared_allocated_per_block
-            # Not launch geometry: shared memory rounded up to the SM's allocation unit (bytes), not a block count.
-            lo = -(-(sm.shared_per_sm // (k + 1) + 1) // sm.shared_unit) * sm.shared_unit
+            lo = -(-(sm.shared_per_sm // (k + 1) + 1) // sm.shared_unit) * sm.shared_unit  # not launch geometry: bytes, in allocation units
             hi = sm.shared_per_sm // k // sm.shared_unit * sm.shared_unit
             reserved = (f"your bytes plus the {sm.reserved_shared_per_block:,} B the driver reserves"
                         if sm.reserved_shared_per_block else "your bytes")
@@ -323,7 +323,7 @@ def check_scale_threads(blocks_per_sm: Callable[[int, int, int], int],
         check_blocks_per_sm(blocks_per_sm)
         k = _int_result(answers.call(blocks_per_sm, "blocks_per_sm", threads, SCALE_REGISTERS, 0), "blocks_per_sm",
                         (threads, SCALE_REGISTERS, 0))
-        warps = -(-threads // 32)  # not launch geometry: the warps of one block (a partial warp still takes a slot)
+        warps = warps_for(threads)
         print(f"Your prediction: {k} blocks of {threads} threads per SM on the lab's SM, {k * warps} of "
               f"{LAB_SM.max_warps_per_sm} warp slots (occupancy {k * warps / LAB_SM.max_warps_per_sm:.2f}).")
 
