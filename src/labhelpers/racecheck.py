@@ -33,7 +33,9 @@ access (read or write, atomic or not), the first and the last position and a cou
 a write and a read of two threads form a RAW pair at some positions exactly when the write's first
 position is at most the read's last, a WAR pair exactly when the write's last position is after the
 read's first (and two writes pair in either order by the same rule), so the first and last positions
-give every kind of race, between the same lines and threads, that all the positions give. The simulator
+give every kind of race, between the same lines and threads, that all the positions give (and the list
+compared per element is never longer than all the accesses, so an element whose pairs fit the
+:data:`MAX_PAIRS_PER_ELEMENT` budget that way fits it this way). The simulator
 runs one block at a time; each block is analysed when it ends and its entries dropped, so memory holds
 one block's elements, not the launch's accesses, and a loop that reads the same elements millions of
 times costs a dictionary update per access. Barrier problems come from comparing, per block, the
