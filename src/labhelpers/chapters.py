@@ -95,7 +95,7 @@ def names(what: str = "topic", *, max_gpus: int | None = None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m labhelpers.chapters [topic|slug|number] [--max-gpus N]``: one name per line."""
-    import argparse
+    import argparse  # only the command line needs it
 
     parser = argparse.ArgumentParser(prog="python -m labhelpers.chapters", description=main.__doc__)
     parser.add_argument("what", nargs="?", default="topic", choices=("topic", "slug", "number"))
