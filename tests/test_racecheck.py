@@ -4,6 +4,7 @@ restored after every call; the subprocess route (used on a GPU) gives the same r
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 
@@ -696,6 +697,7 @@ def test_a_race_in_the_last_of_16_blocks_is_found_in_seconds(monkeypatch, capsys
     assert report.accesses > 200 * max(held)  # 262,657 accesses, at most 1,088 entries held at once
     assert seconds < 4 * plain + 2, f"the check took {seconds:.1f} s of CPU, a plain launch {plain:.1f} s"
     assert capsys.readouterr().out == ""  # a short check says nothing
+    assert gc.isenabled()  # switched off while recording, on again after
 
 
 @pytest.mark.skipif(not FULL_SCALE, reason="4 million accesses, about 10 s: set LABHELPERS_FULL_TESTS=1")

@@ -75,6 +75,7 @@ import ast
 import builtins
 import contextlib
 import dis
+import gc
 import importlib
 import inspect
 import itertools
@@ -1060,9 +1061,13 @@ def _instrumented(griddim, blockdim, launch: str = "kernel") -> Iterator[_Record
                      _make_syncthreads(recorder, sim_kernel.BlockThread.syncthreads)),
                     (sim_kernel.BlockManager, "run", _make_block_run(recorder, sim_kernel.BlockManager.run))):
                 recorder.progress.begin()
+                collecting = gc.isenabled()
+                gc.disable()  # the entries are acyclic; collecting while millions are made would cost a third more
                 try:
                     yield recorder
                 finally:
+                    if collecting:
+                        gc.enable()
                     recorder.progress.end()
         finally:
             _ACTIVE.pop()
