@@ -1,7 +1,8 @@
 """The book's structure: every table-of-contents entry exists, and every notebook has the same anatomy.
 
 Each notebook starts with a title, the Colab badge pointing at itself, and the setup cell
-written by ``tools/notebook_tools.py`` (the one place the release pin lives); it carries
+written by ``tools/notebook_tools.py`` (the one place the release pin lives): five lines at most, tagged
+``hide-input`` so that the website folds it; it carries
 outputs, executed in order, without unexpected errors. nbval (run separately) checks the
 outputs themselves.
 """
@@ -67,6 +68,15 @@ def test_notebook_anatomy(path: Path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and code[0].source == setup_cell_source(rel), (
         f"{rel}: the first code cell must be the setup cell (run tools/sync_setup_cells.py)")
+    assert "hide-input" in code[0].metadata.get("tags", []), (
+        f"{rel}: the setup cell must be folded on the website (tag hide-input: tools/sync_setup_cells.py)")
+
+
+@pytest.mark.parametrize("rel", ["book/01_cuda_in_python.ipynb", "labs/12_portability_lab.ipynb"])
+def test_setup_cell_is_at_most_five_lines(rel: str):
+    """The reader's first screen: install if missing, import, lh.setup(); the rest is in install_missing.py."""
+    lines = setup_cell_source(rel).splitlines()
+    assert len(lines) <= 5, f"the setup cell has {len(lines)} lines:\n" + "\n".join(lines)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

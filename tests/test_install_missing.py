@@ -127,26 +127,94 @@ def test_nvidia_opencl_is_named_once(tmp_path, monkeypatch):
 def test_setup_cell_asks_for_the_chapters_extras_only():
     assert needs("book/12_portability.ipynb") == needs("labs/12_portability_lab.ipynb") == ("opencl",)
     assert needs("book/01_cuda_in_python.ipynb") == ()
-    assert 'needs=["opencl"]' in setup_cell_source("labs/12_portability_lab.ipynb")
-    assert '["main"]()' in setup_cell_source("book/01_cuda_in_python.ipynb")
+    assert '["setup"](["opencl"])' in setup_cell_source("labs/12_portability_lab.ipynb")
+    assert '["setup"]()' in setup_cell_source("book/01_cuda_in_python.ipynb")
 
 
-def test_setup_cell_without_a_release_says_what_to_do_in_one_message(tmp_path, monkeypatch):
-    """The Colab branch of the setup cell, run with a pip that fails: one SetupStopped naming the fix."""
+@pytest.fixture(autouse=True)
+def no_notebook_setup(monkeypatch):
+    """``lh.setup()`` (banner, warnings, plot defaults) is the notebook's business, not this test process's."""
+    import labhelpers
+
+    monkeypatch.setattr(labhelpers, "setup", lambda: None)
+
+
+class _Shell:
+    """What the setup cell asks of IPython when labhelpers is missing: the shell line (pip), recorded."""
+
+    def __init__(self):
+        self.commands = []
+
+    def system(self, command):
+        self.commands.append(command)
+
+
+def _run_setup_cell(source: str, shell: _Shell) -> dict:
+    """Run the setup cell as IPython runs it (its ``!pip`` line transformed), with ``shell`` for ``get_ipython()``."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    namespace = {"get_ipython": lambda: shell}
+    exec(compile(TransformerManager().transform_cell(source), "setup-cell", "exec"), namespace)
+    return namespace
+
+
+def test_setup_cell_is_five_lines_and_installs_the_wheel_here_else_the_release():
     source = setup_cell_source("book/01_cuda_in_python.ipynb")
-    branch = source.split("import labhelpers as lh")[0].replace('importlib.util.find_spec("labhelpers") is None', "True")
+    assert len(source.splitlines()) <= 5
+    pip_line = next(line for line in source.splitlines() if "!pip" in line)
+    assert "--no-index -f . labhelpers" in pip_line and "--no-deps" in pip_line  # a labhelpers-*.whl beside it...
+    assert "|| pip install -q --no-deps git+https://github.com/" in pip_line  # ...else the release
 
-    class Failed:
-        returncode, stderr = 1, "ERROR: Could not find a version that satisfies the requirement\n"
 
-    monkeypatch.chdir(tmp_path)  # no labhelpers-*.whl here
-    monkeypatch.setattr("subprocess.run", lambda *a, **k: Failed())
-    with pytest.raises(Exception) as stopped:
-        exec(compile(branch, "setup-cell", "exec"), {})
-    assert type(stopped.value).__name__ == "SetupStopped"
-    lines = stopped.value._render_traceback_()
-    assert len(lines) == 1 and "Could not find a version" in lines[0]
-    assert "%pip install /path/to/labhelpers-*.whl" in lines[0] and "{" not in lines[0]
+def test_setup_cell_without_labhelpers_installs_it_then_runs_the_installer(monkeypatch, capsys):
+    """The Colab branch: pip runs (recorded here), then install_missing.setup() returns labhelpers as ``lh``."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    calls = iter([None])  # missing at the guard, found after pip
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: next(calls, real(name)) if name == "labhelpers" else real(name, *a))
+    monkeypatch.setattr(im, "main", lambda needs=(), quiet=False: [])
+    shell = _Shell()
+    namespace = _run_setup_cell(setup_cell_source("book/01_cuda_in_python.ipynb"), shell)
+    assert len(shell.commands) == 1 and "pip install" in shell.commands[0]
+    assert namespace["lh"].__name__ == "labhelpers"
+
+
+def test_setup_cell_without_a_release_says_what_to_do_in_one_message(monkeypatch):
+    """The Colab branch with a pip that cannot install labhelpers: one SystemExit naming the fix, no traceback."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "labhelpers" else real(name, *a))
+    with pytest.raises(SystemExit) as stopped:  # IPython shows a SystemExit as its message alone
+        _run_setup_cell(setup_cell_source("book/01_cuda_in_python.ipynb"), _Shell())
+    message = str(stopped.value.code)
+    assert "labhelpers is not installed" in message and "labhelpers-*.whl next to this notebook" in message
+    assert "run this cell again" in message and "{" not in message
+
+
+def test_setup_leaves_a_course_checkout_as_it_is(monkeypatch):
+    """Imported from src/ (an editable install), setup() installs nothing and returns labhelpers."""
+    monkeypatch.setattr(im, "main", lambda *a, **k: pytest.fail("main() ran on a course checkout"))
+    assert not im.is_installed_package()
+    assert im.setup().__name__ == "labhelpers"
+
+
+def test_setup_runs_the_installer_quietly_where_labhelpers_is_a_package(monkeypatch):
+    seen = []
+    monkeypatch.setattr(im, "is_installed_package", lambda: True)
+    monkeypatch.setattr(im, "main", lambda needs=(), quiet=False: seen.append((list(needs), quiet)) or [])
+    im.setup(["opencl"])
+    assert seen == [(["opencl"], True)]
+
+
+def test_quiet_main_prints_nothing_when_nothing_is_missing(monkeypatch, capsys):
+    monkeypatch.setattr(im.metadata, "requires", lambda name: [])
+    monkeypatch.setattr(im, "driver_cuda_major", lambda: None)
+    assert im.main(quiet=True) == [] and capsys.readouterr().out == ""
+    assert im.main() == [] and "everything the book needs" in capsys.readouterr().out
 
 
 def test_what_is_installed_and_not_replaced_is_kept_as_it_is(no_extra_requirements):

@@ -1,4 +1,5 @@
-"""Fold, on the website, the cells whose code only formats a printout of reference numbers (tag ``hide-input``).
+"""Fold, on the website, the cells whose code only formats a printout of reference numbers (tag ``hide-input``),
+and every notebook's setup cell (its first code cell, written by ``tools/sync_setup_cells.py``, which tags it too).
 
 Usage: python tools/fold_cells.py [--check]
 
@@ -14,6 +15,8 @@ import sys
 from pathlib import Path
 
 import nbformat
+
+from notebook_tools import SETUP_MARKER, all_notebooks  # tools/ is on sys.path: run as a script, or by pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "hide-input"
@@ -57,9 +60,22 @@ def fold(notebook: str, ids: tuple[str, ...], *, write: bool) -> list[str]:
     return problems
 
 
+def setup_cell_ids() -> dict[str, tuple[str, ...]]:
+    """notebook -> the id of its setup cell (the first code cell, when it starts with the setup marker)."""
+    out = {}
+    for path in all_notebooks():
+        code = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        if code and code[0].source.startswith(SETUP_MARKER):
+            out[str(path.relative_to(ROOT))] = (code[0].get("id"),)
+    return out
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    problems = [p for notebook, ids in FOLDED.items() for p in fold(notebook, ids, write=not check)]
+    folded = {**{nb: () for nb in setup_cell_ids()}, **FOLDED}
+    for notebook, ids in setup_cell_ids().items():
+        folded[notebook] = ids + folded[notebook]
+    problems = [p for notebook, ids in folded.items() for p in fold(notebook, ids, write=not check)]
     missing = [p for p in problems if "no cell" in p]
     for p in (problems if check else missing):
         print(p)

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from labhelpers._release import NO_RELEASE_HINT, RELEASE, REPOSITORY, pip_requirement  # noqa: E402
+from labhelpers._release import RELEASE, REPOSITORY  # noqa: E402
 
 NOTEBOOK_DIRS = ("book", "labs")
 SETUP_MARKER = "# Setup: installs labhelpers when it is missing (Colab), then checks the GPU."
 #: Extras of labhelpers a chapter needs beyond the GPU's (by the start of the notebook's file name): the setup
 #: cell asks ``install_missing.py`` for them.
 NEEDS = {"12_portability": ("opencl",)}
+#: What the setup cell says when labhelpers itself could not be installed (no wheel here, the release unreachable).
+#: README.md ("On a GPU", Colab) says how to build the wheel.
+NOT_INSTALLED = "labhelpers is not installed: put a labhelpers-*.whl next to this notebook, then run this cell again"
 
 
 def needs(relpath: str | None) -> tuple[str, ...]:
@@ -30,46 +32,31 @@ def needs(relpath: str | None) -> tuple[str, ...]:
 
 
 def setup_cell_source(relpath: str | None = None) -> str:
-    """The exact source of the first code cell of notebook ``relpath`` (relative to the repository root).
+    """The exact source of the first code cell of notebook ``relpath`` (relative to the repository root): 5 lines.
 
-    Where labhelpers is installed (a course checkout's .venv, a GPU image) it only imports it. Where it is
-    missing (Colab) it installs it without its dependencies, from a ``labhelpers-*.whl`` in the notebook's folder
-    if there is one, else from the release, then runs ``install_missing.py``, which installs what the runtime
-    lacks and nothing it has. Every failure ends the cell with one message (``_render_traceback_``: IPython
-    shows it without a traceback) saying what to do.
+    Where labhelpers is installed (a course checkout's .venv, a GPU image) the ``if`` is skipped. Where it is
+    missing (Colab) pip installs it without its dependencies, from a ``labhelpers-*.whl`` in the notebook's folder
+    if there is one (``--no-index -f .``), else from the release. The last line runs
+    ``labhelpers/install_missing.py`` by its path (not imported: labhelpers' dependencies may be what is missing)
+    and calls its :func:`setup`, which installs what the runtime lacks, then imports labhelpers, runs
+    ``lh.setup()`` and returns the module. Every failure of the installer stops the cell with one message
+    (``SetupStopped``: no traceback); when labhelpers itself could not be installed, ``sys.exit`` stops it with
+    :data:`NOT_INSTALLED` (IPython shows a ``SystemExit`` without a traceback), below pip's own message.
     """
     extras = needs(relpath)
     return "\n".join([
         SETUP_MARKER,
-        "import importlib.util",
-        'if importlib.util.find_spec("labhelpers") is None:',
-        "    import glob, runpy, subprocess, sys",
-        "",
-        "    class SetupStopped(Exception):  # shows its message alone, without a traceback",
-        "        def _render_traceback_(self):",
-        "            return [str(self)]",
-        "",
-        '    wheels = sorted(glob.glob("labhelpers-*.whl"))',
-        f'    source = wheels[-1] if wheels else "{pip_requirement()}"',
-        '    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source],',
-        "                         capture_output=True, text=True)",
-        "    if pip.returncode:",
-        '        said = (pip.stderr.strip().splitlines() or ["no message"])[-1]',
-        f'        raise SetupStopped(f"labhelpers could not be installed from {{source}} (pip: {{said}}). "',
-        *[f'                           "{chunk}"' + (")" if last else "")
-          for last, chunk in _last_flags(textwrap.wrap(NO_RELEASE_HINT, 84, drop_whitespace=False))],
-        "    importlib.invalidate_caches()",
-        '    folder = importlib.util.find_spec("labhelpers").submodule_search_locations[0]',
-        '    runpy.run_path(folder + "/install_missing.py")["main"](' + (f"needs={json.dumps(list(extras))}" if extras else "") + ")",
-        "import labhelpers as lh",
-        "",
-        "lh.setup()",
+        "from importlib.util import find_spec; import runpy, sys",
+        'if find_spec("labhelpers") is None:  # from a labhelpers-*.whl next to this notebook, else the release',
+        f"    !pip install -q --no-deps --no-index -f . labhelpers 2>/dev/null || pip install -q --no-deps {release_url()}",
+        f'lh = runpy.run_path((find_spec("labhelpers") or sys.exit("{NOT_INSTALLED}"))'
+        f'.origin.replace("__init__", "install_missing"))["setup"]({json.dumps(list(extras)) if extras else ""})',
     ])
 
 
-def _last_flags(items: list[str]) -> list[tuple[bool, str]]:
-    """``(is_last, item)`` for each of ``items``."""
-    return [(i == len(items) - 1, item) for i, item in enumerate(items)]
+def release_url() -> str:
+    """The release as pip installs it from the command line, without quotes: ``git+<repository>@<release>``."""
+    return f"git+{REPOSITORY}@{RELEASE}"
 
 
 def colab_url(relpath: str) -> str:

@@ -1,5 +1,8 @@
 """Rewrite the setup cell and the Colab badge of every notebook from the one template.
 
+The setup cell also gets the ``hide-input`` tag, so the website folds it like the other plumbing
+(``tools/fold_cells.py``): the reader sees its output (the banner) and a toggle, not its five lines.
+
 Usage: python tools/sync_setup_cells.py [--check]
 
 With --check nothing is written; the exit status is 1 if a notebook is out of date.
@@ -14,6 +17,9 @@ import nbformat
 
 from notebook_tools import ROOT, SETUP_MARKER, all_notebooks, colab_badge, setup_cell_source
 
+#: The tag that folds a cell's code on the website (Jupyter Book shows its output and a "show code" toggle).
+FOLD_TAG = "hide-input"
+
 #: The Colab link as written now, and the image badge earlier notebooks carried.
 BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)|\*\*\[Open in Colab\]\([^)]*\)\*\*"
                       r"(?: \(choose a GPU runtime, then run the first cell\))?")
@@ -23,9 +29,14 @@ def sync(nb: nbformat.NotebookNode, relpath: str) -> bool:
     """Update ``nb`` in place; return True if anything changed."""
     changed = False
     code = [c for c in nb.cells if c.cell_type == "code"]
-    if code and code[0].source.startswith(SETUP_MARKER) and code[0].source != setup_cell_source(relpath):
-        code[0].source = setup_cell_source(relpath)
-        changed = True
+    if code and code[0].source.startswith(SETUP_MARKER):
+        if code[0].source != setup_cell_source(relpath):
+            code[0].source = setup_cell_source(relpath)
+            changed = True
+        tags = code[0].metadata.setdefault("tags", [])
+        if FOLD_TAG not in tags:
+            tags.append(FOLD_TAG)
+            changed = True
     md = [c for c in nb.cells if c.cell_type == "markdown"]
     if md and BADGE_RE.search(md[0].source):
         new = BADGE_RE.sub(colab_badge(relpath), md[0].source)

@@ -1,16 +1,20 @@
 """Install what a notebook runtime lacks for labhelpers, and only that (the Colab path).
 
-The setup cell of every notebook installs labhelpers itself with ``--no-deps`` (so pip never replaces a package
-the runtime already has), then runs this file by its path and calls :func:`main`::
+The setup cell of every notebook (five lines, written by ``tools/notebook_tools.py``) installs labhelpers itself
+with ``--no-deps`` when it is missing (so pip never replaces a package the runtime already has), then runs this
+file by its path and calls :func:`setup`::
 
-    runpy.run_path(".../site-packages/labhelpers/install_missing.py")["main"](needs=["opencl"])
+    lh = runpy.run_path(".../site-packages/labhelpers/install_missing.py")["setup"](["opencl"])
 
-It must not import labhelpers (whose dependencies may be what is missing), so it uses the standard library and
-pip's own ``packaging``. It reads labhelpers' declared requirements from the installed metadata (the one place
-they live: ``pyproject.toml``), adds the GPU extra that matches the driver (``gpu-cu12`` or ``gpu-cu13``, from
-``cuDriverGetVersion``) when there is an NVIDIA driver and the extras the notebook names (``opencl`` for
-chapter 12), and installs each requirement that is missing or whose installed version does not satisfy it. A
-package the runtime has in a version the book accepts is never touched (Colab's ipywidgets 7.7, numba-cuda 0.22).
+:func:`setup` calls :func:`main` where labhelpers is installed as a package (Colab, a GPU image), leaves a course
+checkout (labhelpers imported from the repository's ``src/``) as it is, then imports labhelpers, runs
+``lh.setup()`` and returns the module. This file must not import labhelpers before that (its dependencies may be
+what is missing), so it uses the standard library and pip's own ``packaging``. :func:`main` reads labhelpers'
+declared requirements from the installed metadata (the one place they live: ``pyproject.toml``), adds the GPU
+extra that matches the driver (``gpu-cu12`` or ``gpu-cu13``, from ``cuDriverGetVersion``) when there is an NVIDIA
+driver and the extras the notebook names (``opencl`` for chapter 12), and installs each requirement that is missing
+or whose installed version does not satisfy it. A package the runtime has in a version the book accepts is never
+touched (Colab's ipywidgets 7.7, numba-cuda 0.22).
 
 When an install changes a package Python has already loaded (NumPy newer than numba-cuda supports, say), it
 stops the cell with one sentence (:class:`SetupStopped`: no traceback) saying to restart the session, before any
@@ -23,6 +27,7 @@ import ctypes
 import glob
 import importlib
 import importlib.metadata as metadata
+import importlib.util
 import os
 import re
 import site
@@ -262,8 +267,10 @@ def _pip_install(todo: list[str], keep: list[str] = ()) -> None:
                              "again.")
 
 
-def main(needs: Iterable[str] = ()) -> list[str]:
+def main(needs: Iterable[str] = (), quiet: bool = False) -> list[str]:
     """Install what is missing for labhelpers and the extras in ``needs``; return what was installed.
+
+    With ``quiet``, nothing is printed when nothing is missing (the setup cell's output is then only the banner).
 
     Raises:
         SetupStopped: labhelpers is not installed, pip failed, or a package Python had already loaded changed
@@ -298,13 +305,35 @@ def main(needs: Iterable[str] = ()) -> list[str]:
         if stale:
             raise SetupStopped(f"labhelpers: the new {', '.join(stale)} takes effect only in a fresh Python (the old "
                                f"one is loaded): {RESTART}.")
-    else:
+    elif not quiet:
         print("labhelpers: this runtime has everything the book needs")
-    if "opencl" in needs:
+    if "opencl" in needs and (todo or not quiet):
         for said in (name_nvidia_opencl(), opencl_cpu_note()):
             if said:
                 print(said)
     return todo
+
+
+def is_installed_package() -> bool:
+    """Whether labhelpers is imported from an installed package (site-packages or dist-packages: Colab, a GPU image),
+    not from a course checkout's ``src/`` (an editable install), which :func:`setup` leaves as it is."""
+    spec = importlib.util.find_spec(DISTRIBUTION)
+    return spec is not None and "-packages" in (spec.origin or "")
+
+
+def setup(needs: Iterable[str] = ()):
+    """What the setup cell runs: :func:`main` (quiet) where labhelpers is an installed package, then ``import
+    labhelpers``, ``lh.setup()``; returns the module (the notebook's ``lh``).
+
+    Raises:
+        SetupStopped: as :func:`main` (pip failed, or a restart is needed), before labhelpers is imported.
+    """
+    if is_installed_package():
+        main(needs, quiet=True)
+    import labhelpers  # noqa: PLC0415 - only now: main() may have just installed what it imports
+
+    labhelpers.setup()
+    return labhelpers
 
 
 if __name__ == "__main__":
