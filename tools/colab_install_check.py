@@ -18,6 +18,10 @@ Colab's GPU runtime is modeled from its own published package list, ``tools/cola
    OpenCL ICD loader is pointed at an empty folder (``OCL_ICD_VENDORS``): Colab has no CPU OpenCL driver, so
    chapter 12's setup must bring one.
 
+4. The path where labhelpers itself cannot be installed: the first notebook's setup cell in a fresh kernel, in a
+   folder without a wheel, with git pointed at an unreachable host (as for a release not published yet). Its cell
+   must stop "Run all" with one message saying what to do and no traceback, and no later cell may run.
+
 It fails when a cell raises (other than cells tagged ``raises-exception``), when the setup changes a version of
 a package Colab ships (a downgrade or replacement the book does not need), and when a package Python had already
 loaded was replaced without the setup cell saying, in words, to restart the session. After an announced restart
@@ -134,6 +138,53 @@ def build_wheel(out: Path) -> Path:
     return next(out.glob("labhelpers-*.whl"))
 
 
+#: Runs (in the model's python) a notebook's setup cell, then one more cell, stopping at the first error as "Run all"
+#: does; prints the two cells' outputs as JSON.
+NOT_INSTALLED_PROBE = """
+import json, sys
+import nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+setup = next(c for c in nb.cells if c.cell_type == "code")
+setup.outputs, setup.execution_count = [], None
+run = nbformat.v4.new_notebook(cells=[setup, nbformat.v4.new_code_cell("print('the next cell ran')")])
+try:
+    NotebookClient(run, timeout=600, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
+except Exception:
+    pass
+print("OUTPUTS " + json.dumps([c.get("outputs", []) for c in run.cells]))
+"""
+
+
+def check_not_installed(vpython: Path, notebook: Path, work: Path, env: dict[str, str]) -> list[str]:
+    """The setup cell where labhelpers cannot be installed (no wheel, the release unreachable): its problems."""
+    folder = work / "not-installed"
+    folder.mkdir()
+    unreachable = dict(env, GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="url.https://unreachable.invalid/.insteadOf",
+                       GIT_CONFIG_VALUE_0="https://github.com/", PIP_NO_INPUT="1")
+    done = subprocess.run([str(vpython), "-c", NOT_INSTALLED_PROBE, str(notebook), str(folder)], env=unreachable,
+                          capture_output=True, text=True, cwd=folder)
+    said = [line for line in done.stdout.splitlines() if line.startswith("OUTPUTS ")]
+    if not said:
+        return [f"the not-installed probe failed: {done.stderr[-1500:]}"]
+    setup, after = json.loads(said[0][8:])
+    errors = [o for o in setup if o["output_type"] == "error"]
+    shown = "".join(o.get("text", "") for o in setup if o["output_type"] == "stream")
+    shown += "".join("\n".join(o["traceback"]) for o in errors)
+    print("    without a wheel and without the release, the setup cell shows:\n"
+          + "\n".join("      " + line for line in re.sub(r"\x1b\[[0-9;]*m", "", shown).strip().splitlines()[-8:]))
+    problems = []
+    if not errors:
+        problems.append("without labhelpers, the setup cell did not stop the notebook")
+    elif any("Traceback" in line for o in errors for line in o["traceback"]):
+        problems.append("without labhelpers, the setup cell stopped with a traceback, not one message")
+    elif not any("labhelpers-*.whl" in o["evalue"] and "run this cell again" in o["evalue"] for o in errors):
+        problems.append(f"without labhelpers, the setup cell's message does not say what to do: {errors[0]['evalue']!r}")
+    if after:
+        problems.append("without labhelpers, the cell after the setup cell ran")
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help="default: every chapter, book/*.ipynb")
@@ -168,8 +219,12 @@ def main() -> int:
                   "cells": None if args.all_cells else args.cells, "numpy": args.numpy, "notebooks": [str(p) for p in notebooks]}
         (work / "config.json").write_text(json.dumps(config))
         done = subprocess.run([str(vpython), str(DRIVER), str(work / "config.json")], env=env, cwd=work)
+        print("==> the setup cell where labhelpers cannot be installed (no wheel, the release unreachable)", flush=True)
+        problems = check_not_installed(vpython, notebooks[0], work, env)
+        for problem in problems:
+            print("problem:", problem)
         print(f"==> Colab install check: {time.monotonic() - start:.0f} s in all")
-        return done.returncode
+        return done.returncode or (1 if problems else 0)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
