@@ -817,14 +817,14 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _affine(keys: np.ndarray) -> tuple[int, list[int]]:
-    """The element keys of an array (or view) as ``base + sum(index[d] * steps[d])``: keys grow linearly."""
-    base = int(keys[(0,) * keys.ndim])
-    steps = []
-    for d in range(keys.ndim):
-        one = tuple(1 if e == d else 0 for e in range(keys.ndim))
-        steps.append(int(keys[one]) - base if keys.shape[d] > 1 else 0)
-    return base, steps
+def _affine(keys: np.ndarray, unit: int) -> tuple[int, list[int]]:
+    """The element keys of an array (or a view of it) as ``base + sum(index[d] * steps[d])``.
+
+    ``keys`` is a view of the allocation's ``arange(size) * unit`` (``unit`` 1, or the item size for dynamic
+    shared memory, whose keys are byte offsets), so a step is the view's stride in elements times ``unit``.
+    """
+    base = int(keys[(0,) * keys.ndim]) if keys.size else 0
+    return base, [stride // keys.itemsize * unit for stride in keys.strides]
 
 
 class _RecordingArray:
@@ -840,7 +840,8 @@ class _RecordingArray:
         self._data, self._keys, self._vid, self._rec = data, keys, vid, rec
         # an element's key from its index without NumPy, for the common cases: s[i] of a 1D array, s[i, j] of a 2D one
         self._ndim = data.ndim if data.size else 0
-        self._base, steps = _affine(keys) if self._ndim else (0, [])
+        view = rec.views[vid]
+        self._base, steps = _affine(keys, view.itemsize if view.dynamic else 1) if self._ndim else (0, [])
         self._step = steps[0] if self._ndim else 0
         self._row = steps[1] if self._ndim == 2 else 0
 
@@ -906,7 +907,7 @@ class _RecordingArray:
         ints = [int(p) for p in parts] if all(_is_int(p) for p in parts) else None
         key = None
         if ints is not None and len(ints) == self._data.ndim and self._keys.size:
-            base, steps = _affine(self._keys)
+            base, steps = _affine(self._keys, view.itemsize if view.dynamic else 1)
             key = base + sum(i * s for i, s in zip(ints, steps))  # what a GPU's address arithmetic gives
         using = "writing" if access == "writes" else "reading"
         guard = (f"guard the access, e.g. `if tx > 0:` before {using} {view.name}[ty, tx - 1]" if len(parts) > 1
