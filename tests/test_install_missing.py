@@ -161,9 +161,10 @@ def _run_setup_cell(source: str, shell: _Shell) -> dict:
 def test_setup_cell_is_five_lines_and_installs_the_wheel_here_else_the_release():
     source = setup_cell_source("book/01_cuda_in_python.ipynb")
     assert len(source.splitlines()) <= 5
-    pip_line = next(line for line in source.splitlines() if "!pip" in line)
+    pip_line = next(line for line in source.splitlines() if " -m pip " in line)
     assert "--no-index -f . labhelpers" in pip_line and "--no-deps" in pip_line  # a labhelpers-*.whl beside it...
-    assert "|| pip install -q --no-deps git+https://github.com/" in pip_line  # ...else the release
+    assert "|| {sys.executable} -m pip install -q --no-deps git+https://github.com/" in pip_line  # ...else the release
+    assert pip_line.lstrip().startswith("!{sys.executable} -m pip")  # the kernel's pip, not the first on PATH
 
 
 def test_setup_cell_without_labhelpers_installs_it_then_runs_the_installer(monkeypatch, capsys):

@@ -35,8 +35,8 @@ def setup_cell_source(relpath: str | None = None) -> str:
     """The exact source of the first code cell of notebook ``relpath`` (relative to the repository root): 5 lines.
 
     Where labhelpers is installed (a course checkout's .venv, a GPU image) the ``if`` is skipped. Where it is
-    missing (Colab) pip installs it without its dependencies, from a ``labhelpers-*.whl`` in the notebook's folder
-    if there is one (``--no-index -f .``), else from the release. The last line runs
+    missing (Colab) the kernel's pip installs it without its dependencies, from a ``labhelpers-*.whl`` in the
+    notebook's folder if there is one (``--no-index -f .``), else from the release. The last line runs
     ``labhelpers/install_missing.py`` by its path (not imported: labhelpers' dependencies may be what is missing)
     and calls its :func:`setup`, which installs what the runtime lacks, then imports labhelpers, runs
     ``lh.setup()`` and returns the module. Every failure of the installer stops the cell with one message
@@ -48,7 +48,8 @@ def setup_cell_source(relpath: str | None = None) -> str:
         SETUP_MARKER,
         "from importlib.util import find_spec; import runpy, sys",
         'if find_spec("labhelpers") is None:  # from a labhelpers-*.whl next to this notebook, else the release',
-        f"    !pip install -q --no-deps --no-index -f . labhelpers 2>/dev/null || pip install -q --no-deps {release_url()}",
+        "    !{sys.executable} -m pip install -q --no-deps --no-index -f . labhelpers 2>/dev/null"
+        f" || {{sys.executable}} -m pip install -q --no-deps {release_url()}",
         f'lh = runpy.run_path((find_spec("labhelpers") or sys.exit("{NOT_INSTALLED}"))'
         f'.origin.replace("__init__", "install_missing"))["setup"]({json.dumps(list(extras)) if extras else ""})',
     ])
