@@ -33,9 +33,9 @@ access (read or write, atomic or not), the first and the last position and a cou
 a write and a read of two threads form a RAW pair at some positions exactly when the write's first
 position is at most the read's last, a WAR pair exactly when the write's last position is after the
 read's first (and two writes pair in either order by the same rule), so the first and last positions
-give every kind of race, between the same lines and threads, that all the positions give (and the list
-compared per element is never longer than all the accesses, so an element whose pairs fit the
-:data:`MAX_PAIRS_PER_ELEMENT` budget that way fits it this way). The simulator
+give every race (kind, two lines, element) that all the positions give. The pairs of one element are
+decided per group of partners without enumerating them, so an element every thread touches costs a pass
+per write, not one per pair, and no pair is skipped. The simulator
 runs one block at a time; each block is analysed when it ends and its entries dropped, so memory holds
 one block's elements, not the launch's accesses, and a loop that reads the same elements millions of
 times costs a dictionary update per access. Barrier problems come from comparing, per block, the
@@ -116,7 +116,8 @@ SHOWN_IN_TEXT = 3
 #: block's distinct (element, thread, line) entries at a time, not the accesses, so this is only a backstop:
 #: :data:`MAX_RUN_SECONDS` stops a long check first.
 MAX_ACCESSES = 500_000_000
-#: Pairs of accesses to one element compared at most (an element every thread writes has n^2 pairs).
+#: Formerly the most pairs of accesses to one element compared; the pairing (:func:`_pairs`) now decides every pair
+#: without enumerating them, so nothing is cut. Kept so that code which sets it still runs.
 MAX_PAIRS_PER_ELEMENT = 20_000
 #: Threads named at most in one barrier problem.
 THREADS_NAMED = 4
@@ -1093,36 +1094,65 @@ def _pairs(accesses: list) -> dict:
     """The races among the accesses to one element in one phase: {(kind, site a, site b): (access a, access b)}.
 
     ``accesses`` are (thread linear id, seq, is_write, is_atomic, site, view id, thread, ...) sorted by
-    (thread, seq), so the first pair found for a key is the one with the lowest thread numbers. Only pairs
-    of two different threads that are not both atomic can race, and only those count against
-    :data:`MAX_PAIRS_PER_ELEMENT` (a thread that touches the element many times must not use up the budget).
+    (thread, seq). Each write ``w``, in that order, is paired with the accesses of the other threads, in that
+    order (two atomics do not race): a write at a later position (or the same position, later thread) is a
+    WAW with ``w`` first, a read at the same or a later position a RAW, a read at an earlier position a WAR
+    (the read first). A key's pair is the first such pair: the lowest thread numbers. Every pair is decided
+    without being enumerated: per (read or write, line) group of partners, the threads' largest and smallest
+    positions say at once whether ``w`` has a partner of each kind there, and only a key not found yet is then
+    looked up in the group, so an element every thread touches costs a pass per write, not a pass per pair.
     """
     found: dict = {}
-    spans: dict = {}
-    for i, a in enumerate(accesses):
-        lo, _hi = spans.get(a[0], (i, i))
-        spans[a[0]] = (lo, i + 1)
-    writes = [a for a in accesses if a[2]]
-    budget = MAX_PAIRS_PER_ELEMENT
-    total = len(accesses)
-    for w in writes:
-        lo, hi = spans[w[0]]
-        for j in itertools.chain(range(0, lo), range(hi, total)):  # the other threads' accesses
-            a = accesses[j]
-            if a[3] and w[3]:
-                continue  # two atomics do not race
-            budget -= 1
-            if budget < 0:
-                return found
-            if a[2]:
-                if (a[1], a[0]) < (w[1], w[0]):
-                    continue  # each pair of writes once, the earlier one first
-                kind, first, second = "WAW", w, a
-            elif w[1] <= a[1]:
-                kind, first, second = "RAW", w, a
-            else:
-                kind, first, second = "WAR", a, w
-            found.setdefault((kind, first[4], second[4]), (first, second))
+    groups: dict = {}
+    for a in accesses:
+        groups.setdefault((a[2], a[4]), []).append(a)
+    extremes: dict = {}
+
+    def extreme(group: tuple, plain_only: bool) -> tuple[list, list]:
+        """The two threads with the largest last positions and the two with the smallest first positions."""
+        key = (group, plain_only)
+        if key not in extremes:
+            last: dict = {}
+            first: dict = {}
+            for a in groups[group]:
+                if plain_only and a[3]:
+                    continue
+                t, s = a[0], a[1]
+                if t not in last or s > last[t]:
+                    last[t] = s
+                if t not in first or s < first[t]:
+                    first[t] = s
+            extremes[key] = (sorted(((s, t) for t, s in last.items()), reverse=True)[:2],
+                             sorted((s, t) for t, s in first.items())[:2])
+        return extremes[key]
+
+    def other(candidates: list, thread: int):
+        return next(((s, t) for s, t in candidates if t != thread), None)
+
+    for w in accesses:
+        if not w[2]:
+            continue
+        tw, sw = w[0], w[1]
+        for group, members in groups.items():
+            is_write, site = group
+            top, bottom = extreme(group, plain_only=w[3])
+            if is_write:
+                best = other(top, tw)
+                key = ("WAW", w[4], site)
+                if best is not None and best > (sw, tw) and key not in found:
+                    a = next(a for a in members if a[0] != tw and not (w[3] and a[3]) and (a[1], a[0]) > (sw, tw))
+                    found[key] = (w, a)
+                continue
+            best = other(top, tw)
+            key = ("RAW", w[4], site)
+            if best is not None and best[0] >= sw and key not in found:
+                a = next(a for a in members if a[0] != tw and not (w[3] and a[3]) and a[1] >= sw)
+                found[key] = (w, a)
+            least = other(bottom, tw)
+            key = ("WAR", site, w[4])
+            if least is not None and least[0] < sw and key not in found:
+                a = next(a for a in members if a[0] != tw and not (w[3] and a[3]) and a[1] < sw)
+                found[key] = (a, w)
     return found
 
 
