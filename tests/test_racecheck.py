@@ -1,11 +1,14 @@
 """lh.check_races: each kind of race and barrier problem is found, with the right array, element, threads and lines;
 the book's correct shared-memory kernels raise no false alarm; bad input gets a clear error; the simulator is
-restored after every call; the subprocess route (used on a GPU) gives the same report."""
+restored after every call; the subprocess route (used on a GPU) gives the same report; at GPU sizes (16 blocks,
+millions of accesses) a race is found in seconds, a long check says so and a too long one stops; a negative index into
+a 2D array says what a GPU touches; the pairing of one element's accesses equals comparing every pair."""
 
 from __future__ import annotations
 
 import gc
 import os
+import pickle
 import time
 
 import numpy as np
@@ -731,8 +734,6 @@ def _notice_and_chatter(kernel, *args):
 
 
 def test_the_subprocess_route_passes_the_long_check_notice_on(capsys):
-    import pickle
-
     payload = pickle.dumps({"check": (__name__, "_notice_and_chatter"), "spec": rc._kernel_spec(stencil, {}),
                             "args": []})
     assert rc._child_process(payload, "stencil")[0] == "ok"
@@ -774,3 +775,37 @@ def test_the_kernels_arguments_are_asked_for_by_name(args, got):
     with pytest.raises(lh.ArgumentError, match=rf"needs stencil's 2 argument\(s\) after the launch; {got}\. .*"
                                                r"lh\.check_races\(stencil, 2, 32, x, out\)"):
         lh.check_races(stencil, 2, BLOCK, *args)
+
+
+def _every_pair(accesses: list) -> dict:
+    """What rc._pairs must equal: every write against every access of another thread, in order, first pair per key."""
+    found: dict = {}
+    for w in (a for a in accesses if a[2]):
+        for a in accesses:
+            if a[0] == w[0] or (a[3] and w[3]):
+                continue
+            if a[2]:
+                if (a[1], a[0]) < (w[1], w[0]):
+                    continue
+                kind, first, second = "WAW", w, a
+            elif w[1] <= a[1]:
+                kind, first, second = "RAW", w, a
+            else:
+                kind, first, second = "WAR", a, w
+            found.setdefault((kind, first[4], second[4]), (first, second))
+    return found
+
+
+def test_the_pairs_of_an_element_are_those_of_comparing_every_pair():
+    rng = np.random.default_rng(2024)
+    for _ in range(500):
+        threads, lines = int(rng.integers(1, 8)), [("k.py", line) for line in range(int(rng.integers(1, 4)))]
+        position: dict = {}
+        accesses = []
+        for _ in range(int(rng.integers(1, 40))):
+            t = int(rng.integers(0, threads))
+            position[t] = position.get(t, -1) + int(rng.integers(1, 3))
+            accesses.append((t, position[t], bool(rng.random() < 0.4), bool(rng.random() < 0.2),
+                             lines[int(rng.integers(0, len(lines)))], 0, (t, 0, 0)))
+        accesses.sort(key=lambda a: (a[0], a[1]))
+        assert rc._pairs(accesses) == _every_pair(accesses), accesses
