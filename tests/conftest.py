@@ -6,18 +6,14 @@ gpu_only``), re-exported here.
 """
 
 import os
-import re
 
 os.environ.setdefault("LABHELPERS_BACKEND", "sim")
 # On a machine with several GPUs, tools/run_gpu_tests.sh sets LABHELPERS_GPU_LANES: each pytest-xdist worker then sees
 # one GPU of its own (worker gwN gets GPU N mod lanes), set before anything initialises CUDA.
 _lanes = int(os.environ.get("LABHELPERS_GPU_LANES", "0") or 0)
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-_gpu = int(_worker[2:]) % _lanes if _lanes > 1 and _worker.startswith("gw") else 0
 if _lanes > 1 and _worker.startswith("gw"):
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(_gpu)
-if os.environ.get("LABHELPERS_GPU_LOCK"):  # one lock file per GPU (labhelpers.gpu_lock); xdist's controller sets it too
-    os.environ["LABHELPERS_GPU_LOCK"] = re.sub(r"\.gpu\d+$", "", os.environ["LABHELPERS_GPU_LOCK"]) + f".gpu{_gpu}"
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(int(_worker[2:]) % _lanes)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from markers import SIM, gpu_only, sim_only  # noqa: E402,F401  (after the backend is chosen)

@@ -298,13 +298,7 @@ class _Recorder:
         else:
             site = self._new_site(code, frame, vid)
         if site < 0:  # an atomic (or a helper of this module): the kernel's line is further up, each time
-            line, atomic, kernel_frame = self.site(frame)
-            site = self.site_number(line)
-            if atomic:
-                flags |= 2
-            view = self.views[vid]
-            if not view.named:
-                view.learn_name(kernel_frame)
+            site, flags = self._kernel_site(frame, flags, vid)
         k = (vid, key, flags, site)
         seq = st.seq
         entry = st.phase.get(k)
@@ -324,13 +318,7 @@ class _Recorder:
         st = self.state(_current_thread())
         if st is None:
             return
-        line, atomic, kernel_frame = self.site(frame)
-        site = self.site_number(line)
-        if atomic:
-            flags |= 2
-        view = self.views[vid]
-        if not view.named:
-            view.learn_name(kernel_frame)
+        site, flags = self._kernel_site(frame, flags, vid)
         seq = st.seq
         for key in keys.ravel().tolist():
             k = (vid, key, flags, site)
@@ -341,6 +329,15 @@ class _Recorder:
                 entry[1] = seq
                 entry[2] += 1
         st.seq = seq + 1
+
+    def _kernel_site(self, frame, flags: int, vid: int) -> tuple[int, int]:
+        """(site number, flags) of an access found by walking up to the kernel's line (the slow path: atomics,
+        fancy indices): an atomic sets the flags' atomic bit, and the array learns its name there."""
+        line, atomic, kernel_frame = self.site(frame)
+        view = self.views[vid]
+        if not view.named:
+            view.learn_name(kernel_frame)
+        return self.site_number(line), (flags | 2 if atomic else flags)
 
     def _new_site(self, code, frame, vid: int) -> int:
         """The site number of a kernel instruction not in :attr:`lines` (-1 for the simulator's own frames, whose
