@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || { echo "error: the wheels in .whl/ did not install (carry .whl, made by ../shared/tools/device_wheelhouse.sh)" >&2; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 PYTHON=python3
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 PYTHON=python3 GPU_SUITE_LOGS=$OUT
 nvidia-smi -L; git log -1 --format='commit %h %s' 2>/dev/null || true
 bash tools/run_gpu_tests.sh "${1:-package}" "${@:2}" 2>&1 | tee "$OUT/gpu-suite-${1:-package}.log"

@@ -10,7 +10,7 @@
 # One GPU is shared by several test processes, because compiling kernels and drawing figures keep many CPU cores
 # busy while the GPU idles; measurements still never share the GPU. Package tests run in two phases: side by side in
 # pytest-xdist workers, where a test that takes a GPU measurement is skipped and queued (tests/conftest.py), then
-# the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU per GPU, 3 by default) with one lock file
+# the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU per GPU, 4 by default) with one lock file
 # per GPU (src/labhelpers/gpu_lock.py): every cell holds its GPU shared, and a cell that measures holds it alone to
 # its end. So a measured exercise gets the verdict of an idle GPU. With several GPUs, each worker and each lane sees
 # one GPU through CUDA_VISIBLE_DEVICES.
@@ -40,6 +40,7 @@ GPUS=$(nvidia-smi -L 2>/dev/null | wc -l); LANES=${LANES:-$GPUS}; [ "$LANES" -ge
 bash tools/ensure_opencl.sh || true   # chapter 12: PoCL, gcc, and the ICD file that names NVIDIA's OpenCL
 status=0
 LOCKS=${LABHELPERS_GPU_LOCK_DIR:-$(mktemp -d)}   # one lock file per GPU (labhelpers.gpu_lock); share the folder to run both halves at once
+LOGS=${GPU_SUITE_LOGS:-$LOCKS}; mkdir -p "$LOGS"   # each test's seconds (JUnit XML) and the queued measurements, kept
 minutes() { awk -v s="$1" 'BEGIN { printf "%.1f", s / 60 }'; }
 if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
   echo "==> package tests with the GPU backend (pytest tests/, modules not marked backend_independent)"
@@ -47,12 +48,13 @@ if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
   t0=$SECONDS; : > "$LOCKS/deferred"
   echo "--> side by side: correctness; a test that measures is deferred to the serial phase"
   LABHELPERS_GPU_DEFER=$LOCKS/deferred LABHELPERS_GPU_LANES=$LANES MPLBACKEND=Agg "$PY" -m pytest -q \
-    -p no:cacheprovider "${XDIST[@]}" -m "not backend_independent" tests || status=1
-  sort -u "$LOCKS/deferred" -o "$LOCKS/deferred"
+    -p no:cacheprovider "${XDIST[@]}" -m "not backend_independent" --junitxml="$LOGS/package-side-by-side.xml" tests \
+    || status=1
+  sort -u "$LOCKS/deferred" -o "$LOCKS/deferred"; cp "$LOCKS/deferred" "$LOGS/package-measurements.txt" 2>/dev/null || true
   echo "--> one at a time, alone on the GPU: the $(wc -l < "$LOCKS/deferred") tests that measure"
   if [ -s "$LOCKS/deferred" ]; then
     LABHELPERS_GPU_ONLY=$LOCKS/deferred MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider -p no:xdist \
-      -m "not backend_independent" tests || status=1
+      -m "not backend_independent" --junitxml="$LOGS/package-alone.xml" tests || status=1
   fi
   echo "==> package tests: $(minutes $((SECONDS - t0))) min"
 fi
@@ -60,7 +62,7 @@ if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then
   echo "==> notebook regression tests with the GPU backend (nbval, strict) over ${NOTEBOOKS[*]}"
   queue=$(mktemp)   # the largest notebooks first, so that no long one starts last
   find "${NOTEBOOKS[@]}" -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -printf '%s %p\n' | sort -rn | cut -d' ' -f2- > "$queue"
-  PER_GPU=${NB_PER_GPU:-3}; NLANES=$(( LANES * PER_GPU ))
+  PER_GPU=${NB_PER_GPU:-4}; NLANES=$(( LANES * PER_GPU ))
   echo "    $(wc -l < "$queue") notebooks on $NLANES lanes ($PER_GPU per GPU)"
   t0=$SECONDS
   lane() {
