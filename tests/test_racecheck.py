@@ -740,6 +740,33 @@ def test_the_subprocess_route_passes_the_long_check_notice_on(capsys):
     assert capsys.readouterr().out == "check_races: stencil: a notice from the simulator process\n"
 
 
+def _sleep_check(kernel, seconds):
+    """Run in the simulator process by the test below: a check that outlasts the backstop."""
+    import time
+
+    time.sleep(seconds)
+
+
+def test_the_simulator_process_is_kept_between_checks_and_replaced_when_it_dies(monkeypatch):
+    """A lab's check cell on a GPU checks several kernels: the process (seconds to start) serves them all; one that
+    dies, or runs past the backstop, is replaced at the next check."""
+    from labhelpers import racecheck_gpu as rg
+
+    x = _x(2 * BLOCK)
+    first = rc._run_in_subprocess(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, np.zeros_like(x)), 0, 20)
+    pid = rg._SIMULATOR.pid
+    again = rc._run_in_subprocess(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, np.zeros_like(x)), 0, 20)
+    assert again == first and rg._SIMULATOR.pid == pid is not None
+    monkeypatch.setattr(rg, "CHILD_TIMEOUT_SECONDS", 1)
+    payload = pickle.dumps({"check": (__name__, "_sleep_check"), "spec": rc._kernel_spec(stencil, {}), "args": [30]})
+    with pytest.raises(lh.GPUOnlyError, match="was stopped: check a smaller launch"):
+        rc._child_process(payload, "stencil")
+    assert rg._SIMULATOR.pid is None
+    monkeypatch.undo()  # a fresh process takes longer than one second to start
+    assert rc._run_in_subprocess(stencil_no_barrier, (2, 1, 1), (BLOCK, 1, 1), (x, np.zeros_like(x)), 0, 20) == first
+    assert rg._SIMULATOR.pid not in (None, pid)
+
+
 @cuda.jit
 def tile_left_neighbour(out, row):
     sA = cuda.shared.array((8, 8), float32)

@@ -5,6 +5,7 @@ rebuilt there from its source and the arrays travel as NumPy copies (split from 
 from __future__ import annotations
 
 import ast
+import atexit
 import builtins
 import dis
 import importlib
@@ -237,20 +238,78 @@ def check_in_simulator(check: Callable[..., Any], kernel: Any, *args: Any) -> bo
     return True
 
 
-def _child_process(payload: bytes, name: str) -> tuple:
-    """Run :func:`_child_main` on ``payload`` in a simulator process; its result tuple."""
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LABHELPERS_BACKEND="sim",
-               PYTHONPATH=os.pathsep.join([package_root] + paths))
-    with tempfile.TemporaryDirectory(prefix="labhelpers-sim-") as tmp:
-        inp, out = os.path.join(tmp, "in.pickle"), os.path.join(tmp, "out.pickle")
-        with open(inp, "wb") as f:
-            f.write(payload)
-        with open(os.path.join(tmp, "stderr.txt"), "w+") as err:
-            proc = subprocess.Popen([sys.executable, "-c",
-                                     "from labhelpers.racecheck import _child_main; _child_main()", inp, out],
-                                    env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+#: The line the simulator process prints when it has written a job's result (see :class:`_SimulatorProcess`).
+DONE_LINE = "labhelpers-simulator-job-done"
+#: A simulator process is replaced after this many jobs, so that what its jobs leave behind stays bounded.
+JOBS_PER_PROCESS = 200
+
+
+class _SimulatorProcess:
+    """The one simulator process of this Python process, started on first use and kept for the next check.
+
+    Starting Python with NumPy, Numba's simulator and the package takes seconds; a lab's check cell on a GPU checks
+    several kernels, so each would wait that long again. Jobs go one at a time: the parent writes a job's payload to
+    a file and its two paths on the process's stdin; the process writes the result file and prints
+    :data:`DONE_LINE`. A process that dies, runs past :data:`CHILD_TIMEOUT_SECONDS`, is interrupted (Ctrl-C), or
+    served :data:`JOBS_PER_PROCESS` jobs is replaced by a fresh one at the next job.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._key: tuple = ()
+        self._jobs = 0
+        self._tmp: tempfile.TemporaryDirectory | None = None
+
+    @staticmethod
+    def _environment() -> dict:
+        paths = [p for p in sys.path if p and os.path.isdir(p)]
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        return dict(os.environ, NUMBA_ENABLE_CUDASIM="1", LABHELPERS_BACKEND="sim",
+                    PYTHONPATH=os.pathsep.join([package_root] + paths))
+
+    def _start(self, env: dict) -> subprocess.Popen:
+        self.stop()
+        self._tmp = tempfile.TemporaryDirectory(prefix="labhelpers-sim-")
+        self._stderr = open(os.path.join(self._tmp.name, "stderr.txt"), "w+")
+        self._proc = subprocess.Popen([sys.executable, "-c", "from labhelpers.racecheck import _child_serve; "
+                                       "_child_serve()"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._stderr, text=True, bufsize=1)
+        self._key = (sys.executable, tuple(sorted(env.items())))
+        self._jobs = 0
+        return self._proc
+
+    def stop(self) -> None:
+        """End the process (at exit, or before a fresh one)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+        if self._tmp is not None:
+            self._stderr.close()
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def run(self, payload: bytes, name: str) -> tuple:
+        """Run :func:`_child_work` on ``payload`` in the simulator process; its result tuple."""
+        with self._lock:
+            env = self._environment()
+            proc = self._proc
+            if (proc is None or proc.poll() is not None or self._jobs >= JOBS_PER_PROCESS
+                    or self._key != (sys.executable, tuple(sorted(env.items())))):
+                proc = self._start(env)
+            self._jobs += 1
+            assert self._tmp is not None
+            inp = os.path.join(self._tmp.name, f"in-{self._jobs}.pickle")
+            out = os.path.join(self._tmp.name, f"out-{self._jobs}.pickle")
+            with open(inp, "wb") as f:
+                f.write(payload)
             stopped: list = []
 
             def stop() -> None:  # a backstop: MAX_RUN_SECONDS stops a long check first
@@ -260,28 +319,59 @@ def _child_process(payload: bytes, name: str) -> tuple:
             killer = threading.Timer(CHILD_TIMEOUT_SECONDS, stop)
             killer.daemon = True
             killer.start()
+            done, code, stderr = False, None, ""
             try:
-                for line in proc.stdout:  # type: ignore[union-attr]  # the notice of a long check, passed on at once
+                proc.stdin.write(f"{inp}\t{out}\n")  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+                for line in proc.stdout:  # type: ignore[union-attr]  # a long check's notice, passed on at once
+                    if line.strip() == DONE_LINE:
+                        done = True
+                        break
                     if line.startswith(NOTICE_PREFIX):
                         print(line, end="", flush=True)
-                proc.wait()
+            except (BrokenPipeError, OSError):
+                pass  # the process is gone: said below
             finally:
                 killer.cancel()
-                if proc.poll() is None:  # interrupted here (Ctrl-C in a notebook): the child goes too
-                    proc.kill()
-                    proc.wait()
-                proc.stdout.close()  # type: ignore[union-attr]
-            err.seek(0)
-            stderr = err.read()
-        if not os.path.exists(out):
-            if stopped:
-                raise GPUOnlyError(f"the simulator process for {name} ran for more than {CHILD_TIMEOUT_SECONDS // 60} "
-                                   "minutes and was stopped: check a smaller launch (fewer blocks, a smaller "
-                                   f"input). {_WHY_SIM}.")
-            raise GPUOnlyError(f"the simulator process for {name} did not start (exit code {proc.returncode}): "
-                               f"{stderr.strip()[-1500:]} {_WHY_SIM}.")
-        with open(out, "rb") as f:
-            return pickle.load(f)
+                if not done:  # died, stopped, or interrupted here (Ctrl-C in a notebook): the process goes too
+                    stderr = self._stderr_text()
+                    code = proc.poll()
+                    self.stop()
+            if not done or not os.path.exists(out):
+                if stopped:
+                    limit = (f"{CHILD_TIMEOUT_SECONDS // 60} minutes" if CHILD_TIMEOUT_SECONDS >= 120
+                             else f"{CHILD_TIMEOUT_SECONDS} seconds")
+                    raise GPUOnlyError(f"the simulator process for {name} ran for more than {limit} and was stopped: check a smaller "
+                                       f"launch (fewer blocks, a smaller input). {_WHY_SIM}.")
+                raise GPUOnlyError(f"the simulator process for {name} stopped (exit code {code}): "
+                                   f"{stderr.strip()[-1500:]} {_WHY_SIM}.")
+            with open(out, "rb") as f:
+                result = pickle.load(f)
+            os.remove(inp)
+            os.remove(out)
+            return result
+
+    def _stderr_text(self) -> str:
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            return self._stderr.read()
+        except (OSError, ValueError, AttributeError):
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the running simulator process, or None (for tests)."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+
+_SIMULATOR = _SimulatorProcess()
+atexit.register(_SIMULATOR.stop)
+
+
+def _child_process(payload: bytes, name: str) -> tuple:
+    """Run :func:`_child_work` on ``payload`` in the simulator process (kept between checks); its result tuple."""
+    return _SIMULATOR.run(payload, name)
 
 
 def _raise_child_error(result: tuple, name: str) -> None:
@@ -312,11 +402,9 @@ def _child_work(kernel: Any, payload: dict, detector: Callable[..., RaceReport])
     return ("ok", report, written)
 
 
-def child_main(detector: Callable[..., RaceReport]) -> None:  # pragma: no cover  (runs in the subprocess)
-    """The simulator process: rebuild the kernel, run ``detector`` (``racecheck.check_races``, passed in because
-    racecheck imports this module) or the named check, and write the result back. Started by
-    ``racecheck._child_main``; tested through :func:`_run_in_subprocess`."""
-    inp, out = sys.argv[1], sys.argv[2]
+def _serve_one(inp: str, out: str, detector: Callable[..., RaceReport]) -> None:  # pragma: no cover
+    """One job of the simulator process: rebuild the kernel from the payload in ``inp``, run ``detector`` or the
+    named check, write the result tuple to ``out``."""
     with open(inp, "rb") as f:
         payload = pickle.load(f)
     try:
@@ -330,3 +418,20 @@ def child_main(detector: Callable[..., RaceReport]) -> None:  # pragma: no cover
         result = ("error", type(exc).__module__, type(exc).__qualname__, str(exc))
     with open(out, "wb") as f:
         pickle.dump(result, f)
+
+
+def child_main(detector: Callable[..., RaceReport]) -> None:  # pragma: no cover  (runs in the subprocess)
+    """One job given on the command line (``in-path out-path``): what :func:`child_serve` does for each of its jobs.
+    ``detector`` is ``racecheck.check_races``, passed in because racecheck imports this module."""
+    _serve_one(sys.argv[1], sys.argv[2], detector)
+
+
+def child_serve(detector: Callable[..., RaceReport]) -> None:  # pragma: no cover  (runs in the subprocess)
+    """The simulator process of :class:`_SimulatorProcess`: for each line ``in-path<TAB>out-path`` on stdin, do what
+    :func:`child_main` does for one job, then print :data:`DONE_LINE`. Ends when stdin closes (the parent is gone)."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        inp, out = line.rstrip("\n").split("\t")
+        _serve_one(inp, out, detector)
+        print(f"\n{DONE_LINE}", flush=True)
