@@ -92,7 +92,7 @@ from .launchguard import SimulatorTooSlow
 from .racecheck_report import (KINDS, MAX_ACCESSES, SHOWN_IN_TEXT, BarrierProblem, Race, RaceReport,  # noqa: F401
                                SharedArray, SourceLine, advice)  # (re-exported: the report lives in racecheck_report)
 from .racecheck_gpu import (NOTICE_PREFIX, _child_process, _kernel_spec,  # noqa: F401  (on a GPU: the simulator
-                            _run_in_subprocess, check_in_simulator, child_main, child_serve)  # subprocess; tests use private ones)
+                            _run_in_subprocess, check_in_simulator, child_serve)  # subprocess; tests use private ones)
 
 __all__ = ["BarrierProblem", "Race", "RaceReport", "SharedArray", "SourceLine", "check_races",
            "MAX_THREADS_CHECKED", "KINDS"]
@@ -1014,12 +1014,6 @@ def check_races(kernel: Any, griddim: Any, blockdim: Any, *args: Any, shared_byt
     if backend.is_simulator():
         return _run_simulated(target, grid, block, args, int(shared_bytes), int(max_reported))
     return _run_in_subprocess(target, grid, block, args, int(shared_bytes), int(max_reported))
-
-
-def _child_main() -> None:  # pragma: no cover  (runs in the simulator subprocess of the GPU route)
-    """What ``python -c "from labhelpers.racecheck import _child_main; _child_main()"`` runs: the child process of
-    :func:`check_races` on a GPU, given this module's detector."""
-    child_main(check_races)
 
 
 def _child_serve() -> None:  # pragma: no cover  (runs in the simulator process of the GPU route)

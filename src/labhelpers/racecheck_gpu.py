@@ -420,15 +420,10 @@ def _serve_one(inp: str, out: str, detector: Callable[..., RaceReport]) -> None:
         pickle.dump(result, f)
 
 
-def child_main(detector: Callable[..., RaceReport]) -> None:  # pragma: no cover  (runs in the subprocess)
-    """One job given on the command line (``in-path out-path``): what :func:`child_serve` does for each of its jobs.
-    ``detector`` is ``racecheck.check_races``, passed in because racecheck imports this module."""
-    _serve_one(sys.argv[1], sys.argv[2], detector)
-
-
 def child_serve(detector: Callable[..., RaceReport]) -> None:  # pragma: no cover  (runs in the subprocess)
-    """The simulator process of :class:`_SimulatorProcess`: for each line ``in-path<TAB>out-path`` on stdin, do what
-    :func:`child_main` does for one job, then print :data:`DONE_LINE`. Ends when stdin closes (the parent is gone)."""
+    """The simulator process of :class:`_SimulatorProcess`: for each line ``in-path<TAB>out-path`` on stdin, run one
+    job (:func:`_serve_one`), then print :data:`DONE_LINE`. Ends when stdin closes (the parent is gone). ``detector``
+    is ``racecheck.check_races``, passed in because racecheck imports this module."""
     for line in sys.stdin:
         if not line.strip():
             continue
