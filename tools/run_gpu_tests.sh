@@ -6,6 +6,8 @@
 #   PYTHON=python3 bash tools/run_gpu_tests.sh   # an interpreter that already has everything (a GPU image)
 #   bash tools/run_gpu_tests.sh notebooks        # only nbval; `package` for only the package tests
 #   bash tools/run_gpu_tests.sh notebooks book/08_nbody.ipynb labs/08_nbody_lab.ipynb   # some notebooks
+#   bash tools/run_gpu_tests.sh alone LIST [TIMES]   # the tests listed (node ids, one a line: e.g. the queued
+#                                                      # measurements a package run kept), alone, TIMES times over
 #
 # One GPU is shared by several test processes, because compiling kernels and drawing figures keep many CPU cores
 # busy while the GPU idles; measurements still never share the GPU. Package tests run in two phases: side by side in
@@ -21,6 +23,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WHAT=${1:-all}
 shift || true
+if [ "$WHAT" = alone ]; then
+  LIST=${1:?usage: bash tools/run_gpu_tests.sh alone LIST [TIMES] (LIST: node ids, one a line)}; TIMES=${2:-1}
+  [ -s "$LIST" ] || { echo "error: $LIST is empty or missing (a package run keeps package-measurements.txt)" >&2; exit 2; }
+  LIST=$(realpath "$LIST"); set --
+fi
 NOTEBOOKS=("$@"); [ ${#NOTEBOOKS[@]} -gt 0 ] || NOTEBOOKS=(book labs)
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; else bash tools/setup_env.sh; PY=.venv/bin/python; fi
 "$PY" - <<'PYEOF'
@@ -57,6 +64,15 @@ if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
       -m "not backend_independent" --junitxml="$LOGS/package-alone.xml" tests || status=1
   fi
   echo "==> package tests: $(minutes $((SECONDS - t0))) min"
+fi
+if [ "$WHAT" = alone ]; then
+  for ((round = 1; round <= TIMES; round++)); do
+    echo "==> round $round of $TIMES: the $(wc -l < "$LIST") tests of $LIST, one at a time, alone on the GPU"
+    t0=$SECONDS
+    LABHELPERS_GPU_ONLY=$LIST MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider -p no:xdist \
+      --junitxml="$LOGS/alone-$round.xml" tests || status=1
+    echo "==> round $round: $(minutes $((SECONDS - t0))) min"
+  done
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then
   echo "==> notebook regression tests with the GPU backend (nbval, strict) over ${NOTEBOOKS[*]}"
