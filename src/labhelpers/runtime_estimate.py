@@ -245,5 +245,19 @@ def expected_time(number: int) -> str:
             "labhelpers.runtime_estimate).")
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m labhelpers.runtime_estimate [GPU]``: :func:`markdown_table` for GPU (default T4), the table
+    ``book/intro.md`` shows under "On Colab"."""
+    import argparse  # only the command line needs it
+
+    parser = argparse.ArgumentParser(prog="python -m labhelpers.runtime_estimate", description=main.__doc__)
+    parser.add_argument("gpu", nargs="?", default="T4", choices=GPU_KEYS)
+    print(markdown_table(parser.parse_args(argv).gpu))
+    return 0
+
+
 __all__ = ["CALLS_PER_ROW", "COMPILE_SECONDS", "Estimate", "GPU_KEYS", "INSTALL_SECONDS", "SESSION_SECONDS",
-           "cell_times", "estimate", "estimate_table", "expected_time", "markdown_table"]
+           "cell_times", "estimate", "estimate_table", "expected_time", "main", "markdown_table"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
