@@ -10,6 +10,10 @@ adding lines only (``tests/test_labs.py`` holds it to that). Here, for every lab
 
 Lab 5's find-the-bug is its exercise 4 ("spot the missing barrier"), tested with the lab's other mutants.
 
+Adding one: a markdown cell (the symptom, a hint, "fix it by adding lines"), a ``skeleton`` cell that *is* the buggy
+function under its own name (``scale_2d_bug``), and a ``raises-exception`` cell calling the chapter's existing
+checker; choose a bug the chapter teaches whose fix only adds lines; the solutions file holds the fixed function.
+
 The measured exercises of labs 8, 10, 12 and 14: a wrong kernel is rejected before anything is timed, the solution
 passes under the simulator with the reference sentence (or, for lab 14, the sentence saying no 2-GPU reference is
 shipped), and a faked GPU judges below and at target.
