@@ -96,7 +96,9 @@ def test_notebook_anatomy(path: Path):
     rel = str(path.relative_to(ROOT))
     first = nb.cells[0]
     assert first.cell_type == "markdown" and first.source.startswith("# "), f"{rel}: must start with a '# Title' cell"
-    assert colab_badge(rel) in first.source, f"{rel}: the first cell needs its Colab badge (tools/sync_setup_cells.py)"
+    assert colab_badge(rel) in first.source, (
+        f"{rel}: the first cell needs its Colab badge: copy the '**[Open in Colab](...)**' line of another notebook "
+        "and run tools/sync_setup_cells.py, which writes its address")
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and code[0].source == setup_cell_source(rel), (
         f"{rel}: the first code cell must be the setup cell (run tools/sync_setup_cells.py)")

@@ -61,13 +61,17 @@ def test_every_chapter_has_all_its_parts(c):
 def test_the_table_of_contents_lists_the_chapters_in_order():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+    missing = [f for c in CHAPTERS for f in (f"book/{c.slug}", f"labs/{c.slug}_lab") if f not in files]
+    assert not missing, f"_toc.yml lacks {missing}"
     assert [f for f in files if re.fullmatch(r"book/\d\d_\w+", f)] == [f"book/{c.slug}" for c in CHAPTERS]
     assert [f for f in files if re.fullmatch(r"labs/\d\d_\w+", f)] == [f"labs/{c.slug}_lab" for c in CHAPTERS]
 
 
 def test_no_notebook_lab_or_topic_module_outside_the_chapter_list():
     slugs = {c.slug for c in CHAPTERS}
-    assert {p.stem for p in (ROOT / "book").glob("*.ipynb")} == slugs
+    found = {p.stem for p in (ROOT / "book").glob("*.ipynb")}
+    assert found == slugs, f"notebooks without a chapter row: {sorted(found - slugs)}; rows without a notebook: " \
+                           f"{sorted(slugs - found)}"
     assert {p.stem.removesuffix("_lab") for p in (ROOT / "labs").glob("*.ipynb")} == slugs
     assert {p.stem.removesuffix("_lab") for p in (ROOT / "labs" / "solutions").glob("*.py")} == slugs
     chapter_refdata = {p.name[:5] for p in (PACKAGE / "data" / "reference").glob("ch*.json")}
@@ -78,7 +82,7 @@ def test_no_notebook_lab_or_topic_module_outside_the_chapter_list():
 
 def test_bench_runs_every_chapter_topic():
     bench = {p.stem for p in (ROOT / "bench").glob("*.py")}
-    assert set(TOPICS) <= bench
+    assert set(TOPICS) <= bench, f"no bench for {[f'bench/{t}.py' for t in TOPICS if t not in bench]}"
     assert "TOPICS = [" not in (ROOT / "bench" / "run_all.py").read_text(), "run_all.py reads labhelpers.chapters"
 
 
@@ -139,6 +143,8 @@ def test_the_chapter_docstring_counts_from_the_table():
 
 def _notebook_text(path: Path, *, outputs: bool = True) -> list[tuple[str, str]]:
     """(cell type, text) of every cell: its source and, for code cells, its text outputs."""
+    if not path.is_file():
+        pytest.fail(f"{path.relative_to(ROOT)} does not exist (a part of its chapter)")
     cells = []
     for cell in json.loads(path.read_text())["cells"]:
         text = "".join(cell["source"])
