@@ -5,6 +5,7 @@
 * every module and folder of ``src/labhelpers`` has a row in "Where things live" that names it, its folder
   (``roofline/``) or its kind (``kernels/<topic>.py`` covers every chapter topic's kernels);
 * every command it gives runs a real file or a module with a command line;
+* every ``lh.name`` and ``labhelpers.module.name`` it names exists;
 * it stays short: at most about 2,000 words, and "Add a chapter" at most 10 numbered steps.
 
 The rules it states about chapters, notebooks and labs are checked where they apply: ``tests/test_chapters.py``,
@@ -13,10 +14,13 @@ The rules it states about chapters, notebooks and labs are checked where they ap
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
 import pytest
+
+import labhelpers
 
 from labhelpers.chapters import TOPICS
 
@@ -161,3 +165,26 @@ def test_the_recipe_names_every_part_a_chapter_needs():
              "labhelpers.kernels.<topic>", "test_mutant_counts"]
     missing = [p for p in parts if p not in recipe]
     assert not missing, f"the recipe does not say to add {missing}"
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_name_it_gives_exists():
+    names = set(re.findall(r"\blh\.(\w+)", TEXT))
+    missing = [f"lh.{n}" for n in sorted(names) if not hasattr(labhelpers, n)]
+    dotted = {m for m in re.findall(r"\b(labhelpers(?:\.\w+)+)", TEXT)}
+    missing += [d for d in sorted(dotted) if not _resolves(d)]
+    assert names and dotted and not missing, f"CONTRIBUTING.md names what does not exist: {missing}"
