@@ -4,7 +4,39 @@ Each notebook starts with a title, the Colab badge pointing at itself, and the s
 written by ``tools/notebook_tools.py`` (the one place the release pin lives): five lines at most, tagged
 ``hide-input`` so that the website folds it; it carries
 outputs, executed in order, without unexpected errors. nbval (run separately) checks the
-outputs themselves.
+outputs themselves. ``tests/test_chapters.py`` checks what every chapter adds (where its code lives, its
+expected time, a declared "not yet shipped" note).
+
+A notebook in full, for writing one:
+
+1. Markdown: ``# Title``, the Colab badge (``tools/sync_setup_cells.py`` rewrites it), what the reader will learn.
+2. The setup cell: five lines (install labhelpers if missing, ``install_missing.setup()``, ``import labhelpers as
+   lh``, ``lh.setup()``), tagged ``hide-input``; run ``python tools/sync_setup_cells.py`` after creating a notebook
+   whose first code cell starts with the setup marker. Extras a chapter asks for: ``NEEDS`` in
+   ``tools/notebook_tools.py``. In a lab, import ``labhelpers as lh`` again in the next cell (``tests/test_labs.py``
+   replays cells without the setup cell).
+3. The chapter: prose before each code cell; short cells ending in a bare expression; a naive attempt, then the fix.
+   Measured or reused kernels live in ``labhelpers.kernels`` and are shown with ``lh.show_source``.
+- Sizes: ``lh.problem_size(gpu=..., sim=...)`` (the simulator runs a few thousand threads per second);
+  ``lh.fp64_problem_size`` for float64 work. Never rebind a module constant between cells (Numba freezes globals).
+- Timing: ``lh.benchmark`` (the GPU's own time; ``clock="python"`` only where the launch cost is the lesson, said in
+  a comment and in the figure; ``flush_l2=True`` for data that fits in L2); under the simulator it has no numbers.
+- Measured numbers: ``m = lh.live_or_reference(lambda: experiments.topic.sweep_x(...), "chNN_name")``; ``m.table``
+  has the same typed columns either way, ``m.label`` names the machine, ``lh.plot_comparison(..., live=m)`` draws it,
+  ``print(m.source_line())`` prints the ``Data source:`` line. A table a bench adds before any GPU run collected it:
+  ``try: ... except FileNotFoundError: print(...)``, and the chapter's ``awaiting`` in ``labhelpers.chapters``.
+- Labels and answers take the machine's numbers from the hardware description, never Hopper's by hand.
+- Both backends pass strict nbval: a cell that checks correctness prints the same on both; machine-dependent output
+  goes in its own cell tagged ``nbval-ignore-output`` whose first line is ``# machine-dependent output: <why>``.
+  ``tests/nbval_sanitize.cfg`` hides the banner, progress bars, ``Data source:`` lines and figure sizes.
+- Tags: ``hide-input``, ``raises-exception`` (a pitfall on purpose, or a lab's check cell; in a lab a pitfall is
+  also tagged ``pitfall``), ``nbval-ignore-output``, ``skeleton`` and ``exercise`` (labs).
+- Figures: end the cell with ``plt.show()`` (the inline backend would show an open figure twice under nbval); at most
+  9.4 inches wide, text at least ``plotting.readable_pt(fig)``; fold cells that only print reference numbers in
+  ``tools/fold_cells.py``. Shared-array shapes are literals or module constants (a GPU will not compile others).
+- "Check yourself" closes a chapter: 3 to 10 questions, answers in ``<details><summary>Answer</summary>...</details>``.
+- Math ``$...$``; citations in plain text by author and year with an entry in ``book/references.bib``; no Sphinx
+  directives in markdown (Colab shows them raw).
 """
 
 from __future__ import annotations
@@ -64,7 +96,9 @@ def test_notebook_anatomy(path: Path):
     rel = str(path.relative_to(ROOT))
     first = nb.cells[0]
     assert first.cell_type == "markdown" and first.source.startswith("# "), f"{rel}: must start with a '# Title' cell"
-    assert colab_badge(rel) in first.source, f"{rel}: the first cell needs its Colab badge (tools/sync_setup_cells.py)"
+    assert colab_badge(rel) in first.source, (
+        f"{rel}: the first cell needs its Colab badge: copy the '**[Open in Colab](...)**' line of another notebook "
+        "and run tools/sync_setup_cells.py, which writes its address")
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and code[0].source == setup_cell_source(rel), (
         f"{rel}: the first code cell must be the setup cell (run tools/sync_setup_cells.py)")

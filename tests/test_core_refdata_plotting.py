@@ -111,6 +111,8 @@ def _write(folder, name, gpu, **meta):
 
 
 def test_reference_sets_choose_folder_and_fall_back_only_for_cited_tables(tmp_path, monkeypatch):
+    """A second GPU's set (none is shipped: one is declared here) is a folder of its own."""
+    monkeypatch.setattr(refdata, "REFERENCE_SETS", {**refdata.REFERENCE_SETS, "H100": "h100"})
     main, other = list(refdata.REFERENCE_SETS)[:2]
     _write(tmp_path, "t", f"NVIDIA {main}")
     _write(tmp_path, "cited", "a lecture's GPU", source="a lecture")

@@ -10,6 +10,10 @@ adding lines only (``tests/test_labs.py`` holds it to that). Here, for every lab
 
 Lab 5's find-the-bug is its exercise 4 ("spot the missing barrier"), tested with the lab's other mutants.
 
+Adding one: a markdown cell (the symptom, a hint, "fix it by adding lines"), a ``skeleton`` cell that *is* the buggy
+function under its own name (``scale_2d_bug``), and a ``raises-exception`` cell calling the chapter's existing
+checker; choose a bug the chapter teaches whose fix only adds lines; the solutions file holds the fixed function.
+
 The measured exercises of labs 8, 10, 12 and 14: a wrong kernel is rejected before anything is timed, the solution
 passes under the simulator with the reference sentence (or, for lab 14, the sentence saying no 2-GPU reference is
 shipped), and a faked GPU judges below and at target.
@@ -21,6 +25,7 @@ import importlib
 
 import pytest
 
+from labhelpers.chapters import CHAPTERS  # the chapter table (no backend needed)
 import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
 from labhelpers.exercises import measured
@@ -81,8 +86,9 @@ def test_the_fixed_function_passes(lab):
 
 def test_every_lab_but_five_has_a_find_the_bug_exercise():
     """Lab 5's is exercise 4 (the missing barrier of the tiled kernel)."""
-    labs = {f"{n:02d}" for n in range(1, 15)} - {"05"}
-    assert {lab[:2] for lab in BUGS} == labs
+    labs = {f"{c.number:02d}" for c in CHAPTERS} - {"05"}
+    assert {lab[:2] for lab in BUGS} == labs, f"labs without a find-the-bug exercise in BUGS: " \
+                                              f"{sorted(labs - {lab[:2] for lab in BUGS})}"
 
 
 # ------------------------------------------------------------------------------------------- measured exercises

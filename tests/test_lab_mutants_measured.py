@@ -8,6 +8,16 @@ student's timing with a yardstick of the same run. Here no GPU is needed:
   rejected with ``Below target`` and both numbers, one above it passes;
 * for every lab, a wrong kernel (a one-line mutant of the solution) is rejected with the harness's class BEFORE
   anything is timed, and choices of the wrong type or outside the allowed values are refused.
+
+Adding a measured exercise (the student chooses; the GPU decides): a ``choose_*()`` skeleton (or the lab's
+constant), and a checker at the end of ``exercises/<topic>.py`` calling ``measured.check`` with the lab's own checker
+as ``correct`` and a race that times the student's choice and a yardstick in the same run (``lh.benchmark``,
+``measured.time_copy_of``). Its check cell is tagged ``raises-exception`` and ``nbval-ignore-output`` and starts
+``# machine-dependent output``. Its target is ``measured.target_for("<lab>", estimate)``: the solution's lowest ratio
+on the reference GPU, written into ``data/measured_targets.json`` by ``tools/measured_targets.py --runs 3 --record``,
+less a 15% margin; the lab states the same number in bold (``tests/test_measured_targets.py``). An exercise timeable
+only on some machines passes ``timeable=``; without a reference measurement, ``reference(choice)`` says so. Add its
+mutants and a faked-GPU test here.
 """
 
 from __future__ import annotations

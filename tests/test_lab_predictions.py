@@ -3,6 +3,11 @@
 For each lab: the committed skeleton is rejected (a wrong type), a wrong formula (a mutant) is rejected with the
 class and hint of its mistake, the solution passes, and the measure cell (reference data under the simulator)
 prints the prediction beside the measurement.
+
+Adding one: the student writes a function computing a prediction from a model; ``check_<x>`` (at the end of the
+lab's exercises module) verifies it with one call of ``answers.check_formula`` (the cases, the right value, a hint
+naming the likely mistake); ``show_<x>`` checks it again and prints it beside a live measurement, or the reference
+one under the simulator, in a ``nbval-ignore-output`` cell. Add its mutants to ``PREDICTIONS`` here.
 """
 
 from __future__ import annotations

@@ -5,7 +5,15 @@ A chapter has two names. Its *slug* (``01_cuda_in_python``) names its files outs
 ``data/reference/chNN_*.json``. Its *topic* (``cuda_intro``) names its code: ``kernels/<topic>.py``,
 ``experiments/<topic>.py``, ``exercises/<topic>.py``, ``figures/<topic>.py``, ``bench/<topic>.py`` (the bench
 topic of ``bench/run_all.py``) and ``tests/test_<topic>.py``. ``tests/test_chapters.py`` fails when a chapter
-lacks one of these parts, or when ``_toc.yml`` and this table disagree.
+lacks one of these parts, or when ``_toc.yml``, ``README.md``, ``book/intro.md`` or a script and this table disagree.
+
+Every other list of chapters is read from here: Python imports :data:`CHAPTERS`; shell scripts run
+``python -m labhelpers.chapters topic --max-gpus 1`` (see ``--help``); ``book/intro.md``'s run-time table is
+``labhelpers.runtime_estimate.markdown_table("T4")``.
+
+A chapter whose reference data waits for a machine the project has not had says so in :attr:`Chapter.awaiting`,
+the one place such a note is declared: ``tests/test_chapters.py`` fails on a notebook that prints "not yet
+shipped" or "not measured yet" without it, and on a declaration whose data has landed.
 """
 
 from __future__ import annotations
@@ -18,17 +26,20 @@ class Chapter:
     """One chapter of the book.
 
     Attributes:
-        number: the chapter's number, counted from 1 in the order of :data:`CHAPTERS`.
+        number: the chapter's number, counted from 1 in the order of :data:`CHAPTERS` (1 to ``len(CHAPTERS)``).
         slug: ``NN_words``, the stem of the chapter's notebook, lab and solutions.
         topic: the name of its modules in the package, its bench and its test file.
         gpus: the GPUs its measurements need (``tools/device_collect.sh`` collects the one-GPU chapters,
             ``tools/device_collect_multi.sh`` the others).
+        awaiting: empty when every reference table the chapter shows is shipped; otherwise which tables wait for
+            which machine (what its notebook's "not yet shipped" note stands for). Remove it when the data lands.
     """
 
     number: int
     slug: str
     topic: str
     gpus: int = 1
+    awaiting: str = ""
 
     @property
     def notebook(self) -> str:
@@ -65,7 +76,9 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter(11, "11_streams", "streams"),
     Chapter(12, "12_portability", "portability"),
     Chapter(13, "13_consistency", "consistency"),
-    Chapter(14, "14_multi_gpu", "multi_gpu", gpus=2),
+    Chapter(14, "14_multi_gpu", "multi_gpu", gpus=2,
+            awaiting="the 2- and 4-GPU tables (ch14_*_2gpu, ch14_*_4gpu): bash tools/device_collect_multi.sh "
+                     "on a machine with 4 GPUs"),
 )
 
 TOPICS: tuple[str, ...] = tuple(c.topic for c in CHAPTERS)
@@ -84,24 +97,26 @@ def chapter(key: int | str) -> Chapter:
     raise KeyError(f"no chapter {key!r}: use a number 1-{len(CHAPTERS)}, a slug or one of {', '.join(TOPICS)}")
 
 
-def names(what: str = "topic", *, max_gpus: int | None = None) -> list[str]:
-    """Every chapter's ``topic``, ``slug`` or ``number`` (as text), in chapter order; ``max_gpus`` keeps the chapters
-    whose measurements need at most that many GPUs. What shell scripts read instead of keeping a list:
-    ``python -m labhelpers.chapters topic --max-gpus 1``."""
+def names(what: str = "topic", *, max_gpus: int | None = None, min_gpus: int | None = None) -> list[str]:
+    """Every chapter's ``topic``, ``slug`` or ``number`` (as text), in chapter order; ``max_gpus`` and ``min_gpus`` keep
+    the chapters whose measurements need at most (at least) that many GPUs. What shell scripts read instead of
+    keeping a list: ``python -m labhelpers.chapters topic --max-gpus 1``."""
     if what not in ("topic", "slug", "number"):
         raise ValueError(f"names() lists 'topic', 'slug' or 'number', not {what!r}")
-    return [str(getattr(c, what)) for c in CHAPTERS if max_gpus is None or c.gpus <= max_gpus]
+    return [str(getattr(c, what)) for c in CHAPTERS
+            if (max_gpus is None or c.gpus <= max_gpus) and (min_gpus is None or c.gpus >= min_gpus)]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labhelpers.chapters [topic|slug|number] [--max-gpus N]``: one name per line."""
+    """``python -m labhelpers.chapters [topic|slug|number] [--max-gpus N] [--min-gpus N]``: one name per line."""
     import argparse  # only the command line needs it
 
     parser = argparse.ArgumentParser(prog="python -m labhelpers.chapters", description=main.__doc__)
     parser.add_argument("what", nargs="?", default="topic", choices=("topic", "slug", "number"))
-    parser.add_argument("--max-gpus", type=int, default=None)
+    parser.add_argument("--max-gpus", type=int, default=None, help="only chapters measured on at most N GPUs")
+    parser.add_argument("--min-gpus", type=int, default=None, help="only chapters measured on at least N GPUs")
     args = parser.parse_args(argv)
-    print("\n".join(names(args.what, max_gpus=args.max_gpus)))
+    print("\n".join(names(args.what, max_gpus=args.max_gpus, min_gpus=args.min_gpus)))
     return 0
 
 

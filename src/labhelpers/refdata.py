@@ -11,11 +11,11 @@ Each reference is one JSON file in ``labhelpers/data/reference/``::
 metadata, and a :attr:`Reference.label` to put on plots). ``bench/run_all.py --collect``
 writes these files with :func:`save_reference` on the GPU machine.
 
-Two reference machines: every table the book measures is collected in one run on the book's
-reference GPU (:data:`REFERENCE_SETS`' first entry, files in ``data/reference/``) and in a second
-full run on another GPU (files in ``data/reference/<set>/``), so a figure can show the chosen
-reference and, where it helps the lesson, both GPUs side by side, each labelled. The environment
-variable ``LABHELPERS_REFERENCE`` chooses which set is "the" reference (default: the first).
+Reference sets: every table the book measures is collected in one run on the book's reference GPU
+(:data:`REFERENCE_SETS`' first entry, files in ``data/reference/``). The package ships that one set; a
+second GPU's full run would be a folder ``data/reference/<set>/`` named by a second entry (and listed in
+``pyproject.toml``'s package data), so that a figure could show both GPUs side by side, each labelled. The
+environment variable ``LABHELPERS_REFERENCE`` chooses which set is "the" reference (default: the first).
 Tables published elsewhere and cited by the book (a lecture's table, a textbook's) carry a
 ``source`` in their metadata and live only in the main set (:func:`is_cited`).
 """
@@ -72,8 +72,8 @@ DIR_ENV_VAR = "LABHELPERS_REFERENCE_DIR"
 
 
 #: The reference machines, by set name: the folder of each set's files under ``data/reference/``.
-#: The first is the book's reference GPU (the device machine's default kind, an H200).
-REFERENCE_SETS: dict[str, str] = {"H200": "", "H100": "h100"}
+#: The first is the book's reference GPU (the device machine's default kind, an H200); it is the only set shipped.
+REFERENCE_SETS: dict[str, str] = {"H200": ""}
 #: ``LABHELPERS_REFERENCE=H200`` makes that set the reference every chapter shows.
 SET_ENV_VAR = "LABHELPERS_REFERENCE"
 

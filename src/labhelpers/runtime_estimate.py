@@ -21,10 +21,14 @@ The model, chapter by chapter:
   :data:`ROW_OVERHEAD_SECONDS` per measurement (Python, synchronisation, the stream hold).
 * **Install** (Colab, once per session): :data:`INSTALL_SECONDS`.
 
-Where a GPU run recorded real per-cell times (``tools/execute_notebooks.py --times``, stored as
-``data/cell_times.json``), the chapter's measured total less the model's GPU work on that GPU replaces the
-modelled fixed cost (:attr:`Estimate.measured`). Until such a run is shipped the numbers come from the model
-alone and have not been checked against a timed run.
+Where a GPU run recorded real per-cell times (``tools/execute_notebooks.py --times``, or ``CELL_TIMES=1 bash
+tools/device_collect.sh``) and that file is copied to ``src/labhelpers/data/cell_times.json``, the chapter's
+measured total less the model's GPU work on that GPU replaces the modelled fixed cost (:attr:`Estimate.measured`).
+No such file is shipped yet: the numbers come from the model alone and have not been checked against a timed run.
+
+``book/intro.md``'s table of minutes on a T4 is :func:`markdown_table` ``("T4")``, one row per chapter of
+:data:`labhelpers.chapters.CHAPTERS` (``tests/test_gpus.py`` compares them); every chapter prints
+:func:`expected_time` in a machine-dependent cell after its imports (``tests/test_chapters.py``).
 """
 
 from __future__ import annotations
@@ -172,7 +176,7 @@ def _kernels(c: Chapter) -> int:
 
 
 def cell_times() -> dict | None:
-    """The per-cell times a GPU run recorded (``data/cell_times.json``), or None when none are shipped."""
+    """The per-cell times a GPU run recorded (``data/cell_times.json``), or None: none are shipped yet."""
     path = resources.files("labhelpers.data").joinpath(CELL_TIMES)
     try:
         return json.loads(path.read_text())
@@ -241,5 +245,19 @@ def expected_time(number: int) -> str:
             "labhelpers.runtime_estimate).")
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m labhelpers.runtime_estimate [GPU]``: :func:`markdown_table` for GPU (default T4), the table
+    ``book/intro.md`` shows under "On Colab"."""
+    import argparse  # only the command line needs it
+
+    parser = argparse.ArgumentParser(prog="python -m labhelpers.runtime_estimate", description=main.__doc__)
+    parser.add_argument("gpu", nargs="?", default="T4", choices=GPU_KEYS)
+    print(markdown_table(parser.parse_args(argv).gpu))
+    return 0
+
+
 __all__ = ["CALLS_PER_ROW", "COMPILE_SECONDS", "Estimate", "GPU_KEYS", "INSTALL_SECONDS", "SESSION_SECONDS",
-           "cell_times", "estimate", "estimate_table", "expected_time", "markdown_table"]
+           "cell_times", "estimate", "estimate_table", "expected_time", "main", "markdown_table"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

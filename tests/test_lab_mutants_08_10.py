@@ -363,3 +363,9 @@ def test_lab8_solutions_pass(capsys):
     ex8.check_tiled(S8.nbody_tiled, S8.TILE)
     ex8.check_leapfrog(S8.leapfrog_step)
     assert capsys.readouterr().out.count("Correct:") == 4
+
+
+def test_mutant_counts():
+    """Mutants per lab (tables of one-line edits; the two whole-compaction NaN cases come on top of lab 10's)."""
+    assert {"8": len(LAB8) + len(LEAPFROG), "9": len(LAB9), "10": len(LAB10) + len(COMPACT_MUTANTS)} == \
+        {"8": 16, "9": 26, "10": 25}
