@@ -6,7 +6,7 @@ from numba import cuda
 
 import labhelpers as lh
 from labhelpers.arrays import to_host
-from labhelpers.launch import check_launch
+from labhelpers.validate import check_launch
 
 
 @pytest.mark.parametrize("n, threads, blocks", [(1, 256, 1), (256, 256, 1), (257, 256, 2), (1_000_003, 128, 7813)])
@@ -53,13 +53,13 @@ def test_device_round_trip():
 
 
 def test_as_device_copies_host_arrays_and_keeps_device_arrays():
-    from labhelpers.arrays import as_device
+    from labhelpers.arrays import to_device
 
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # not contiguous: copied contiguously
-    d = as_device(x)
+    d = to_device(x)
     assert np.array_equal(to_host(d), x)
     kept = cuda.to_device(np.ones(4, np.float32))
-    assert as_device(kept) is kept
+    assert to_device(kept) is kept
 
 
 @cuda.jit
