@@ -151,6 +151,11 @@ COUNTERS: dict[str, Any] = {
 #: Counters that need warp intrinsics (not in Numba's simulator).
 GPU_ONLY_COUNTERS = ("warp_aggregated",)
 
+#: What chapter 13 shows in place of a GPU-only counter under the simulator: the ``instead`` of
+#: :func:`labhelpers.backend.require_gpu`, the one "needs a GPU" guard (its message is the chapter's output,
+#: and the lines below keep their numbers: ch13_racecheck's report names a line of run_shift).
+WITHOUT_A_GPU = "Without a GPU, the chapter shows reference data."
+
 
 def run_counter(variant: str, n: int, threads: int = 256) -> int:
     """Launch counter ``variant`` with ``n`` counting threads (``ceil(n/threads)`` blocks); return the count.
@@ -167,7 +172,7 @@ def run_counter(variant: str, n: int, threads: int = 256) -> int:
     threads = _threads(threads)
     if variant in GPU_ONLY_COUNTERS:
         backend.require_gpu("the warp-aggregated counter", because="uses cuda.activemask(), which the simulator lacks",
-                            instead="Without a GPU, the chapter shows reference data.")
+                            instead=WITHOUT_A_GPU)
     counter = cuda.to_device(np.zeros(1, dtype=np.int32))
     COUNTERS[variant][blocks_for(n, threads), threads](counter, n)
     return int(counter.copy_to_host()[0])

@@ -34,7 +34,6 @@ from .. import backend, device, validate
 from ..arrays import to_host
 from ..errors import LaunchConfigError
 from ..launch import blocks_for, warps_for
-from ..validate import check_launch
 from ..models.occupancy import device_limits
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
@@ -360,7 +359,7 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
 
     Under the simulator, where there are no SMs, it returns a small grid of 2 blocks.
     """
-    reason = check_launch(threads)
+    reason = validate.check_launch(threads)
     if reason:
         raise LaunchConfigError(f"{reason}: choose threads per block between 32 and 1024, e.g. 256")
     if backend.is_simulator():
@@ -412,7 +411,7 @@ def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 25
                                 "into a fresh array first, or use a float64 view with stream_copy.")
     if blocks is None:
         blocks, threads = full_grid(threads)
-    if blocks < 1 or check_launch(threads):
+    if blocks < 1 or validate.check_launch(threads):
         raise LaunchConfigError(f"cannot launch {blocks} blocks of {threads} threads: use blocks >= 1 and "
                                 "1 <= threads <= 1024")
     kernel = stream_copy16 if wide else stream_copy
