@@ -530,6 +530,6 @@ def divides(n: Any, name: str, parts: int, parts_name: str) -> int:
     return n
 
 
-__all__ = ["array", "array_device", "block_shape", "check_launch", "choice", "devices", "divides", "function", "grid_shape",
-           "integer", "kernel", "launch", "max_dynamic_shared", "number", "numbers", "on_device", "signature_mismatch",
-           "threads_per_block"]
+__all__ = ["array", "array_device", "block_shape", "check_launch", "choice", "devices", "divides", "function",
+           "grid_shape", "integer", "kernel", "launch", "max_dynamic_shared", "number", "numbers", "on_device",
+           "signature_mismatch", "threads_per_block"]

@@ -144,7 +144,8 @@ class StreamPipeline:
         self.threads = validate.threads_per_block(self.threads)
         self.issue_api = validate.choice(self.issue_api, "issue_api", ISSUE_APIS)
         if self.issue_api == "driver":
-            backend.require_gpu("issue_api='driver'", because="calls the CUDA driver, which the simulator does not have",
+            backend.require_gpu("issue_api='driver'",
+                                because="calls the CUDA driver, which the simulator does not have",
                                 instead="Use issue_api='numba' there.")
         if self.pinned:
             self.h_in = cuda.pinned_array(self.n, dtype=np.float32)

@@ -678,7 +678,8 @@ def tile_kernels(dtype=np.int32, threads: int | None = None, items: int | None =
     if shuffle is None:
         shuffle = backend.is_gpu()
     if shuffle:
-        backend.require_gpu("a block scan with warp shuffles (shuffle=True)", because="uses cuda.shfl_up_sync(), which Numba's CUDA simulator does not have",
+        backend.require_gpu("a block scan with warp shuffles (shuffle=True)",
+                            because="uses cuda.shfl_up_sync(), which Numba's CUDA simulator does not have",
                             instead="Leave shuffle=None to get shared-memory block scans here.")
     config = TileConfig(dtype, threads, items, bool(shuffle), bool(vector), radix_bits)
     if config not in _TILE_CACHE:
