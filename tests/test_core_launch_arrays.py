@@ -34,6 +34,18 @@ def test_check_launch_reasons():
     assert "shared memory" in check_launch(256, shared_bytes=64 * 1024)
 
 
+def test_the_devices_shared_memory_limit_comes_from_the_one_launch_check_home():
+    from labhelpers import validate
+
+    limit = validate.max_dynamic_shared()
+    if lh.is_simulator():
+        assert limit == validate.DEFAULT_SHARED_PER_BLOCK  # 48 KiB, as a GPU gives without opting in
+    else:
+        assert limit >= validate.DEFAULT_SHARED_PER_BLOCK  # the opt-in limit: 99 KiB or more since Volta
+    with pytest.raises(lh.LaunchConfigError, match="shared memory"):
+        validate.launch(1, 32, limit + 1, max_shared=limit)
+
+
 def test_check_array_messages_name_the_fix():
     x = np.zeros((4, 4), dtype=np.float64)
     with pytest.raises(lh.ArrayArgumentError, match=r"astype\(np.float32\)"):
