@@ -6,7 +6,7 @@ from numba import cuda
 
 import labhelpers as lh
 from labhelpers.arrays import to_host
-from labhelpers.launch import check_launch
+from labhelpers.validate import check_launch
 
 
 @pytest.mark.parametrize("n, threads, blocks", [(1, 256, 1), (256, 256, 1), (257, 256, 2), (1_000_003, 128, 7813)])
@@ -34,6 +34,18 @@ def test_check_launch_reasons():
     assert "shared memory" in check_launch(256, shared_bytes=64 * 1024)
 
 
+def test_the_devices_shared_memory_limit_comes_from_the_one_launch_check_home():
+    from labhelpers import validate
+
+    limit = validate.max_dynamic_shared()
+    if lh.is_simulator():
+        assert limit == validate.DEFAULT_SHARED_PER_BLOCK  # 48 KiB, as a GPU gives without opting in
+    else:
+        assert limit >= validate.DEFAULT_SHARED_PER_BLOCK  # the opt-in limit: 99 KiB or more since Volta
+    with pytest.raises(lh.LaunchConfigError, match="shared memory"):
+        validate.launch(1, 32, limit + 1, max_shared=limit)
+
+
 def test_check_array_messages_name_the_fix():
     x = np.zeros((4, 4), dtype=np.float64)
     with pytest.raises(lh.ArrayArgumentError, match=r"astype\(np.float32\)"):
@@ -53,13 +65,13 @@ def test_device_round_trip():
 
 
 def test_as_device_copies_host_arrays_and_keeps_device_arrays():
-    from labhelpers.arrays import as_device
+    from labhelpers.arrays import to_device
 
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # not contiguous: copied contiguously
-    d = as_device(x)
+    d = to_device(x)
     assert np.array_equal(to_host(d), x)
     kept = cuda.to_device(np.ones(4, np.float32))
-    assert as_device(kept) is kept
+    assert to_device(kept) is kept
 
 
 @cuda.jit

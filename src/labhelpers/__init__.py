@@ -26,7 +26,8 @@ from .errors import (  # noqa: E402
     LaunchConfigError,
     NoGPUError,
 )
-from .launch import Launch1D, blocks_for, check_launch, launch_1d  # noqa: E402
+from .launch import Launch1D, blocks_for, launch_1d  # noqa: E402
+from .validate import check_launch  # noqa: E402
 from .measured import Measured, live_or_reference  # noqa: E402
 from .notebook import setup  # noqa: E402
 from .plotting import plot_comparison  # noqa: E402

@@ -1,13 +1,12 @@
-"""Launch configurations: how many blocks, and whether the hardware can run them.
+"""Launch geometry: how many blocks, tiles and warps a launch needs.
 
 The one home of launch geometry: ``blocks_for(n, threads)`` is the ceiling division every 1D launch needs,
 ``tiles_for(n, tile)`` counts the tiles (or chunks, or work-groups) of a fixed size that cover ``n`` elements,
 and ``warps_for(threads)`` the warps of a block. The package writes no ceiling division of its own for a grid,
 a count of blocks or tiles, or warps per block (``tests/test_launch_geometry.py``).
 
-:func:`check_launch` says, in words, why a configuration is impossible (more than
-1024 threads per block, too much shared memory...) so that sweeps can skip it and
-students get an error that names the fix instead of ``CUDA_ERROR_INVALID_VALUE``.
+Whether the hardware can run a configuration (its limits, the device's shared memory, the reason a sweep skips
+a configuration) is :mod:`labhelpers.validate`'s job, the one home of launch limits: the functions here call it.
 """
 
 from __future__ import annotations
@@ -17,11 +16,9 @@ from typing import Any
 
 from . import backend, validate
 from .errors import LaunchConfigError
+from .validate import MAX_THREADS_PER_BLOCK
 
-MAX_THREADS_PER_BLOCK = validate.MAX_THREADS_PER_BLOCK
 WARP_SIZE = 32
-#: Static shared memory any CUDA GPU since Fermi offers a block without opting in.
-DEFAULT_SHARED_PER_BLOCK = validate.DEFAULT_SHARED_PER_BLOCK
 
 
 @dataclass(frozen=True)
@@ -177,35 +174,6 @@ def launch_2d(shape: tuple[int, int], block: tuple[int, int] = (16, 16)) -> tupl
     return grid_2d((rows, cols), (bx, by)), (bx, by)
 
 
-def check_launch(
-    threads: int,
-    shared_bytes: int = 0,
-    *,
-    max_threads: int = MAX_THREADS_PER_BLOCK,
-    max_shared: int = DEFAULT_SHARED_PER_BLOCK,
-) -> str | None:
-    """Return why a block of ``threads`` threads using ``shared_bytes`` cannot launch, or None.
-
-    Args:
-        threads: threads per block (product of the block's dimensions).
-        shared_bytes: shared memory per block, static plus dynamic.
-        max_threads: the device's limit (1024 on every GPU since Fermi).
-        max_shared: the device's shared memory per block without opt-in.
-
-    Raises:
-        LaunchConfigError: ``threads`` or ``shared_bytes`` is not a whole number (a mistake, not a limit).
-    """
-    threads = validate.integer(threads, "threads", error=LaunchConfigError)
-    shared_bytes = validate.integer(shared_bytes, "shared_bytes", error=LaunchConfigError)
-    if threads < 1:
-        return f"a block needs at least 1 thread, not {threads}"
-    if threads > max_threads:
-        return f"{threads} threads per block exceeds the limit of {max_threads}"
-    if shared_bytes > max_shared:
-        return f"{shared_bytes} bytes of shared memory per block exceeds the {max_shared} bytes available"
-    return None
-
-
 def launch_1d(n: int, threads: int = 256, *, max_threads: int = MAX_THREADS_PER_BLOCK) -> Launch1D:
     """A validated 1D launch for ``n`` elements with ``threads`` threads per block.
 
@@ -218,7 +186,7 @@ def launch_1d(n: int, threads: int = 256, *, max_threads: int = MAX_THREADS_PER_
         >>> blocks
         2
     """
-    reason = check_launch(threads, max_threads=max_threads)
+    reason = validate.check_launch(threads, max_threads=max_threads)
     if reason:
         raise LaunchConfigError(f"{reason}: choose threads per block between 1 and {max_threads}, "
                                 "ideally a multiple of 32 (one warp) such as 128 or 256.")

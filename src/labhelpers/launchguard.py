@@ -3,8 +3,9 @@
 Numba's simulator runs ``kernel[1, 2048]`` or ``kernel[1, 0]`` without complaint, while a GPU
 refuses both (numba raises ``CudaAPIError: CUDA_ERROR_INVALID_VALUE`` at the launch, a message
 that names no fix). :func:`install`, called by ``import labhelpers``, checks every
-``kernel[grid, block, stream, shared]`` configuration with :func:`labhelpers.validate.launch`
-before Numba sees it, on both backends, so both raise the same
+``kernel[grid, block, stream, shared]`` configuration with :func:`labhelpers.validate.launch` (the one home of
+launch limits, with this device's shared memory from :func:`labhelpers.validate.max_dynamic_shared`) before
+Numba sees it, on both backends, so both raise the same
 :class:`~labhelpers.errors.LaunchConfigError` that says what to change.
 
 Under the simulator a launch of more than :data:`SIM_MAX_THREADS` threads (a GPU-sized input: a scan of
@@ -29,7 +30,6 @@ import numpy as np
 
 from . import backend, patching, validate
 from .errors import LabError
-from . import device as device_mod
 
 #: Most threads (all blocks together) one launch may run under the simulator; more would take minutes.
 SIM_MAX_THREADS = 2**19
@@ -78,17 +78,12 @@ def remove_launch_hook(hook: Callable[[Any, tuple, tuple], None]) -> None:
         _launch_hooks.remove(hook)
 
 
-def _max_shared() -> int:
-    """Dynamic shared memory a block may ask for: 48 KiB without opt-in (the simulator), the opt-in limit on a GPU."""
-    if backend.is_simulator():
-        return validate.DEFAULT_SHARED_PER_BLOCK
+def _check_configuration(configuration: Any) -> None:
+    """Raise LaunchConfigError for a ``kernel[...]`` configuration this GPU refuses (None if it is fine).
 
-    info = device_mod.device_info()
-    return info.max_shared_per_block_optin or info.max_shared_per_block
-
-
-def check_configuration(configuration: Any) -> None:
-    """Raise LaunchConfigError for a ``kernel[...]`` configuration a GPU refuses (None if it is fine)."""
+    The limits and the check are :func:`labhelpers.validate.launch`'s (the one home of launch limits); this adds
+    only the reading of Numba's configuration tuple, the remembered good ones, and the simulator's size.
+    """
     if not isinstance(configuration, tuple) or len(configuration) not in (2, 3, 4):
         return  # Numba's own message ("must specify at least the griddim and blockdim") is clear enough
     grid, block = configuration[0], configuration[1]
@@ -99,7 +94,7 @@ def check_configuration(configuration: Any) -> None:
             return
     except TypeError:  # a list: unhashable, check it every time
         key = None
-    grid_dims, block_dims = validate.launch(grid, block, shared, max_shared=_max_shared())
+    grid_dims, block_dims = validate.launch(grid, block, shared, max_shared=validate.max_dynamic_shared())
     if backend.is_simulator():
         check_simulator_size(int(np.prod(grid_dims)) * int(np.prod(block_dims)))
     if key is not None and _integers_only(key):
@@ -167,7 +162,7 @@ def install() -> None:
     original = cls.__getitem__
 
     def __getitem__(self, configuration):
-        check_configuration(configuration)
+        _check_configuration(configuration)
         configuration = as_hashable(configuration)
         launch = original(self, configuration)
         if _launch_hooks:

@@ -8,8 +8,14 @@
 Every check raises :class:`~labhelpers.errors.ArgumentError` (a LabError that is both a
 TypeError and a ValueError), or its subclasses :class:`~labhelpers.errors.LaunchConfigError`
 (launch sizes) and :class:`~labhelpers.errors.ArrayArgumentError` (arrays). The message names
-the argument and its value, and says what to change. The launch limits are the same on both
-backends: the simulator refuses what a GPU refuses (see :func:`launch`).
+the argument and its value, and says what to change.
+
+It is also the one home of launch limits (is this configuration allowed on this GPU, does it fit): the limits
+(:data:`MAX_THREADS_PER_BLOCK`, :data:`MAX_BLOCK_DIMS`, :data:`MAX_GRID_DIMS`, :data:`DEFAULT_SHARED_PER_BLOCK`,
+:func:`max_dynamic_shared` for this device), the checks that raise (:func:`threads_per_block`, :func:`block_shape`,
+:func:`grid_shape`, :func:`launch`) and the one that says why not (:func:`check_launch`, for sweeps). The limits
+are the same on both backends: the simulator refuses what a GPU refuses (``launchguard`` calls :func:`launch` at
+every ``kernel[grid, block]``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from . import backend, device
 from .errors import ArgumentError, ArrayArgumentError, LaunchConfigError
 
 #: Threads per block on every CUDA GPU since compute capability 2.0.
@@ -273,6 +280,45 @@ def launch(grid: Any, block: Any, shared_bytes: Any = 0, *,
     return grid_dims, block_dims
 
 
+def check_launch(
+    threads: int,
+    shared_bytes: int = 0,
+    *,
+    max_threads: int = MAX_THREADS_PER_BLOCK,
+    max_shared: int = DEFAULT_SHARED_PER_BLOCK,
+) -> str | None:
+    """Why a block of ``threads`` threads using ``shared_bytes`` cannot launch, or None: the reason form of
+    :func:`launch` (a sweep skips the configuration and shows the reason, ``lh.check_launch``).
+
+    Args:
+        threads: threads per block (product of the block's dimensions).
+        shared_bytes: shared memory per block, static plus dynamic.
+        max_threads: the device's limit (1024 on every GPU since Fermi).
+        max_shared: the device's shared memory per block without opt-in.
+
+    Raises:
+        LaunchConfigError: ``threads`` or ``shared_bytes`` is not a whole number (a mistake, not a limit).
+    """
+    threads = integer(threads, "threads", error=LaunchConfigError)
+    shared_bytes = integer(shared_bytes, "shared_bytes", error=LaunchConfigError)
+    if threads < 1:
+        return f"a block needs at least 1 thread, not {threads}"
+    if threads > max_threads:
+        return f"{threads} threads per block exceeds the limit of {max_threads}"
+    if shared_bytes > max_shared:
+        return f"{shared_bytes} bytes of shared memory per block exceeds the {max_shared} bytes available"
+    return None
+
+
+def max_dynamic_shared() -> int:
+    """Dynamic shared memory a block may ask for here: 48 KiB without opt-in under the simulator, the device's opt-in
+    limit on a GPU. The one place a launch check asks the device for its limits."""
+    if backend.is_simulator():
+        return DEFAULT_SHARED_PER_BLOCK
+    info = device.device_info()
+    return info.max_shared_per_block_optin or info.max_shared_per_block
+
+
 def _is_device_array(a: Any) -> bool:
     # The simulator's device arrays have no __cuda_array_interface__ but do have copy_to_host.
     return hasattr(a, "__cuda_array_interface__") or hasattr(a, "copy_to_host")
@@ -484,5 +530,6 @@ def divides(n: Any, name: str, parts: int, parts_name: str) -> int:
     return n
 
 
-__all__ = ["array", "array_device", "block_shape", "choice", "devices", "divides", "function", "grid_shape", "integer",
-           "kernel", "launch", "number", "numbers", "on_device", "signature_mismatch", "threads_per_block"]
+__all__ = ["array", "array_device", "block_shape", "check_launch", "choice", "devices", "divides", "function",
+           "grid_shape", "integer", "kernel", "launch", "max_dynamic_shared", "number", "numbers", "on_device",
+           "signature_mismatch", "threads_per_block"]

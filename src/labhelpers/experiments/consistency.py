@@ -71,8 +71,7 @@ def atomic_throughput(n: int = 2**24, threads: int = 256, lock_n: int = 2**14, r
     instructions issued per launch), ``median_ms``, ``increments_per_s``, ``atomics_per_s``.
     Every table entry is checked for the exact count first. GPU only (timings).
     """
-    if backend.is_simulator():
-        raise GPUOnlyError("atomic throughput is a GPU timing: the simulator has none; see the reference data")
+    backend.require_gpu("atomic_throughput")
     rows = []
     blocks = blocks_for(n, threads)
     for kind, group in (("one address", n), ("one address per warp", 32), ("one address per thread", 1)):
@@ -110,8 +109,7 @@ def last_block_table(sizes: Sequence[int] = (2**24, 2**26), repeat: int = 20, nu
     Columns: ``n``, ``what``, ``median_ms``, ``gbps`` (bytes read / time; the copy counts read + write),
     ``result``, ``rel_error``. GPU only.
     """
-    if backend.is_simulator():
-        raise GPUOnlyError("the last-block sum's speed is a GPU timing; see the reference data")
+    backend.require_gpu("last_block_table")
     import cupy as cp  # optional: the GPU extra
 
     rows = []
@@ -248,8 +246,7 @@ def racecheck_report(timeout: int = 150) -> pd.DataFrame:
     Columns: ``line`` (number), ``text``. GPU only (needs ``compute-sanitizer`` on the PATH or in
     ``/usr/local/cuda/bin``).
     """
-    if backend.is_simulator():
-        raise GPUOnlyError("compute-sanitizer checks kernels running on a GPU")
+    backend.require_gpu("racecheck_report", because="runs compute-sanitizer, which checks kernels running on a GPU")
     exe = None
     for folder in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/local/cuda/bin"]:
         path = os.path.join(folder, "compute-sanitizer")
@@ -351,9 +348,8 @@ def litmus_ptx_here(configs: Sequence[tuple[str, str, str]], cc: tuple[int, int]
     Device functions ask the current device for its compute capability; with no GPU it is stood in for by
     ``cc`` while compiling (as ``tools/compile_check`` does).
     """
-    if backend.is_simulator():
-        raise GPUOnlyError("litmus_ptx_here compiles with the CUDA compiler, which the simulator does not load: "
-                           "call litmus_ptx, which starts a compiling process")
+    backend.require_gpu("litmus_ptx_here", because="compiles with the CUDA compiler, which the simulator does not load",
+                        instead="Call litmus_ptx, which starts a compiling process.")
     from numba import types  # numba-cuda's compiler, absent from the simulator: only where PTX is compiled
     from numba.cuda import compiler, dispatcher  # numba-cuda's compiler, absent from the simulator
 
@@ -588,9 +584,8 @@ print("RESULT" + json.dumps(consistency.cache_hint_ptx_here(tuple(json.loads(sys
 
 def cache_hint_ptx_here(cc: tuple[int, int] = PTX_CC) -> dict[str, str]:
     """The PTX of each spin loop of :data:`CACHE_HINT_WAITS`, compiled in this process (not the simulator)."""
-    if backend.is_simulator():
-        raise GPUOnlyError("cache_hint_ptx_here compiles with the CUDA compiler, which the simulator does not load: "
-                           "call cache_hint_wait_table, which starts a compiling process")
+    backend.require_gpu("cache_hint_ptx_here", because="compiles with the CUDA compiler, which the simulator does not "
+                        "load", instead="Call cache_hint_wait_table, which starts a compiling process.")
     from numba import types  # numba-cuda's compiler, absent from the simulator: only where PTX is compiled
     from numba.cuda import compiler, dispatcher  # numba-cuda's compiler, absent from the simulator
 

@@ -15,7 +15,6 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend
-from ..errors import GPUOnlyError
 from ..kernels.matmul import COARSENED, DEFAULT_TILE, REGISTER, RegisterTiling, plan
 from ..models.tiling import ideal_intensity, kernel_intensity
 from ..sweep import sweep
@@ -69,8 +68,7 @@ def time_cublas(n: int, dtype=np.float32, repeat: int = 10) -> Timing | None:
     """
     if backend.is_simulator():
         return None
-    if not HAS_CUPY:
-        raise GPUOnlyError("timing cuBLAS needs CuPy: pip install the gpu-cu12 or gpu-cu13 extra of labhelpers")
+    backend.require_gpu("time_cublas", needs_cupy=True, instead="cuBLAS is timed through CuPy.")
     rng = xp.random.default_rng(1)
     a = rng.standard_normal((n, n), dtype=np.float64).astype(dtype)
     b = rng.standard_normal((n, n), dtype=np.float64).astype(dtype)

@@ -48,7 +48,7 @@ from ..kernels.memory import (
     run_shared_stride_read,
     shared_stride_read,
 )
-from ..launch import check_launch, launch_1d
+from ..launch import launch_1d
 from ..measured import live_or_reference
 from ..models import banks
 from ..refdata import load_reference
@@ -152,7 +152,7 @@ def bank_conflict_sweep(strides: Sequence[int] | None = None, *, reps: int | Non
         return benchmark(lambda: shared_stride_read[blocks, threads](out_d, stride, reps), repeat=repeat, number=3,
                          label=f"shared stride {stride}")
 
-    table = sweep(run, {"stride": strides}, check=lambda stride: check_launch(threads, SHARED_WORDS * 4),
+    table = sweep(run, {"stride": strides}, check=lambda stride: validate.check_launch(threads, SHARED_WORDS * 4),
                   progress=progress, desc="bank conflicts")
     table["conflict_degree"] = [banks.strided_conflict_degree(s) for s in table["stride"]]
     sms = 1 if backend.is_simulator() else (device_info().sm_count or 1)
@@ -275,9 +275,9 @@ def resource_usage(kernel) -> dict:
         GPUOnlyError: under the simulator, which never compiles a kernel.
         ValueError: the kernel has not been compiled yet.
     """
-    if backend.is_simulator():
-        raise GPUOnlyError("register and local-memory counts come from the compiler, which only runs on a GPU: "
-                           "the chapter shows reference numbers measured on one (`lh.load_reference`).")
+    backend.require_gpu("resource_usage", because="reads register and local-memory counts from the compiler, which "
+                        "only runs on a GPU", instead="The chapter shows reference numbers measured on one "
+                        "(`lh.load_reference`).")
     name = getattr(getattr(kernel, "py_func", kernel), "__name__", str(kernel))
 
     def first(value):

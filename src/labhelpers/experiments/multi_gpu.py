@@ -76,8 +76,7 @@ def _check_devices(devices: Sequence[int], what: str) -> tuple[int, int]:
         raise ArgumentError(f"devices must be two GPU numbers, e.g. (0, 1); got {devices!r}") from None
     a = validate.integer(a, "devices[0]", minimum=0)
     b = validate.integer(b, "devices[1]", minimum=0)
-    if backend.is_simulator():
-        raise GPUOnlyError(f"{what} measures real GPUs; the simulator has none, so the chapter shows the model.")
+    backend.require_gpu(what, because="measures real GPUs", instead="The chapter shows the model.")
     count = gpu_count()
     if max(a, b) >= count:
         raise GPUOnlyError(f"{what} needs two GPUs and this machine has {count}: devices={devices!r} asks for GPU "
@@ -87,10 +86,9 @@ def _check_devices(devices: Sequence[int], what: str) -> tuple[int, int]:
 
 
 def _cupy():
-    try:
-        import cupy  # optional: the GPU extra
-    except ImportError:  # pragma: no cover - depends on the machine
-        raise GPUOnlyError("the peer-to-peer copies use CuPy, which is not installed here") from None
+    backend.require_gpu("the peer-to-peer copies", needs_cupy=True, instead="The chapter shows the model.")
+    import cupy  # optional: the GPU extra, usable (require_gpu checked)
+
     return cupy
 
 

@@ -24,7 +24,6 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend, profiler
-from ..errors import GPUOnlyError
 from ..kernels.cuda_intro import saxpy, saxpy_bytes, saxpy_flops
 from ..kernels.roofline import (
     fma_chains,
@@ -211,9 +210,8 @@ def skewed_gemm_sweep(base: int = 1024, k: int = 1024, steps: int = 11, progress
     Raises:
         GPUOnlyError: on a GPU without CuPy.
     """
-    if backend.is_gpu() and not HAS_CUPY:
-        raise GPUOnlyError("the skewed GEMM sweep times cupy.matmul, and CuPy is not installed here "
-                           "(install labhelpers with the gpu-cu12 or gpu-cu13 extra)")
+    if backend.is_gpu():
+        _require_gpu("skewed_gemm_sweep", needs_cupy=True, instead="The skewed GEMM sweep times cupy.matmul.")
 
     def run(shape):
         if not HAS_CUPY:
@@ -360,10 +358,7 @@ def fft_crossover(sizes=FFT_SIZES, repeat: int = 7) -> pd.DataFrame:
     one FFT pays). ``speedup`` and ``speedup_copies`` are NumPy's time over each. Each result is checked against
     NumPy's. GPU only (CuPy needed).
     """
-    _require_gpu("fft_crossover")
-    if not HAS_CUPY:
-        raise GPUOnlyError("fft_crossover compares with cupy.fft, and CuPy is not installed (install labhelpers "
-                           "with its gpu-cu12 or gpu-cu13 extra)")
+    _require_gpu("fft_crossover", needs_cupy=True, instead="It compares with cupy.fft.")
     import cupy as cp  # the optional GPU extra: imported only when there is one
 
     rng = np.random.default_rng(0)

@@ -20,7 +20,7 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend, gpus
-from ..errors import GPUOnlyError, LaunchConfigError
+from ..errors import LaunchConfigError
 from ..kernels.scheduling import (
     DIVERGENCE_KERNELS,
     SCALE_KERNELS,
@@ -223,9 +223,9 @@ def compare_calculator_with_driver(threads: Sequence[int] = (32, 64, 128, 256, 5
 
     GPU only: raises :class:`~labhelpers.errors.GPUOnlyError` under the simulator.
     """
-    if backend.is_simulator():
-        raise GPUOnlyError("the driver's occupancy needs a real GPU; the chapter shows the comparison measured on one "
-                           "(reference data ch04_occupancy_driver)")
+    backend.require_gpu("compare_calculator_with_driver", because="asks the driver for its occupancy",
+                        instead="The chapter shows the comparison measured on one (reference data "
+                        "ch04_occupancy_driver).")
     tables = [occ.compare_with_driver(kernel, threads, dynamic_shared, signature)
               for kernel, signature in COMPARED_KERNELS.values()]
     return pd.concat(tables, ignore_index=True)

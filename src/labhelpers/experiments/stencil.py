@@ -37,7 +37,7 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend
-from ..arrays import as_device
+from ..arrays import to_device
 from ..errors import GPUOnlyError
 from ..kernels import labelling as lbl
 from ..kernels import stencil as st
@@ -151,13 +151,13 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
     from cupyx.scipy import ndimage as cnd  # optional: the GPU extra
 
     img = cp.random.default_rng(1).random((n, n), dtype=cp.float32)
-    img_nb = as_device(img)
+    img_nb = to_device(img)
     nbytes = 8 * n * n
     grid = grid_2d((n, n), st.BLOCK_2D)
     out = cp.empty_like(img)
-    out_nb = as_device(out)
+    out_nb = to_device(out)
     weights = cp.asarray(st.BOX_WEIGHTS)
-    weights_nb = as_device(weights)
+    weights_nb = to_device(weights)
     rows = []
 
     def ours_blur():
@@ -291,10 +291,10 @@ def stencil3d_table(n: int = 512, configs: Sequence[tuple[str, tuple[int, ...]]]
     small = (rng.random(check_shape, dtype=np.float32) * 100).astype(np.float32)
     expected = st.stencil3d_reference(small, 2)
     shape = (n, n, n)
-    u = as_device(cp.random.default_rng(0).random(shape, dtype=cp.float32) * cp.float32(100))
+    u = to_device(cp.random.default_rng(0).random(shape, dtype=cp.float32) * cp.float32(100))
     v = cuda.device_array(shape, dtype=np.float32)
     want = cp.empty(shape, dtype=cp.float32)
-    st.stencil3d_naive[st.stencil3d_grid("naive", shape, st.BLOCK_3D), st.BLOCK_3D](u, as_device(want))
+    st.stencil3d_naive[st.stencil3d_grid("naive", shape, st.BLOCK_3D), st.BLOCK_3D](u, to_device(want))
     nbytes = 8 * n ** 3
     rows = []
     for variant, block in configs:

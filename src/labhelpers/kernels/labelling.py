@@ -25,7 +25,7 @@ import numpy as np
 from numba import cuda
 
 from .. import backend, validate
-from ..arrays import as_device
+from ..arrays import to_device
 from ..errors import ArrayArgumentError
 from ..launch import grid_2d
 from .stencil import check_block_2d
@@ -228,7 +228,7 @@ def _mask_device(mask):
         return cuda.to_device(np.ascontiguousarray(mask, dtype=np.uint8))
     if np.dtype(mask.dtype) == np.dtype(np.bool_) and hasattr(mask, "astype"):
         mask = mask.astype(np.uint8)  # CuPy
-    return as_device(mask)
+    return to_device(mask)
 
 
 @dataclass

@@ -34,7 +34,8 @@ from numba import cuda, float32, uint64
 from .. import backend, validate
 from ..arrays import to_host
 from ..errors import ArrayArgumentError, LaunchConfigError
-from ..launch import blocks_for, check_launch
+from ..launch import blocks_for
+from ..validate import check_launch
 
 #: The kernels of this chapter, in the order the chapter builds them.
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "coarsened", "register", "double_buffered")

@@ -23,7 +23,8 @@ from numba import cuda, float32, uint32
 from .. import validate
 from ..arrays import to_host
 from ..errors import ArrayArgumentError, LaunchConfigError
-from ..launch import blocks_for, check_launch, launch_1d
+from ..launch import blocks_for, launch_1d
+from ..validate import check_launch
 
 WARP_SIZE = 32
 

@@ -40,7 +40,7 @@ from numba import cuda, float32, uint64
 
 from .. import backend, validate
 from ..launch import ConfiguredKernel, blocks_for
-from ..arrays import as_device
+from ..arrays import to_device
 from ..errors import GPUOnlyError, LabError, LaunchConfigError
 from .. import device as device_mod
 from ..models.occupancy import device_limits
@@ -625,15 +625,6 @@ def kernel_for(key: str, threads: int = 256, unroll: int = 8):
     }[key]
 
 
-def require_gpu_for(key: str) -> None:
-    """Raise GPUOnlyError under the simulator if variant ``key`` needs warp intrinsics."""
-    v = variant(key)
-    if v.gpu_only:
-        backend.require_gpu(f"variant {v.key!r} ({v.label})",
-                            because=f"uses {v.needs}, which Numba's CUDA simulator does not have",
-                            instead="Its measured bandwidth is in lh.load_reference('ch06_reduction_sweep').")
-
-
 # ---------------------------------------------------------------------------------------------
 # Grid sizes
 # ---------------------------------------------------------------------------------------------
@@ -749,10 +740,13 @@ class Reducer:
             self.threads = check_block_size(self.threads)
         if self.blocks is not None and (not isinstance(self.blocks, (int, np.integer)) or self.blocks < 1):
             raise LaunchConfigError(f"blocks must be a positive integer (or None for a full GPU), got {self.blocks!r}")
-        require_gpu_for(v.key)
+        if v.gpu_only:
+            backend.require_gpu(f"variant {v.key!r} ({v.label})",
+                                because=f"uses {v.needs}, which Numba's CUDA simulator does not have",
+                                instead="Its measured bandwidth is in lh.load_reference('ch06_reduction_sweep').")
         self.n = int(self.x.shape[0])
         self._variant = v
-        x_d = as_device(self.x)
+        x_d = to_device(self.x)
         self._x_d = x_d
         kernel = kernel_for(v.key, self.threads, self.unroll)
         self._zero_first = v.launch in (ATOMIC_ELEMENT, ATOMIC_BLOCK) and v.key != "best"
@@ -898,7 +892,7 @@ def run_last_warp_unsafe(x, threads: int = 256) -> np.float32:
             "thread, so whatever it printed would say nothing about a GPU. Run this cell on a GPU.")
     validate.array(x, "x", dtype=np.float32, ndim=1)
     threads = check_block_size(threads)
-    src = as_device(x)
+    src = to_device(x)
     for _m, blocks in level_sizes(int(x.shape[0]), threads, per_thread=2):
         dst = cuda.device_array(blocks, dtype=np.float32)
         reduce_last_warp_unsafe[blocks, threads](src, dst)
@@ -912,6 +906,6 @@ __all__ = [
     "kernel_for", "level_sizes", "make_reduce_best", "make_reduce_full_unroll", "reduce_atomic_per_block",
     "reduce_atomic_per_element", "reduce_first_add", "reduce_grid_stride", "reduce_interleaved",
     "reduce_interleaved_divergent", "reduce_last_warp_unsafe", "reduce_sequential", "reduce_sum",
-    "reduce_unroll_last_warp", "reduce_warp_shuffle", "reference_sum", "require_gpu_for", "resident_blocks",
+    "reduce_unroll_last_warp", "reduce_warp_shuffle", "reference_sum", "resident_blocks",
     "run_last_warp_unsafe", "warp_sum", "last_warp_level",
 ]

@@ -32,8 +32,8 @@ from numba import cuda, float32, njit, prange
 
 from .. import backend, device, validate
 from ..arrays import to_host
-from ..errors import GPUOnlyError, LaunchConfigError
-from ..launch import blocks_for, check_launch, warps_for
+from ..errors import LaunchConfigError
+from ..launch import blocks_for, warps_for
 from ..models.occupancy import device_limits
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
@@ -359,7 +359,7 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
 
     Under the simulator, where there are no SMs, it returns a small grid of 2 blocks.
     """
-    reason = check_launch(threads)
+    reason = validate.check_launch(threads)
     if reason:
         raise LaunchConfigError(f"{reason}: choose threads per block between 32 and 1024, e.g. 256")
     if backend.is_simulator():
@@ -411,7 +411,7 @@ def run_stream_copy(x, out=None, *, blocks: int | None = None, threads: int = 25
                                 "into a fresh array first, or use a float64 view with stream_copy.")
     if blocks is None:
         blocks, threads = full_grid(threads)
-    if blocks < 1 or check_launch(threads):
+    if blocks < 1 or validate.check_launch(threads):
         raise LaunchConfigError(f"cannot launch {blocks} blocks of {threads} threads: use blocks >= 1 and "
                                 "1 <= threads <= 1024")
     kernel = stream_copy16 if wide else stream_copy
@@ -596,9 +596,8 @@ def sanitizer_target(which: str, n: int = 1000, threads: int = 256) -> None:
     """
     if which not in SANITIZER_TARGETS:
         raise ValueError(f"which must be one of {sorted(SANITIZER_TARGETS)}, got {which!r}")
-    if backend.is_simulator():
-        raise GPUOnlyError("sanitizer_target launches a kernel for compute-sanitizer to watch, and there is no GPU "
-                           "here (the simulator reports the same bugs itself: an IndexError, lh.check_races).")
+    backend.require_gpu("sanitizer_target", because="launches a kernel for compute-sanitizer to watch",
+                        instead="The simulator reports the same bugs itself: an IndexError, lh.check_races.")
     kernel = cuda.jit(lineinfo=True)(globals()[which].py_func)
     if which.startswith("scale"):
         x = cuda.to_device(np.arange(n, dtype=np.float32))
@@ -622,9 +621,8 @@ def profile_target(n: int = 2**24, nfma: int = 16) -> None:
     Raises:
         GPUOnlyError: under the simulator (there is nothing for a profiler to count).
     """
-    if backend.is_simulator():
-        raise GPUOnlyError("profile_target launches the kernel Nsight Compute profiles, and there is no GPU here "
-                           "(the chapter shows a report saved on a real GPU instead).")
+    backend.require_gpu("profile_target", because="launches the kernel Nsight Compute profiles",
+                        instead="The chapter shows a report saved on a real GPU instead.")
     x = cuda.to_device(np.full(n, 0.5, dtype=np.float32))
     out = cuda.device_array(n, dtype=np.float32)
     blocks, threads = full_grid()

@@ -28,7 +28,8 @@ from .. import backend, validate
 from ..arrays import to_host
 from ..device import device_info
 from ..errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
-from ..launch import DEFAULT_SHARED_PER_BLOCK, WARP_SIZE, blocks_for, launch_1d, warps_for
+from ..launch import WARP_SIZE, blocks_for, launch_1d, warps_for
+from ..validate import DEFAULT_SHARED_PER_BLOCK
 
 #: The Park-Miller generator ``v -> v * 48271 mod (2**31 - 1)`` (Park, Miller and Stockmeyer, 1993).
 LCG_MULTIPLIER = 48271

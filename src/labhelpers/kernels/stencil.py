@@ -41,7 +41,7 @@ from numba import cuda, float32
 
 from .. import backend, validate
 from ..launch import ConfiguredKernel, blocks_for, grid_2d
-from ..arrays import as_device
+from ..arrays import to_device
 from ..errors import ArrayArgumentError, LaunchConfigError
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def run_stencil1d(x, radius: int = 3, variant: str = "shared", threads: int = 12
     """
     radius, threads = _check_1d(x, radius, threads, variant)
     n = int(x.shape[0])
-    x_d = as_device(x)
+    x_d = to_device(x)
     out = cuda.device_array(n, dtype=np.float32)
     blocks = blocks_for(n, threads)  # ceiling division: the last block may be partly empty
     STENCIL1D[variant][blocks, threads](x_d, out, np.int64(radius))
@@ -480,7 +480,7 @@ class Jacobi:
             self._a = cuda.to_device(self.u)
         else:
             self._a = cuda.device_array(self.shape, dtype=np.float32)
-            self._a.copy_to_device(as_device(self.u))
+            self._a.copy_to_device(to_device(self.u))
         self._b = cuda.device_array(self.shape, dtype=np.float32)
         self._launch = ConfiguredKernel(self._kernel, self.grid, self.block)
 
@@ -605,7 +605,7 @@ class JacobiSolver:
         self.block = check_block_2d(self.block, "residual")
         self.shape = (int(self.u.shape[0]), int(self.u.shape[1]))
         self.grid = grid_2d(self.shape, self.block)
-        self._u0 = as_device(self.u)
+        self._u0 = to_device(self.u)
         self._a = cuda.device_array(self.shape, dtype=np.float32)
         self._b = cuda.device_array(self.shape, dtype=np.float32)
         self._change = cuda.device_array(1, dtype=np.float32)
@@ -823,7 +823,7 @@ def run_stencil3d(u, steps: int = 1, variant: str = "naive", block: tuple[int, .
     block = _check_block_3d(default if block is None else block, variant)
     shape = (int(u.shape[0]), int(u.shape[1]), int(u.shape[2]))
     a = cuda.device_array(shape, dtype=np.float32)
-    a.copy_to_device(as_device(u))
+    a.copy_to_device(to_device(u))
     b = cuda.device_array(shape, dtype=np.float32)
     launch = ConfiguredKernel(STENCIL3D[variant], stencil3d_grid(variant, shape, block), block)
     for _ in range(steps):
@@ -901,7 +901,7 @@ def run_filter3x3(img, weights, block: tuple[int, int] = BLOCK_2D) -> np.ndarray
     validate.array(w, "weights", ndim=2, shape=(3, 3), contiguous=False, finite=True)
     block = check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    filter3x3[grid_2d(shape, block), block](as_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
+    filter3x3[grid_2d(shape, block), block](to_device(img), cuda.to_device(np.ascontiguousarray(w, np.float32)),
                                              out)
     return out.copy_to_host()
 
@@ -916,7 +916,7 @@ def run_sobel(img, block: tuple[int, int] = BLOCK_2D) -> np.ndarray:
     shape = _check_image(img)
     block = check_block_2d(block, "filter")
     out = cuda.device_array(shape, dtype=np.float32)
-    sobel_magnitude[grid_2d(shape, block), block](as_device(img), out)
+    sobel_magnitude[grid_2d(shape, block), block](to_device(img), out)
     return out.copy_to_host()
 
 

@@ -143,9 +143,10 @@ class StreamPipeline:
         self.iters = validate.integer(self.iters, "iters", minimum=0)
         self.threads = validate.threads_per_block(self.threads)
         self.issue_api = validate.choice(self.issue_api, "issue_api", ISSUE_APIS)
-        if self.issue_api == "driver" and backend.is_simulator():
-            raise GPUOnlyError("issue_api='driver' calls the CUDA driver, which the simulator does not have: use "
-                               "issue_api='numba' there.")
+        if self.issue_api == "driver":
+            backend.require_gpu("issue_api='driver'",
+                                because="calls the CUDA driver, which the simulator does not have",
+                                instead="Use issue_api='numba' there.")
         if self.pinned:
             self.h_in = cuda.pinned_array(self.n, dtype=np.float32)
             self.h_out = cuda.pinned_array(self.n, dtype=np.float32)
@@ -354,9 +355,9 @@ def is_page_locked(a) -> bool:
         GPUOnlyError: under the simulator, where ``cuda.pinned_array`` returns an ordinary NumPy array.
     """
     validate.array(a, "a", contiguous=False)
-    if backend.is_simulator():
-        raise GPUOnlyError("the simulator has no page-locked memory (cuda.pinned_array returns an ordinary NumPy "
-                           "array there): whether a buffer is pinned can only be asked on a GPU.")
+    backend.require_gpu("is_page_locked", because="asks the driver about page-locked memory, which the simulator "
+                        "does not have (cuda.pinned_array returns an ordinary NumPy array there)",
+                        instead="Whether a buffer is pinned can only be asked on a GPU.")
     from numba.cuda.cudadrv.driver import PinnedMemory  # the GPU driver's internals: used only on a GPU
 
     obj, seen = a, 0

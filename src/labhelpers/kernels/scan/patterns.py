@@ -7,7 +7,7 @@ import numpy as np
 from numba import cuda, int32, uint32
 
 from ... import backend, validate
-from ...arrays import as_device
+from ...arrays import to_device
 from ...errors import ArrayArgumentError, LaunchConfigError
 from ...launch import blocks_for, tiles_for
 from .definitions import LOG_BANKS, scan_reference, typed_kernel
@@ -53,7 +53,7 @@ class Compactor:
         self.threshold = self.dtype.type(validate.number(threshold, "threshold"))
         self.method = validate.choice(method, "method", ("single_pass", "three_kernels"))
         self.n = int(x.shape[0])
-        self.x = as_device(x)
+        self.x = to_device(x)
         self.out = cuda.device_array(max(self.n, 1), dtype=self.dtype)
         self._count = _zeros(1, np.int32)
         self._epoch = 0
@@ -223,7 +223,7 @@ def radix_split(keys, bit: int = 0, threads: int | None = None) -> np.ndarray:
     n = int(keys.shape[0])
     if n == 0:
         return np.zeros(0, np.uint32)
-    k = as_device(keys)
+    k = to_device(keys)
     e = cuda.device_array(n, dtype=np.int32)
     out = cuda.device_array(n, dtype=np.uint32)
     blocks = blocks_for(n, t)
@@ -294,7 +294,7 @@ class RadixSorter:
                 "fewer threads")
         self.kernels = tile_kernels(np.uint32, t, per, radix_bits=self.bits)
         self.n = int(keys.shape[0])
-        self.keys = as_device(keys)
+        self.keys = to_device(keys)
         self.passes = radix_passes(self.bits, self.key_bits)
         if self.n == 0:
             return
@@ -408,5 +408,5 @@ def histogram(values, bins: int, method: str = "shared", threads: int | None = N
         else:
             grid = min(blocks_for(n, t), 4 if backend.is_simulator() else 1024)
         kernel = histogram_shared_atomics if method == "shared" else histogram_global_atomics
-        kernel[grid, t](as_device(values), counts)
+        kernel[grid, t](to_device(values), counts)
     return counts.copy_to_host()

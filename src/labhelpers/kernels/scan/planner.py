@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda
 
 from ... import backend, validate
-from ...arrays import as_device
+from ...arrays import to_device
 from ...errors import ArgumentError, ArrayArgumentError, LaunchConfigError
 from ...launch import ConfiguredKernel, blocks_for, tiles_for
 from .definitions import DTYPES, TypedKernel, UnknownMethodError, WARP, scan_bytes, warn_if_wraps
@@ -73,12 +73,6 @@ def method_info(key: str) -> Method:
         return METHODS[key]
     except (KeyError, TypeError):
         raise UnknownMethodError(f"unknown scan method {key!r}: choose one of {', '.join(METHODS)}") from None
-
-
-def require_gpu(what: str, needs: str, reference: str = "ch10_scan_methods") -> None:
-    """:func:`labhelpers.backend.require_gpu` for something that uses ``needs`` (a warp intrinsic)."""
-    backend.require_gpu(what, because=f"uses {needs}, which Numba's CUDA simulator does not have",
-                        instead=f"Its measurements are in lh.load_reference({reference!r}).")
 
 
 def _empty(dtype):
@@ -167,18 +161,20 @@ class Scan:
         if not isinstance(inclusive, (bool, np.bool_)):
             raise ArgumentError(f"inclusive must be True or False, got {inclusive!r}")
         if info.gpu_only:
-            require_gpu(f"method {method!r} ({info.title})", info.needs)
+            backend.require_gpu(f"method {method!r} ({info.title})",
+                                because=f"uses {info.needs}, which Numba's CUDA simulator does not have",
+                                instead="Its measurements are in lh.load_reference('ch10_scan_methods').")
         self.method = info.key
         self.inclusive = bool(inclusive)
         self.dtype = np.dtype(x.dtype)
         self.n = int(x.shape[0])
         warn_if_wraps(x)
-        self.x = as_device(x)
+        self.x = to_device(x)
         if out is None:
             self.out = cuda.device_array(self.n, dtype=self.dtype)
         else:
             validate.array(out, "out", dtype=self.dtype, shape=(self.n,))
-            self.out = as_device(out)
+            self.out = to_device(out)
         self.launches: list[Launch] = []
         self._epoch_launches: list[Launch] = []
         self._epoch = 0
@@ -323,7 +319,9 @@ def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int
                "hillis_steele_single_buffer": hillis_steele_single_buffer}
     chosen = validate.choice(kernel, "kernel", tuple(kernels))
     if chosen == "shuffle":
-        require_gpu("the warp-shuffle block scan", "cuda.shfl_up_sync()")
+        backend.require_gpu("the warp-shuffle block scan",
+                            because="uses cuda.shfl_up_sync(), which Numba's CUDA simulator does not have",
+                            instead="Its measurements are in lh.load_reference('ch10_scan_methods').")
     method = "scan_then_propagate" if chosen.startswith("blelloch") else (
         "warp_shuffle" if chosen == "shuffle" else "hillis_steele")
     threads = _threads_for(method, threads)
@@ -342,7 +340,7 @@ def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int
         raise ArrayArgumentError(f"the pitfall kernel {chosen!r} is written for int32: pass x.astype(np.int32)")
     else:
         k = kernel_obj
-    args = (as_device(x), out, _empty(dtype)) + ((_empty(dtype),) if chosen.startswith("blelloch") else ())
+    args = (to_device(x), out, _empty(dtype)) + ((_empty(dtype),) if chosen.startswith("blelloch") else ())
     k[blocks, threads](*args, 1 if inclusive else 0)
     return out.copy_to_host()
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, int32
 
-from ... import validate
-from ...arrays import as_device, to_host
+from ... import backend, validate
+from ...arrays import to_device, to_host
 from ...errors import ArgumentError, ArrayArgumentError
 from ...launch import blocks_for, tiles_for
 from .definitions import FULL_MASK, MAX_THREADS, WARP
-from .planner import Launch, _threads_for, require_gpu
+from .planner import Launch, _threads_for
 
 #: The slide's 3 x 3 example: A = [[a, 0, b], [c, d, e], [0, 0, f]] with a..f = 1..6.
 SLIDE_CSR_VALUES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
@@ -375,8 +375,8 @@ class SegmentedScan:
             heads = np.ascontiguousarray(heads, dtype=np.int32)
         elif np.dtype(heads.dtype) != np.dtype(np.int32):
             heads = heads.astype(np.int32)  # CuPy or a device array of another dtype
-        self.d_values = as_device(self.values)
-        self.d_heads = as_device(heads)
+        self.d_values = to_device(self.values)
+        self.d_heads = to_device(heads)
         self.out = cuda.device_array(self.n, dtype=np.float32)
         self.steps = plan_segmented_scan(self.d_values, self.d_heads, self.out, self.n, self.threads)
 
@@ -647,12 +647,14 @@ class SpMV:
         self.method = validate.choice(method, "method", tuple(SPMV_METHODS))
         needs = SPMV_METHODS[self.method][1]
         if needs:
-            require_gpu(f"the {SPMV_METHODS[self.method][0]} SpMV kernel", needs, "ch10_spmv")
+            backend.require_gpu(f"the {SPMV_METHODS[self.method][0]} SpMV kernel",
+                                because=f"uses {needs}, which Numba's CUDA simulator does not have",
+                                instead="Its measurements are in lh.load_reference('ch10_spmv').")
         self.a = a
         self.threads = _threads_for("warp_shuffle" if self.method == "warp_per_row" else "hillis_steele", threads)
         self.n_rows, self.nnz = a.n_rows, a.nnz
-        self.d_row_ptr, self.d_col, self.d_val = (as_device(a.row_ptr), as_device(a.col_idx), as_device(a.values))
-        self.d_x = as_device(x)
+        self.d_row_ptr, self.d_col, self.d_val = (to_device(a.row_ptr), to_device(a.col_idx), to_device(a.values))
+        self.d_x = to_device(x)
         self.y = cuda.device_array(max(self.n_rows, 1), dtype=np.float32)[:self.n_rows]
         self.steps: list[Launch] = []
         if self.n_rows == 0:

@@ -12,7 +12,7 @@ import numpy as np
 from numba import cuda, int32, uint32
 
 from ... import backend, validate
-from ...errors import ArrayArgumentError, GPUOnlyError, LaunchConfigError
+from ...errors import ArrayArgumentError, LaunchConfigError
 from .definitions import FULL_MASK, LOG_BANKS, T, WARP, _NUMBA_TYPES
 from .scans import pad, warp_inclusive_scan
 
@@ -677,9 +677,10 @@ def tile_kernels(dtype=np.int32, threads: int | None = None, items: int | None =
     radix_bits = validate.integer(radix_bits, "radix_bits", minimum=1, maximum=8)
     if shuffle is None:
         shuffle = backend.is_gpu()
-    if shuffle and backend.is_simulator():
-        raise GPUOnlyError("block scans with warp shuffles need a real GPU (the simulator has no shuffles): "
-                           "leave shuffle=None to get shared-memory block scans here")
+    if shuffle:
+        backend.require_gpu("a block scan with warp shuffles (shuffle=True)",
+                            because="uses cuda.shfl_up_sync(), which Numba's CUDA simulator does not have",
+                            instead="Leave shuffle=None to get shared-memory block scans here.")
     config = TileConfig(dtype, threads, items, bool(shuffle), bool(vector), radix_bits)
     if config not in _TILE_CACHE:
         _TILE_CACHE[config] = TileKernels(config)
