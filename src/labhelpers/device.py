@@ -1,7 +1,11 @@
-"""What machine the notebook runs on: the GPU's properties, or the simulator.
+"""Asking the device in hand: the driver's record of the GPU, or the simulator, and the driver's answers about a
+compiled kernel.
 
-:func:`device_info` returns a :class:`DeviceInfo` for the current device; :func:`banner`
-turns it into the one line printed at the top of every chapter.
+:func:`device_info` returns a :class:`DeviceInfo` for the current device (what the driver reports, as the
+reference data ``ch01_device_properties`` stores it); :func:`banner` turns it into the one line printed at the top
+of every chapter. :func:`kernel_resources` and :func:`driver_blocks_per_sm` ask the driver about a compiled kernel
+(GPU only). This is the one module that queries the device; what a GPU *is* (its SM limits, peaks, the GPUs not in
+hand) is described by :mod:`labhelpers.gpus`, built from a :class:`DeviceInfo`.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from numba import cuda
 
 from . import backend
+from .errors import GPUOnlyError
 
 BANNER_PREFIX = "[labhelpers]"
 SIMULATOR_NAME = "Numba CUDA simulator (CPU)"
@@ -23,7 +28,8 @@ class DeviceInfo:
 
     Under the simulator the hardware fields are ``None``: there is no hardware to
     describe, and chapters show a reference GPU's properties instead (reference data
-    ``ch01_device_properties``).
+    ``ch01_device_properties``). :func:`labhelpers.gpus.current` turns it into the book's
+    description of the GPU (:class:`labhelpers.gpus.GPU`, with its SM's limits).
     """
 
     backend: str
@@ -43,6 +49,7 @@ class DeviceInfo:
     max_shared_per_sm: int | None = None
     registers_per_sm: int | None = None
     registers_per_block: int | None = None
+    reserved_shared_per_block: int | None = None
     l2_bytes: int | None = None
     clock_khz: int | None = None
     memory_clock_khz: int | None = None
@@ -130,6 +137,7 @@ def _gpu_info() -> DeviceInfo:
         max_shared_per_sm=attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
         registers_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
         registers_per_block=attr("MAX_REGISTERS_PER_BLOCK"),
+        reserved_shared_per_block=attr("RESERVED_SHARED_MEMORY_PER_BLOCK"),  # None on an older driver or numba-cuda
         l2_bytes=attr("L2_CACHE_SIZE"),
         clock_khz=attr("CLOCK_RATE"),
         memory_clock_khz=attr("MEMORY_CLOCK_RATE"),
@@ -169,3 +177,63 @@ def banner(info: DeviceInfo | None = None) -> str:
         f"{BANNER_PREFIX} GPU: {info.name}, compute capability {info.cc}, {info.sm_count} SMs, "
         f"{mem}, driver CUDA {info.driver_version or '?'}, runtime CUDA {info.runtime_version or '?'}"
     )
+
+
+# --------------------------------------------------------------------------- the driver's answers about a kernel
+def _overload(kernel, signature=None):
+    """The compiled kernel (numba-cuda's ``_Kernel``) for ``signature``, or the only one compiled."""
+
+    if backend.is_simulator():
+        raise GPUOnlyError(
+            "registers and the driver's occupancy exist only for a kernel compiled for a real GPU; the CUDA "
+            "simulator runs Python. The chapter shows the comparison measured on a GPU (reference data).")
+    if signature is not None:
+        return kernel.compile(signature)
+    overloads = list(getattr(kernel, "overloads", {}).values())
+    if len(overloads) != 1:
+        raise ValueError(f"{getattr(kernel, '__name__', kernel)!r} has {len(overloads)} compiled versions: pass the "
+                         "signature, e.g. 'void(float32[::1], float32[::1], float32)', or launch it once first.")
+    return overloads[0]
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What the compiler gave one compiled kernel (numba-cuda's ``get_regs_per_thread`` and friends)."""
+
+    name: str
+    registers_per_thread: int
+    static_shared_per_block: int
+    local_per_thread: int
+    max_threads_per_block: int
+
+
+def kernel_resources(kernel, signature=None) -> KernelResources:
+    """Registers, static shared memory and local memory of a compiled kernel (GPU only).
+
+    Args:
+        kernel: a ``@cuda.jit`` kernel.
+        signature: which compiled version (e.g. ``"void(float32[::1], float32[::1], float32)"``);
+            may be omitted when the kernel has been compiled for exactly one.
+
+    Raises:
+        GPUOnlyError: under the simulator.
+    """
+    ov = _overload(kernel, signature)
+    return KernelResources(name=getattr(kernel, "__name__", str(kernel)), registers_per_thread=int(ov.regs_per_thread),
+                           static_shared_per_block=int(ov.shared_mem_per_block),
+                           local_per_thread=int(ov.local_mem_per_thread),
+                           max_threads_per_block=int(ov.max_threads_per_block))
+
+
+def driver_blocks_per_sm(kernel, threads_per_block: int, dynamic_shared: int = 0, signature=None) -> int:
+    """The CUDA driver's resident blocks per SM for a compiled kernel (GPU only).
+
+    This is ``cuOccupancyMaxActiveBlocksPerMultiprocessor``, reached through numba-cuda's
+    ``cuda.current_context().get_active_blocks_per_multiprocessor(cufunc, threads, dynamic_shared)``.
+    """
+
+    ov = _overload(kernel, signature)
+    cufunc = ov.library.get_cufunc()
+    return int(cuda.current_context().get_active_blocks_per_multiprocessor(cufunc, int(threads_per_block),
+                                                                           int(dynamic_shared)))
+

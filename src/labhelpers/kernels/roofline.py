@@ -30,11 +30,10 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, njit, prange
 
-from .. import backend, device, validate
+from .. import backend, device, gpus, validate
 from ..arrays import to_host
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..launch import blocks_for, check_launch, warps_for
-from ..models.occupancy import device_limits
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
 FMA_CHAINS = 8
@@ -365,7 +364,7 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     if backend.is_simulator():
         return 2, threads
     info = device.device_info()
-    sm = device_limits(info)  # this GPU's SM, from its driver
+    sm = gpus.sm_limits(info)  # this GPU's SM, from its driver
     per_sm = sm.resident_blocks(threads)  # by its threads and block slots
     return (info.sm_count or 1) * per_sm * waves, threads
 
