@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import platform
 from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
 
 from numba import cuda
 
@@ -84,6 +87,21 @@ class DeviceInfo:
         data = asdict(self)
         data["compute_capability"] = self.cc
         return data
+
+    def as_table(self) -> pd.DataFrame:
+        """The record as a two-column table ``property``/``value``, as the reference ``ch01_device_properties``
+        stores it (:meth:`as_dict`).
+
+        Entries of ``extra`` are stored as ``extra.<key>``; the peak memory bandwidth computed from the
+        memory clock and bus width is added as ``peak_memory_bandwidth_gbs``. :mod:`labhelpers.gpus` reads such
+        a table (``gpus.describe_device``, ``gpus.reference``).
+        """
+        data = self.as_dict()
+        extra = data.pop("extra", {}) or {}
+        rows: list[tuple[str, Any]] = [(k, v) for k, v in data.items()]
+        rows += [(f"extra.{k}", v) for k, v in extra.items()]
+        rows.append(("peak_memory_bandwidth_gbs", self.peak_memory_bandwidth_gbs))
+        return pd.DataFrame(rows, columns=["property", "value"])
 
 
 def _format_version(v: int | tuple | None) -> str | None:
