@@ -91,8 +91,9 @@ def test_slackness_fill_counts_the_t4s_thread_slots(on_a_t4):
 
 
 def test_nbody_models_count_the_t4s_sms(on_a_t4):
-    assert nbody_model.busy_sms(4096, 512, 4)["busy_sm_share"] == 2 / 40
-    limits = nbody_model.unit_limits(12, 1, 0, clock_ghz=1.59).set_index("unit")
+    sms = on_a_t4.sm_count  # the model takes the SMs; gpus.current() gives this GPU's
+    assert nbody_model.busy_sms(4096, 512, 4, sm_count=sms)["busy_sm_share"] == 2 / 40
+    limits = nbody_model.unit_limits(12, 1, 0, sm_count=sms, clock_ghz=1.59).set_index("unit")
     assert limits.loc["issue", "ginteractions"] == pytest.approx(4 * 32 / 13 * 40 * 1.59)
 
 
