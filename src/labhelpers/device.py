@@ -18,8 +18,9 @@ import pandas as pd
 
 from numba import cuda
 
-from . import backend
+from . import backend, validate
 from .errors import GPUOnlyError
+from .launch import WARP_SIZE
 
 BANNER_PREFIX = "[labhelpers]"
 SIMULATOR_NAME = "Numba CUDA simulator (CPU)"
@@ -42,18 +43,19 @@ class DeviceInfo:
     total_memory_bytes: int | None = None
     driver_version: str | None = None
     runtime_version: str | None = None
-    warp_size: int = 32
-    max_threads_per_block: int = 1024
-    max_block_dim_x: int = 1024
+    warp_size: int = WARP_SIZE
+    max_threads_per_block: int = validate.MAX_THREADS_PER_BLOCK
+    max_block_dim_x: int = validate.MAX_BLOCK_DIMS[0]
     max_threads_per_sm: int | None = None
     max_blocks_per_sm: int | None = None
-    max_shared_per_block: int = 48 * 1024
+    max_shared_per_block: int = validate.DEFAULT_SHARED_PER_BLOCK
     max_shared_per_block_optin: int | None = None
     max_shared_per_sm: int | None = None
     registers_per_sm: int | None = None
     registers_per_block: int | None = None
     reserved_shared_per_block: int | None = None
     l2_bytes: int | None = None
+    total_constant_bytes: int | None = None
     clock_khz: int | None = None
     memory_clock_khz: int | None = None
     memory_bus_bits: int | None = None
@@ -145,18 +147,19 @@ def _gpu_info() -> DeviceInfo:
         total_memory_bytes=total,
         driver_version=drv,
         runtime_version=rt,
-        warp_size=attr("WARP_SIZE") or 32,
-        max_threads_per_block=attr("MAX_THREADS_PER_BLOCK") or 1024,
-        max_block_dim_x=attr("MAX_BLOCK_DIM_X") or 1024,
+        warp_size=attr("WARP_SIZE") or WARP_SIZE,
+        max_threads_per_block=attr("MAX_THREADS_PER_BLOCK") or validate.MAX_THREADS_PER_BLOCK,
+        max_block_dim_x=attr("MAX_BLOCK_DIM_X") or validate.MAX_BLOCK_DIMS[0],
         max_threads_per_sm=attr("MAX_THREADS_PER_MULTIPROCESSOR"),
         max_blocks_per_sm=attr("MAX_BLOCKS_PER_MULTIPROCESSOR"),
-        max_shared_per_block=attr("MAX_SHARED_MEMORY_PER_BLOCK") or 48 * 1024,
+        max_shared_per_block=attr("MAX_SHARED_MEMORY_PER_BLOCK") or validate.DEFAULT_SHARED_PER_BLOCK,
         max_shared_per_block_optin=attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         max_shared_per_sm=attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
         registers_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
         registers_per_block=attr("MAX_REGISTERS_PER_BLOCK"),
         reserved_shared_per_block=attr("RESERVED_SHARED_MEMORY_PER_BLOCK"),  # None on an older driver or numba-cuda
         l2_bytes=attr("L2_CACHE_SIZE"),
+        total_constant_bytes=attr("TOTAL_CONSTANT_MEMORY"),
         clock_khz=attr("CLOCK_RATE"),
         memory_clock_khz=attr("MEMORY_CLOCK_RATE"),
         memory_bus_bits=attr("GLOBAL_MEMORY_BUS_WIDTH"),

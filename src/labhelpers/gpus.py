@@ -32,6 +32,7 @@ import pandas as pd
 
 from . import refdata, validate
 from .device import DeviceInfo, device_info
+from .launch import WARP_SIZE
 from .roofline.ceilings import datasheet_entry, fp32_peak_at_clock
 from .roofline import model as _roofline_model
 from .roofline.model import FP64_LANES_PER_SM, peak_at_clock_gflops
@@ -103,8 +104,8 @@ class SMLimits:
     shared_per_block_optin: int
     shared_unit: int
     reserved_shared_per_block: int
-    max_threads_per_block: int = 1024
-    warp_size: int = 32
+    max_threads_per_block: int = validate.MAX_THREADS_PER_BLOCK
+    warp_size: int = WARP_SIZE
     source: str = ""
 
     @property
