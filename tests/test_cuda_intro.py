@@ -164,7 +164,7 @@ def _h100_like() -> DeviceInfo:
                       memory_clock_khz=2_619_000, memory_bus_bits=5120, l2_bytes=50 * 2**20)
 
 
-def test_device_properties_table_and_derived_figures():
+def test_device_record_as_a_table_and_derived_figures():
     table = _h100_like().as_table()
     assert list(table.columns) == ["property", "value"]
     assert gpus.fp32_cores(table) == 132 * 128

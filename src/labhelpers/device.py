@@ -84,6 +84,18 @@ class DeviceInfo:
             return None
         return 2 * self.memory_clock_khz * 1e3 * self.memory_bus_bits / 8 / 1e9
 
+    def resident_blocks(self, threads: int) -> int:
+        """Blocks of ``threads`` threads one SM of this GPU holds when threads and block slots are the only limits
+        (at least 1), from the driver's counts (:func:`resident_blocks`).
+
+        Raises:
+            ArgumentError: the record has no SM counts (the simulator's: use ``gpus.current().sm``).
+        """
+        if self.max_threads_per_sm is None or self.max_blocks_per_sm is None:
+            raise validate.ArgumentError(f"{self.name} reports no threads or blocks per SM: use gpus.current().sm, "
+                                         "the reference GPU's SM under the simulator")
+        return resident_blocks(threads, self.max_threads_per_sm, self.max_blocks_per_sm)
+
     def as_dict(self) -> dict:
         """A plain dictionary, e.g. to store next to measurements."""
         data = asdict(self)
@@ -104,6 +116,16 @@ class DeviceInfo:
         rows += [(f"extra.{k}", v) for k, v in extra.items()]
         rows.append(("peak_memory_bandwidth_gbs", self.peak_memory_bandwidth_gbs))
         return pd.DataFrame(rows, columns=["property", "value"])
+
+
+def resident_blocks(threads: int, max_threads_per_sm: int, max_blocks_per_sm: int) -> int:
+    """Blocks of ``threads`` threads one SM holds when threads and block slots are the only limits (at least 1).
+
+    The one statement of that rule: :meth:`DeviceInfo.resident_blocks` applies it to the driver's counts,
+    :meth:`labhelpers.gpus.SMLimits.resident_blocks` to an SM's description.
+    """
+    threads = validate.integer(threads, "threads", minimum=1)
+    return max(1, min(max_threads_per_sm // threads, max_blocks_per_sm))
 
 
 def _format_version(v: int | tuple | None) -> str | None:

@@ -17,6 +17,12 @@
 Peaks without a datasheet figure (the FP64 peak of a T4 or an L4) follow from the FP32 peak and the FP64:FP32
 lane ratio of the compute capability (:data:`~labhelpers.roofline.model.FP64_LANES_PER_SM`).
 
+* A device record as a table (``DeviceInfo.as_table()``, the reference ``ch01_device_properties``) is read by
+  :func:`describe_device` (chapter 1's readable table), :func:`compare_with_older_gpus` (beside the ``deviceQuery``
+  of three older GPUs, :data:`SEED_DEVICE_QUERY`), :func:`fp32_cores`, :func:`peak_fp32_gflops`,
+  :func:`peak_memory_bandwidth` and :func:`ridge_point`; :data:`CC_FEATURES` and
+  :func:`compute_capability_features` say what each compute capability brought.
+
 This module describes; it does not ask the device: :mod:`labhelpers.device` does (``device_info()``), and the
 models (:mod:`labhelpers.models.occupancy`...) take an :class:`SMLimits` or a :class:`GPU` as an argument.
 """
@@ -31,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from . import refdata, validate
-from .device import DeviceInfo, device_info
+from .device import DeviceInfo, device_info, resident_blocks
 from .launch import WARP_SIZE
 from .roofline.ceilings import datasheet_entry, fp32_peak_at_clock
 from .roofline import model as _roofline_model
@@ -115,8 +121,7 @@ class SMLimits:
 
     def resident_blocks(self, threads: int) -> int:
         """Blocks of ``threads`` threads the SM holds when threads and block slots are the only limits (at least 1)."""
-        threads = validate.integer(threads, "threads", minimum=1)
-        return max(1, min(self.max_threads_per_sm // threads, self.max_blocks_per_sm))
+        return resident_blocks(threads, self.max_threads_per_sm, self.max_blocks_per_sm)
 
     def describe(self) -> str:
         """The limits as a few readable lines."""

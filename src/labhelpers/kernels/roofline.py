@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, njit, prange
 
-from .. import backend, device, gpus, validate
+from .. import backend, device, validate
 from ..arrays import to_host
 from ..errors import GPUOnlyError, LaunchConfigError
 from ..launch import blocks_for, check_launch, warps_for
@@ -364,8 +364,7 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     if backend.is_simulator():
         return 2, threads
     info = device.device_info()
-    sm = gpus.sm_limits(info)  # this GPU's SM, from its driver
-    per_sm = sm.resident_blocks(threads)  # by its threads and block slots
+    per_sm = info.resident_blocks(threads)  # this GPU's SM, from its driver: by its threads and block slots
     return (info.sm_count or 1) * per_sm * waves, threads
 
 
