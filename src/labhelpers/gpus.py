@@ -17,14 +17,15 @@
 Peaks without a datasheet figure (the FP64 peak of a T4 or an L4) follow from the FP32 peak and the FP64:FP32
 lane ratio of the compute capability (:data:`~labhelpers.roofline.model.FP64_LANES_PER_SM`).
 
-* A device record as a table (``DeviceInfo.as_table()``, the reference ``ch01_device_properties``) is read by
-  :func:`describe_device` (chapter 1's readable table), :func:`compare_with_older_gpus` (beside the ``deviceQuery``
-  of three older GPUs, :data:`SEED_DEVICE_QUERY`), :func:`fp32_cores`, :func:`peak_fp32_gflops`,
-  :func:`peak_memory_bandwidth` and :func:`ridge_point`; :data:`CC_FEATURES` and
-  :func:`compute_capability_features` say what each compute capability brought.
+A device record as a table (``DeviceInfo.as_table()``, the reference ``ch01_device_properties``) is read by
+:func:`describe_device` (chapter 1's readable table), :func:`compare_with_older_gpus` (beside the ``deviceQuery``
+of three older GPUs, :data:`SEED_DEVICE_QUERY`), :func:`fp32_cores`, :func:`peak_fp32_gflops`,
+:func:`peak_memory_bandwidth` and :func:`ridge_point`; :data:`CC_FEATURES` and :func:`compute_capability_features`
+say what each compute capability brought.
 
-This module describes; it does not ask the device: :mod:`labhelpers.device` does (``device_info()``), and the
-models (:mod:`labhelpers.models.occupancy`...) take an :class:`SMLimits` or a :class:`GPU` as an argument.
+This module describes; asking the device in hand is :mod:`labhelpers.device`'s job (``device_info()``, which
+:func:`current` reads), and the models (:mod:`labhelpers.models.occupancy`...) take an :class:`SMLimits` or a
+:class:`GPU`'s figures as an argument.
 """
 
 from __future__ import annotations
