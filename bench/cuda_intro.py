@@ -23,7 +23,6 @@ from common import Context, Row  # noqa: E402  (puts src/ on the path and asks f
 
 import labhelpers as lh  # noqa: E402
 from labhelpers.experiments import cuda_intro as intro  # noqa: E402
-from labhelpers.models import launch_calc  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
 
 TOPIC = "cuda_intro"
@@ -48,7 +47,7 @@ def collect(out_dir: str | Path) -> None:
                          "GPU incl. transfers = cuda.to_device(x), cuda.to_device(y), device_array, launch, "
                          "copy_to_host into pageable memory, timed with CUDA events; GPU kernel only = the launch "
                          "on resident device arrays, CUDA events.")
-    props = launch_calc.device_properties_table(lh.device_info())
+    props = lh.device_info().as_table()
     save_reference("ch01_device_properties", props, out_dir,
                    notes="labhelpers.device_info().as_dict() plus peak_memory_bandwidth_gbs "
                          "(2 x memory clock x bus width).")

@@ -387,7 +387,7 @@ def test_chapter_2_prose_quotes_the_reference_data():
     from pathlib import Path
 
     from labhelpers import roofline as rl
-    from labhelpers.models import launch_calc
+    from labhelpers import gpus
 
     text = _prose(Path(__file__).resolve().parents[1] / "book" / "02_bsp_and_amdahl.ipynb")
     slack_ref = lh.load_reference("ch02_slackness")
@@ -402,7 +402,7 @@ def test_chapter_2_prose_quotes_the_reference_data():
     chase = lh.load_reference("ch03_pointer_chase").table
     dram_ns = float(chase.loc[chase["working_set_bytes"] >= 2**28, "ns_per_load"].median())
     props = lh.load_reference("ch01_device_properties").table
-    peak = launch_calc.peak_memory_bandwidth(props)
+    peak = gpus.peak_memory_bandwidth(props)
     clock_ghz = float(props.set_index("property").loc["clock_khz", "value"]) / 1e6
     copy = rl.reference_ceilings().dram_gbs
     blocks4 = lh.load_reference("ch04_block_size_sweep").table

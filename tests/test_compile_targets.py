@@ -4,7 +4,7 @@ Compiles (no GPU: the CUDA 12 compiler wheels) each kernel of ``tools/compile_ch
 recorded argument types for sm_75, sm_80, sm_86, sm_89 and sm_90 (``tools/compile_check/compile_kernels.py``, in a
 subprocess: numba-cuda in GPU mode, while this process runs the simulator; results cached by source hash in
 ``resources.json``), then checks each recorded launch (threads per block, dynamic shared memory) against that
-architecture's limits with ``labhelpers.models.occupancy.STUDENT_GPUS``.
+architecture's limits with ``labhelpers.gpus.STUDENT_GPUS``.
 """
 
 from __future__ import annotations
@@ -68,10 +68,11 @@ def test_report_is_current(table):
 
 def test_limits_table_covers_the_five_architectures():
     from labhelpers.errors import LaunchConfigError
+    from labhelpers import gpus
     from labhelpers.models import occupancy as occ
 
-    assert set(occ.STUDENT_GPUS) == {(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)}
-    t4 = occ.STUDENT_GPUS[(7, 5)]
+    assert set(gpus.STUDENT_GPUS) == {(7, 5), (8, 0), (8, 6), (8, 9), (9, 0)}
+    t4 = gpus.STUDENT_GPUS[(7, 5)]
     # 1024 threads per SM on a T4: a 1024-thread block fits with 64 registers per thread, not with 65 (64 K registers)
     assert occ.occupancy(1024, 64, 0, t4).blocks_per_sm == 1
     with pytest.raises(LaunchConfigError, match="registers per block"):

@@ -83,3 +83,12 @@ def test_xp_is_numpy_in_the_simulator():
 
     xp_mod = importlib.import_module("labhelpers.xp")
     assert xp_mod.xp is np and not xp_mod.HAS_CUPY
+
+
+def test_resident_blocks_come_from_the_drivers_counts():
+    t4 = device.DeviceInfo(backend="gpu", name="Tesla T4", compute_capability=(7, 5), max_threads_per_sm=1024,
+                           max_blocks_per_sm=16)
+    assert (t4.resident_blocks(256), t4.resident_blocks(32), t4.resident_blocks(1024)) == (4, 16, 1)
+    assert device.resident_blocks(2048, 1024, 16) == 1  # at least one block
+    with pytest.raises(lh.ArgumentError, match="gpus.current"):
+        device.DeviceInfo(backend="sim", name="simulator").resident_blocks(256)

@@ -16,7 +16,8 @@ from labhelpers.exercises import cuda_intro as ex
 from labhelpers.experiments import cuda_intro as intro_exp
 from labhelpers.figures import cuda_intro as intro_fig
 from labhelpers.kernels import cuda_intro as intro
-from labhelpers.models import launch_calc
+from labhelpers import gpus, launch
+from labhelpers.models import launch_summary
 from markers import gpu_only, sim_only
 from mutants import lab_skeletons, load_solutions, mutant
 
@@ -108,22 +109,22 @@ def test_run_add_2d_errors():
 
 
 def test_launch_2d():
-    assert launch_calc.launch_2d((50, 50), (16, 16)) == ((4, 4), (16, 16))
-    assert launch_calc.launch_2d((50, 70), (32, 8)) == ((3, 7), (32, 8))  # x covers the 70 columns
+    assert launch.launch_2d((50, 50), (16, 16)) == ((4, 4), (16, 16))
+    assert launch.launch_2d((50, 70), (32, 8)) == ((3, 7), (32, 8))  # x covers the 70 columns
     for bad in [(0, 16), (16, 0), (2048, 1), (1, 2048)]:
         with pytest.raises(lh.LaunchConfigError):
-            launch_calc.launch_2d((10, 10), bad)
+            launch.launch_2d((10, 10), bad)
     with pytest.raises(lh.LaunchConfigError):
-        launch_calc.launch_2d((0, 10))
+        launch.launch_2d((0, 10))
 
 
 # --- the launch calculator -------------------------------------------------------------------------
 
 def test_summarize_launch_seed_example_and_partial_warps():
-    s = launch_calc.summarize_launch(257, 256)
+    s = launch_summary.summarize_launch(257, 256)
     assert (s.blocks, s.total_threads, s.idle_threads, s.warps_per_block, s.warps, s.empty_lanes) == (
         2, 512, 255, 8, 16, 0)
-    s = launch_calc.summarize_launch(1000, 100)  # 4 warps per block, 28 empty lanes in each of 10 blocks
+    s = launch_summary.summarize_launch(1000, 100)  # 4 warps per block, 28 empty lanes in each of 10 blocks
     assert (s.blocks, s.idle_threads, s.warps, s.empty_lanes) == (10, 0, 40, 280)
     assert s.lane_efficiency == pytest.approx(1000 / 1280)
     assert len(s.as_table()) == 9
@@ -132,7 +133,7 @@ def test_summarize_launch_seed_example_and_partial_warps():
 @pytest.mark.parametrize("n, threads", [(0, 256), (10, 0), (10, 2048)])
 def test_summarize_launch_rejects_impossible_launches(n, threads):
     with pytest.raises(lh.LaunchConfigError):
-        launch_calc.summarize_launch(n, threads)
+        launch_summary.summarize_launch(n, threads)
 
 
 @pytest.mark.parametrize("n, threads", [(257, 256), (1000, 100), (4096, 32), (1, 1024), (300, 2048)])
@@ -144,7 +145,7 @@ def test_draw_launch_draws_or_explains(n, threads):
     if threads > 1024:
         assert "LaunchConfigError" in ax.texts[0].get_text()
     else:
-        s = launch_calc.summarize_launch(n, threads)
+        s = launch_summary.summarize_launch(n, threads)
         assert f"{s.blocks} blocks" in ax.get_title() and len(ax.patches) >= s.blocks
     plt.close(fig)
 
@@ -163,15 +164,15 @@ def _h100_like() -> DeviceInfo:
                       memory_clock_khz=2_619_000, memory_bus_bits=5120, l2_bytes=50 * 2**20)
 
 
-def test_device_properties_table_and_derived_figures():
-    table = launch_calc.device_properties_table(_h100_like())
+def test_device_record_as_a_table_and_derived_figures():
+    table = _h100_like().as_table()
     assert list(table.columns) == ["property", "value"]
-    assert launch_calc.fp32_cores(table) == 132 * 128
-    assert launch_calc.peak_fp32_gflops(table) == pytest.approx(2 * 16896 * 1.98e9 / 1e9)
+    assert gpus.fp32_cores(table) == 132 * 128
+    assert gpus.peak_fp32_gflops(table) == pytest.approx(2 * 16896 * 1.98e9 / 1e9)
     bandwidth = dict(zip(table["property"], table["value"]))["peak_memory_bandwidth_gbs"]
     assert bandwidth == pytest.approx(3352.3, rel=1e-3)
-    assert launch_calc.ridge_point(table) == pytest.approx(66908 / 3352.3, rel=1e-3)
-    described = launch_calc.describe_device(table)
+    assert gpus.ridge_point(table) == pytest.approx(66908 / 3352.3, rel=1e-3)
+    described = gpus.describe_device(table)
     assert described.loc["SMs", "value"] == "132" and "TFLOP/s" in described.loc["peak FP32 (no tensor cores)", "value"]
 
 
@@ -182,39 +183,39 @@ def _json_round_trip(table: pd.DataFrame) -> pd.DataFrame:
 
 @sim_only
 def test_device_properties_survive_the_simulator_and_json():
-    restored = _json_round_trip(launch_calc.device_properties_table(lh.device_info()))
-    assert launch_calc.ridge_point(restored) is None
-    assert launch_calc.describe_device(restored).loc["SMs", "value"] == "n/a"
+    restored = _json_round_trip(lh.device_info().as_table())
+    assert gpus.ridge_point(restored) is None
+    assert gpus.describe_device(restored).loc["SMs", "value"] == "n/a"
 
 
 def test_device_properties_survive_json():
-    table = launch_calc.device_properties_table(_h100_like())
+    table = _h100_like().as_table()
     restored = _json_round_trip(table)
-    assert launch_calc.ridge_point(restored) == pytest.approx(launch_calc.ridge_point(table))
-    assert launch_calc.describe_device(restored).loc["SMs", "value"] == "132"
+    assert gpus.ridge_point(restored) == pytest.approx(gpus.ridge_point(table))
+    assert gpus.describe_device(restored).loc["SMs", "value"] == "132"
     with pytest.raises(ValueError, match="property/value"):
-        launch_calc.describe_device(pd.DataFrame({"a": [1]}))
+        gpus.describe_device(pd.DataFrame({"a": [1]}))
 
 
 @gpu_only
 def test_device_properties_of_this_gpu():
     info = lh.device_info()
-    table = _json_round_trip(launch_calc.device_properties_table(info))
-    assert launch_calc.ridge_point(table) > 0
-    assert launch_calc.describe_device(table).loc["SMs", "value"] == str(info.sm_count)
+    table = _json_round_trip(info.as_table())
+    assert gpus.ridge_point(table) > 0
+    assert gpus.describe_device(table).loc["SMs", "value"] == str(info.sm_count)
 
 
 def test_seed_core_counts_agree_with_lanes_per_sm():
-    for label, props in launch_calc.SEED_DEVICE_QUERY.items():
+    for label, props in gpus.SEED_DEVICE_QUERY.items():
         cc = tuple(int(v) for v in label.split("CC ")[1].rstrip(")").split("."))
-        assert int(props["SMs"]) * launch_calc.FP32_LANES_PER_SM[cc] == int(props["FP32 cores"]), label
+        assert int(props["SMs"]) * gpus.FP32_LANES_PER_SM[cc] == int(props["FP32 cores"]), label
 
 
 def test_compare_with_older_gpus_adds_one_column():
-    table = launch_calc.device_properties_table(_h100_like())
-    out = launch_calc.compare_with_older_gpus(table)
-    assert launch_calc.compare_with_seed is launch_calc.compare_with_older_gpus
-    assert list(out.columns)[:3] == list(launch_calc.SEED_DEVICE_QUERY)
+    table = _h100_like().as_table()
+    out = gpus.compare_with_older_gpus(table)
+    assert gpus.compare_with_seed is gpus.compare_with_older_gpus
+    assert list(out.columns)[:3] == list(gpus.SEED_DEVICE_QUERY)
     assert out.loc["SMs", "Test GPU (CC 9.0)"] == "132"
     assert out.loc["FP32 cores", "Test GPU (CC 9.0)"] == "16896"
 
@@ -427,19 +428,19 @@ def test_asynchronous_error_on_a_gpu_surfaces_at_the_synchronisation():
 # --- compute capability ----------------------------------------------------------------------------
 
 def test_compute_capability_features():
-    table = launch_calc.compute_capability_features()
+    table = gpus.compute_capability_features()
     assert list(table.index) == sorted(table.index, key=lambda v: tuple(map(int, v.split("."))))
     assert "recursion" in table.loc["2.0", "what it brought"] and "shuffle" in table.loc["3.0", "what it brought"]
-    t4 = launch_calc.compute_capability_features((7, 5))
+    t4 = gpus.compute_capability_features((7, 5))
     assert list(t4["on CC 7.5"]) == ["yes"] * 6 + ["no"] * 2
-    assert (launch_calc.compute_capability_features("9.0")["on CC 9.0"] == "yes").all()
+    assert (gpus.compute_capability_features("9.0")["on CC 9.0"] == "yes").all()
     with pytest.raises(ValueError, match="compute capability"):
-        launch_calc.compute_capability_features("Hopper")
+        gpus.compute_capability_features("Hopper")
 
 
 def test_peak_memory_bandwidth_of_the_reference():
     table = lh.load_reference("ch01_device_properties").table
-    assert launch_calc.peak_memory_bandwidth(table) == pytest.approx(3201e3 * 6016 / 8 * 2 / 1e6, rel=1e-3)
+    assert gpus.peak_memory_bandwidth(table) == pytest.approx(3201e3 * 6016 / 8 * 2 / 1e6, rel=1e-3)
 
 
 def test_saxpy_plot_takes_a_measured():
@@ -474,7 +475,7 @@ def test_chapter_1_prose_quotes_the_reference_data():
     K, T, H = intro_exp.GPU_KERNEL_ONLY, intro_exp.GPU_WITH_TRANSFERS, intro_exp.HOST_NUMPY
     small = ms.index <= 2**23
     props = lh.load_reference("ch01_device_properties").table
-    peak = launch_calc.peak_memory_bandwidth(props)
+    peak = gpus.peak_memory_bandwidth(props)
     ceilings = rl.reference_ceilings()
     transfers = lh.load_reference("ch03_transfers").table
     biggest = transfers[transfers["nbytes"] == transfers["nbytes"].max()].set_index("transfer")["gbps"]
@@ -483,7 +484,7 @@ def test_chapter_1_prose_quotes_the_reference_data():
     g28, k28, t28, h28 = gbs.loc[2**28, K], ms.loc[2**28, K], ms.loc[2**28, T], ms.loc[2**28, H]
     cache_range = gbs.loc[2**19:2**22, H]
     dram_range = gbs.loc[2**24:, H]
-    fp32 = launch_calc.peak_fp32_gflops(props)
+    fp32 = gpus.peak_fp32_gflops(props)
     issue_us = 1e3 * saxpy.pivot(index="n", columns="method", values="issue_ms").loc[small, K]  # the host's share
     with_transfers = (ms[T] / ms[H]).loc[2**24:]  # from 2^24 on the two curves run side by side
     best_n = int(with_transfers.idxmin())

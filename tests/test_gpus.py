@@ -20,7 +20,6 @@ from labhelpers.experiments import scheduling as sched_exp
 from labhelpers.kernels import reduction as kr
 from labhelpers.kernels import roofline as krl
 from labhelpers.models import nbody as nbody_model
-from labhelpers.models import occupancy as oc
 from labhelpers.roofline import model as rl_model
 from mutants import load_solutions
 
@@ -29,7 +28,7 @@ T4_INFO = DeviceInfo(backend="gpu", name="Tesla T4", compute_capability=(7, 5), 
                      max_threads_per_sm=1024, max_blocks_per_sm=16, registers_per_sm=65536, registers_per_block=65536,
                      max_shared_per_sm=65536, max_shared_per_block=49152, max_shared_per_block_optin=65536,
                      clock_khz=1590000, memory_clock_khz=5001000, memory_bus_bits=256,
-                     extra={"reserved_shared_per_block": 0})
+                     reserved_shared_per_block=0)
 
 
 #: What the tests really run on (the simulator in CI).
@@ -63,7 +62,7 @@ def test_under_the_simulator_the_reference_gpu_is_named_from_its_device_record()
     assert ref.name == record.gpu and ref.where == "reference GPU" and not ref.is_live
     assert ref.label == f"reference GPU ({record.gpu})"
     assert ref.sm_count == record.meta["sm_count"]
-    assert ref.sm is oc.limits_for(record.meta["compute_capability"])
+    assert ref.sm is gpus.limits_for(record.meta["compute_capability"])
     assert ref == gpus.reference()
 
 
@@ -92,8 +91,9 @@ def test_slackness_fill_counts_the_t4s_thread_slots(on_a_t4):
 
 
 def test_nbody_models_count_the_t4s_sms(on_a_t4):
-    assert nbody_model.busy_sms(4096, 512, 4)["busy_sm_share"] == 2 / 40
-    limits = nbody_model.unit_limits(12, 1, 0, clock_ghz=1.59).set_index("unit")
+    sms = on_a_t4.sm_count  # the model takes the SMs; gpus.current() gives this GPU's
+    assert nbody_model.busy_sms(4096, 512, 4, sm_count=sms)["busy_sm_share"] == 2 / 40
+    limits = nbody_model.unit_limits(12, 1, 0, sm_count=sms, clock_ghz=1.59).set_index("unit")
     assert limits.loc["issue", "ginteractions"] == pytest.approx(4 * 32 / 13 * 40 * 1.59)
 
 

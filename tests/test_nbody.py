@@ -431,16 +431,16 @@ def test_unit_limits_ideal_loop_is_issue_bound():
 
 
 def test_two_mufu_per_interaction_make_the_mufu_bind():
-    t = model.unit_limits(12, 2, 1, fma_peak_gflops=60_000).set_index("unit")
+    t = model.unit_limits(12, 2, 1, sm_count=132, fma_peak_gflops=60_000).set_index("unit")
     assert t.loc["MUFU", "binds"]
     assert t.loc["MUFU", "gflops"] == pytest.approx(60_000 * 8 * 20 / 256)
 
 
 def test_unit_limits_rejects_nonsense():
     with pytest.raises(lh.LabError):
-        model.unit_limits(0, 0, 0)
+        model.unit_limits(0, 0, 0, sm_count=132)
     with pytest.raises(lh.LabError):
-        model.unit_limits(-1)
+        model.unit_limits(-1, sm_count=132)
 
 
 def test_layout_sectors():
@@ -450,8 +450,8 @@ def test_layout_sectors():
 
 
 def test_busy_sms():
-    assert model.busy_sms(4096, 512, 4) == {"blocks": 2, "warps": 32, "busy_sm_share": 2 / 132}
-    assert model.busy_sms(2**18, 128)["busy_sm_share"] == 1.0
+    assert model.busy_sms(4096, 512, 4, sm_count=132) == {"blocks": 2, "warps": 32, "busy_sm_share": 2 / 132}
+    assert model.busy_sms(2**18, 128, sm_count=132)["busy_sm_share"] == 1.0
 
 
 def test_limits_from_the_reference_instruction_mix():

@@ -18,6 +18,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import labhelpers as lh  # noqa: E402
+from labhelpers import device, gpus  # noqa: E402
 from labhelpers.device import DeviceInfo  # noqa: E402
 from labhelpers import roofline as rl  # noqa: E402
 from labhelpers.exercises import scheduling as ex  # noqa: E402
@@ -106,8 +107,8 @@ def test_draw_timeline_runs():
 
 
 # =========================================================================== occupancy calculator
-L = oc.FERMI_LECTURE
-H = oc.HOPPER_H100
+L = gpus.FERMI_LECTURE
+H = gpus.HOPPER_H100
 
 
 def test_lecture_128_thread_blocks_reach_two_thirds():
@@ -127,7 +128,7 @@ def test_lecture_registers_10_give_6_blocks_and_12_give_5():
 
 def test_real_fermi_keeps_six_blocks_with_12_registers():
     """The lecture's 16 K register file is GT200's; GF100 has 32 K, so +2 registers cost nothing there."""
-    assert oc.occupancy(256, 12, 0, oc.FERMI_GF100).blocks_per_sm == 6
+    assert oc.occupancy(256, 12, 0, gpus.FERMI_GF100).blocks_per_sm == 6
     assert oc.occupancy(512, 10, 0, L).blocks_per_sm == 3  # "512 threads/block: only 3 blocks"
 
 
@@ -199,30 +200,30 @@ def test_shared_for_blocks_errors():
 
 
 @sim_only
-def test_device_limits_under_the_simulator_are_the_hopper_preset():
-    assert oc.device_limits() is oc.HOPPER_H100
+def test_the_sm_under_the_simulator_is_the_hopper_preset():
+    assert gpus.current().sm is gpus.HOPPER_H100
 
 
 @gpu_only
-def test_device_limits_on_a_gpu_come_from_its_driver():
+def test_the_sm_on_a_gpu_comes_from_its_driver():
     info = lh.device_info()
-    sm = oc.device_limits()
+    sm = gpus.current().sm
     assert sm.name == info.name and sm.compute_capability == info.cc
     assert (sm.max_threads_per_sm, sm.max_blocks_per_sm) == (info.max_threads_per_sm, info.max_blocks_per_sm)
     assert (sm.registers_per_sm, sm.shared_per_sm) == (info.registers_per_sm, info.max_shared_per_sm)
     assert sm.warp_size == info.warp_size == 32
 
 
-def test_device_limits():
+def test_sm_limits_from_the_drivers_record():
     a100 = DeviceInfo(backend="gpu", name="NVIDIA A100", compute_capability=(8, 0), max_threads_per_sm=2048,
                       max_blocks_per_sm=32, registers_per_sm=65536, registers_per_block=65536,
                       max_shared_per_sm=167936, max_shared_per_block=49152, max_shared_per_block_optin=166912)
-    sm = oc.device_limits(a100)
+    sm = gpus.sm_limits(a100)
     assert (sm.shared_unit, sm.reserved_shared_per_block, sm.register_partitions) == (128, 1024, 4)
     assert oc.occupancy(256, 32, 0, sm).occupancy == 1.0
     t4 = dataclasses.replace(a100, name="Tesla T4", compute_capability=(7, 5), max_threads_per_sm=1024,
                              max_blocks_per_sm=16, max_shared_per_sm=65536, max_shared_per_block_optin=65536)
-    sm = oc.device_limits(t4)
+    sm = gpus.sm_limits(t4)
     assert (sm.shared_unit, sm.reserved_shared_per_block, sm.max_warps_per_sm) == (256, 0, 32)
 
 
@@ -234,30 +235,30 @@ def test_presets_describe_themselves():
 @sim_only
 def test_driver_queries_are_gpu_only():
     with pytest.raises(lh.GPUOnlyError):
-        oc.kernel_resources(ks.scale, ks.SCALE_SIGNATURE)
+        device.kernel_resources(ks.scale, ks.SCALE_SIGNATURE)
     with pytest.raises(lh.GPUOnlyError):
-        oc.driver_blocks_per_sm(ks.scale, 256, 0, ks.SCALE_SIGNATURE)
+        device.driver_blocks_per_sm(ks.scale, 256, 0, ks.SCALE_SIGNATURE)
     with pytest.raises(lh.GPUOnlyError):
-        oc.compare_with_driver(ks.scale, signature=ks.SCALE_SIGNATURE)
+        ks_exp.compare_with_driver(ks.scale, signature=ks.SCALE_SIGNATURE)
     with pytest.raises(lh.GPUOnlyError):
         ks_exp.compare_calculator_with_driver()
 
 
 @gpu_only
 def test_driver_queries_on_a_gpu():
-    res = oc.kernel_resources(ks.scale, ks.SCALE_SIGNATURE)
+    res = device.kernel_resources(ks.scale, ks.SCALE_SIGNATURE)
     assert res.registers_per_thread > 0 and res.max_threads_per_block >= 256
-    assert oc.driver_blocks_per_sm(ks.scale, 256, 0, ks.SCALE_SIGNATURE) >= 1
+    assert device.driver_blocks_per_sm(ks.scale, 256, 0, ks.SCALE_SIGNATURE) >= 1
 
 
 def test_compare_with_driver_builds_its_table(monkeypatch):
     """The table logic, with the two GPU queries replaced (the real ones run in bench/scheduling.py)."""
-    res = oc.KernelResources(name="k", registers_per_thread=40, static_shared_per_block=1024, local_per_thread=0,
+    res = device.KernelResources(name="k", registers_per_thread=40, static_shared_per_block=1024, local_per_thread=0,
                              max_threads_per_block=768)
-    monkeypatch.setattr(oc, "kernel_resources", lambda kernel, signature=None: res)
+    monkeypatch.setattr(device, "kernel_resources", lambda kernel, signature=None: res)
     answers = {(256, 0): 6, (1024, 0): 0}
-    monkeypatch.setattr(oc, "driver_blocks_per_sm", lambda kernel, t, dyn, signature=None: answers[(t, dyn)])
-    table = oc.compare_with_driver(object(), threads=(256, 1024), dynamic_shared=(0,), sm=H)
+    monkeypatch.setattr(device, "driver_blocks_per_sm", lambda kernel, t, dyn, signature=None: answers[(t, dyn)])
+    table = ks_exp.compare_with_driver(object(), threads=(256, 1024), dynamic_shared=(0,), sm=H)
     assert list(table["calc_blocks"]) == [6, 0] and list(table["agree"]) == [True, True]
     assert table["limiting"].iloc[0] == "registers" and table["limiting"].iloc[1] == "cannot launch"
 
@@ -519,7 +520,7 @@ def test_chapter_figures_draw_the_reference_data():
     assert len(fig.axes[0].patches) == len(div)
     plt.close(fig)
     regs = lh.load_reference("ch04_occupancy_driver").table.groupby("kernel")["registers"].first()
-    fig = ks_fig.plot_occupancy_by_registers(oc.HOPPER_H100, {"scale": int(regs["scale"])})
+    fig = ks_fig.plot_occupancy_by_registers(gpus.HOPPER_H100, {"scale": int(regs["scale"])})
     assert len(fig.axes[0].texts) == 1 and "H100" in fig.axes[0].get_title()
     plt.close(fig)
     fig = ks_fig.plot_timelines((3, 4))
@@ -704,19 +705,19 @@ def test_chapter_computes_the_copy_ceiling_from_the_reference_data():
 
 def test_shared_for_blocks_exercise_follows_the_sm_it_runs_on():
     """Exercise 4 on a T4 (64 KB, no reserved bytes, 16 blocks of 64 threads): the H100 answer fails there."""
-    t4 = oc.STUDENT_GPUS[(7, 5)]
+    t4 = gpus.STUDENT_GPUS[(7, 5)]
     assert ex.shared_targets(t4) == tuple(range(4, 17))
-    assert ex.shared_targets(oc.HOPPER_H100) == ex.SHARED_TARGETS
+    assert ex.shared_targets(gpus.HOPPER_H100) == ex.SHARED_TARGETS
     ex.check_shared_for_blocks(SOL.shared_for_blocks, sm=t4, quiet=True)
     with pytest.raises(lh.CheckFailed, match="64 KB"):
         ex.check_shared_for_blocks(lambda k, sm: (228 * 1024 // (k + 1) // 128 + 1) * 128 - 1024, sm=t4)
 
 
 def test_limits_for_names_the_reference_gpus_sm():
-    assert oc.limits_for("7.5").max_warps_per_sm == 32
-    assert oc.limits_for((9, 0)).max_warps_per_sm == 64
+    assert gpus.limits_for("7.5").max_warps_per_sm == 32
+    assert gpus.limits_for((9, 0)).max_warps_per_sm == 64
     with pytest.raises(lh.ArgumentError, match="no SM preset"):
-        oc.limits_for("1.0")
+        gpus.limits_for("1.0")
 
 
 def _code(path: Path) -> str:
@@ -736,8 +737,8 @@ def test_measure_throttle_with_uses_the_live_sm_on_a_t4(monkeypatch):
     t4_info = DeviceInfo(backend="gpu", name="Tesla T4", compute_capability=(7, 5), max_threads_per_sm=1024,
                          max_blocks_per_sm=16, registers_per_sm=65536, registers_per_block=65536,
                          max_shared_per_sm=65536, max_shared_per_block=49152, max_shared_per_block_optin=65536,
-                         extra={"reserved_shared_per_block": 0})
-    t4 = oc.device_limits(t4_info)
+                         reserved_shared_per_block=0)
+    t4 = gpus.sm_limits(t4_info)
     assert (t4.max_warps_per_sm, t4.shared_per_sm, t4.reserved_shared_per_block) == (32, 65536, 0)
     seen = {}
 
@@ -745,7 +746,7 @@ def test_measure_throttle_with_uses_the_live_sm_on_a_t4(monkeypatch):
         seen.update(blocks=list(blocks_per_sm), shared={k: shared_for(k) for k in blocks_per_sm})
         return "measured"
 
-    monkeypatch.setattr(ex.occ, "device_limits", lambda: t4)
+    monkeypatch.setattr(ex.gpus, "current", lambda: gpus.from_device_info(t4_info))
     monkeypatch.setattr(ex, "measure_throttle", fake_measure)
     assert ex.measure_throttle_with(SOL.shared_for_blocks) == "measured"
     assert max(seen["blocks"]) == 16 and min(seen["blocks"]) == 4

@@ -2,7 +2,7 @@
 
     PYTHONPATH=$PWD/src python tools/compile_check/check.py    # writes tools/compile_check/report.md
 
-Limits come from ``labhelpers.models.occupancy.STUDENT_GPUS`` (the CUDA C++ Programming Guide's table per compute
+Limits come from ``labhelpers.gpus.STUDENT_GPUS`` (the CUDA C++ Programming Guide's table per compute
 capability, allocation units from the CUDA Occupancy Calculator); ``occupancy.occupancy`` applies them.
 """
 
@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from labhelpers.errors import LaunchConfigError
+from labhelpers import gpus
 from labhelpers.models import occupancy as occ
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +29,7 @@ def rows(manifest: dict, resources: dict) -> list[dict]:
     out = []
     for path, entry in manifest.items():
         for signature in entry["signatures"]:
-            for cc, sm in occ.STUDENT_GPUS.items():
+            for cc, sm in gpus.STUDENT_GPUS.items():
                 key = f"{path}|{','.join(signature)}|{arch_name(cc)}"
                 res = resources.get(key)
                 for launch in entry["launches"]:

@@ -23,7 +23,7 @@ from .. import validate
 from ..launch import blocks_for
 from ..refdata import load_reference
 from ..timing import benchmark
-from ..models.launch_calc import summarize_launch
+from ..models.launch_summary import summarize_launch
 from . import answers
 from . import harness as h
 from . import measured

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 from numba import cuda
-from .. import backend
+from .. import backend, gpus
 from ..errors import LaunchConfigError
 from ..launch import warps_for
 from ..experiments.scheduling import THROTTLE_BLOCKS, measure_throttle
@@ -35,7 +35,7 @@ from . import measured
 
 #: The SM of the lab's first exercise: an H100 SM, with the register file treated as one pool
 #: (the real one is split between the SM's 4 schedulers; the calculator models that).
-LAB_SM = dataclasses.replace(occ.HOPPER_H100, name="H100 SM, one register pool", register_partitions=1)
+LAB_SM = dataclasses.replace(gpus.HOPPER_H100, name="H100 SM, one register pool", register_partitions=1)
 
 #: Configurations exercise 1 is checked on: (threads per block, registers per thread, shared bytes per block).
 BLOCKS_CASES = [
@@ -51,7 +51,7 @@ def _int_result(value, what: str, args) -> int:
     return answers.whole_number(value, f"{what}({', '.join(map(repr, shown))})")
 
 
-def _variant_blocks(threads: int, regs: int, shared: int, sm: occ.SMLimits) -> int | None:
+def _variant_blocks(threads: int, regs: int, shared: int, sm: gpus.SMLimits) -> int | None:
     try:
         return occ.occupancy(threads, regs, shared, sm).blocks_per_sm
     except LaunchConfigError:
@@ -210,21 +210,21 @@ def check_even_odd_sorted(kernel, steps: int = 3, threads: int = EVEN_ODD_THREAD
 SHARED_TARGETS = tuple(range(4, 33))
 
 
-def shared_targets(sm: occ.SMLimits, threads: int = 64) -> tuple[int, ...]:
+def shared_targets(sm: gpus.SMLimits, threads: int = 64) -> tuple[int, ...]:
     """The ``k`` of exercise 4 on ``sm``: from 4 to the most blocks of ``threads`` threads the SM can hold
     (32 on an H100, 16 on a T4)."""
     most = min(sm.max_blocks_per_sm, sm.max_threads_per_sm // threads)
     return tuple(range(4, most + 1))
 
 
-def check_shared_for_blocks(student: Callable[[int, occ.SMLimits], int], threads: int = 64, *,
-                            sm: occ.SMLimits | None = None, quiet: bool = False) -> None:
+def check_shared_for_blocks(student: Callable[[int, gpus.SMLimits], int], threads: int = 64, *,
+                            sm: gpus.SMLimits | None = None, quiet: bool = False) -> None:
     """Check ``student(k, sm) -> dynamic shared bytes per block`` that lets exactly ``k`` blocks share ``sm``.
 
-    ``sm`` defaults to the SM of the GPU the code runs on (:func:`labhelpers.models.occupancy.device_limits`:
+    ``sm`` defaults to the SM of the GPU the code runs on (``gpus.current().sm``:
     an H100's under the simulator); ``k`` runs over :func:`shared_targets`.
     """
-    sm = sm or occ.device_limits()
+    sm = sm or gpus.current().sm
     targets = shared_targets(sm, threads)
     kb = sm.shared_per_sm // 1024
     for k in targets:
@@ -249,7 +249,7 @@ def check_shared_for_blocks(student: Callable[[int, occ.SMLimits], int], threads
               f"{targets[0]} to {targets[-1]}.")
 
 
-def measure_throttle_with(student: Callable[[int, occ.SMLimits], int], n: int = 2**26):
+def measure_throttle_with(student: Callable[[int, gpus.SMLimits], int], n: int = 2**26):
     """The chapter's throttle experiment (:func:`labhelpers.experiments.scheduling.measure_throttle`) with the
     student's ``shared_for_blocks``, measured only once it passes :func:`check_shared_for_blocks`.
 
@@ -259,7 +259,7 @@ def measure_throttle_with(student: Callable[[int, occ.SMLimits], int], n: int = 
     Raises:
         CheckFailed: ``student`` does not pass :func:`check_shared_for_blocks` yet.
     """
-    sm = occ.device_limits()
+    sm = gpus.current().sm
     check_shared_for_blocks(student, sm=sm, quiet=True)
     return measure_throttle(n, blocks_per_sm=[k for k in THROTTLE_BLOCKS if k in shared_targets(sm)],
                             shared_for=lambda k: student(k, sm))
@@ -296,7 +296,7 @@ SCALE_TUNED = measured.MeasuredExercise(
 def _race_scale(threads: int) -> tuple:
     x_d = cuda.to_device(np.random.default_rng(0).random(TUNED_N, dtype=np.float32))
     out_d = cuda.device_array_like(x_d)
-    sm = occ.device_limits()
+    sm = gpus.current().sm
 
     def time_at(t: int):
         per_sm = occ.occupancy(t, SCALE_REGISTERS, 0, sm).blocks_per_sm

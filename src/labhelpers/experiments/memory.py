@@ -380,9 +380,7 @@ def device_properties(info: DeviceInfo | None = None) -> dict:
     props = {key: getattr(info, key, None) for key in _PROPERTY_KEYS}
     props["compute_capability"] = info.cc
     props["peak_memory_bandwidth_gbs"] = info.peak_memory_bandwidth_gbs
-    try:
-        props["total_constant_bytes"] = int(cuda.get_current_device().TOTAL_CONSTANT_MEMORY)
-    except Exception:  # attribute unknown to this driver: every CUDA GPU so far has 64 KiB
+    if props["total_constant_bytes"] is None:  # attribute unknown to this driver: every CUDA GPU so far has 64 KiB
         props["total_constant_bytes"] = 64 * 1024
     return props
 

@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from numba import cuda
 
-from .. import backend, gpus
+from .. import backend, device, gpus
 from ..errors import LaunchConfigError
 from ..kernels.scheduling import (
     DIVERGENCE_KERNELS,
@@ -73,21 +73,21 @@ def measure_divergence(n: int, steps: int, threads: int = 256, kinds: Sequence[s
 
 
 # --------------------------------------------------------------------------- occupancy
-def _resident_blocks(ilp: int, threads: int, shared_bytes: int, sm: occ.SMLimits) -> tuple[float, float, float]:
+def _resident_blocks(ilp: int, threads: int, shared_bytes: int, sm: gpus.SMLimits) -> tuple[float, float, float]:
     """(registers, calculator's blocks per SM, driver's blocks per SM); NaN where unknown (simulator)."""
     nan = float("nan")
     if backend.is_simulator():
         return nan, float(occ.occupancy(threads, 0, shared_bytes, sm).blocks_per_sm), nan
     kernel = SCALE_KERNELS[ilp]
-    res = occ.kernel_resources(kernel, SCALE_SIGNATURE)
+    res = device.kernel_resources(kernel, SCALE_SIGNATURE)
     calc = occ.occupancy(threads, res.registers_per_thread, res.static_shared_per_block + shared_bytes, sm)
-    drv = occ.driver_blocks_per_sm(kernel, threads, shared_bytes, SCALE_SIGNATURE)
+    drv = device.driver_blocks_per_sm(kernel, threads, shared_bytes, SCALE_SIGNATURE)
     return float(res.registers_per_thread), float(calc.blocks_per_sm), float(drv)
 
 
 def _measure_scale(points: list[dict], n: int, progress: bool, desc: str) -> pd.DataFrame:
     """Time scale kernels at ``points`` (dicts of ilp, threads, shared_bytes), one full wave each."""
-    sm = occ.device_limits()
+    sm = gpus.current().sm
     x = np.random.default_rng(0).random(n, dtype=np.float32)
     x_d = cuda.to_device(x)
     out_d = cuda.device_array_like(x_d)
@@ -143,7 +143,7 @@ def measure_throttle(n: int, blocks_per_sm: Sequence[int] | None = None, ilps: S
     the timing columns, ``n``, ``registers``, ``calc_blocks_per_sm``,
     ``driver_blocks_per_sm`` (NaN under the simulator) and ``occupancy``.
     """
-    sm = occ.device_limits()
+    sm = gpus.current().sm
     blocks_per_sm = throttle_blocks(threads=threads) if blocks_per_sm is None else blocks_per_sm
     shared_for = shared_for or (lambda k: occ.shared_for_blocks(k, sm))
     points = [{"ilp": ilp, "threads": threads, "target_blocks": k, "shared_bytes": shared_for(k)}
@@ -177,7 +177,7 @@ def measure_register_caps(n: int, steps: int, threads: int = 256, caps: Sequence
     ``threads``, ``registers`` and ``local_bytes`` (what the compiler gave each thread: NaN under
     the simulator), ``calc_blocks_per_sm``, ``driver_blocks_per_sm`` and ``occupancy``.
     """
-    sm = occ.device_limits()
+    sm = gpus.current().sm
     x = np.random.default_rng(0).random(n)
     x_d = cuda.to_device(x)
     out_d = cuda.device_array_like(x_d)
@@ -188,9 +188,9 @@ def measure_register_caps(n: int, steps: int, threads: int = 256, caps: Sequence
         if backend.is_simulator():
             info[cap] = (float("nan"),) * 4
             continue
-        res = occ.kernel_resources(kernel, SIXTEEN_SIGNATURE)
+        res = device.kernel_resources(kernel, SIXTEEN_SIGNATURE)
         calc = occ.occupancy(threads, res.registers_per_thread, res.static_shared_per_block, sm).blocks_per_sm
-        drv = occ.driver_blocks_per_sm(kernel, threads, 0, SIXTEEN_SIGNATURE)
+        drv = device.driver_blocks_per_sm(kernel, threads, 0, SIXTEEN_SIGNATURE)
         info[cap] = (float(res.registers_per_thread), float(res.local_per_thread), float(calc), float(drv))
 
     def run(max_registers: int) -> Timing:
@@ -207,6 +207,47 @@ def measure_register_caps(n: int, steps: int, threads: int = 256, caps: Sequence
     return table
 
 
+def compare_with_driver(
+    kernel,
+    threads: Iterable[int] = (32, 64, 128, 256, 512, 1024),
+    dynamic_shared: Iterable[int] = (0,),
+    signature=None,
+    sm: gpus.SMLimits | None = None,
+) -> pd.DataFrame:
+    """The calculator's blocks per SM next to the driver's, for every (threads, dynamic shared) pair (GPU only).
+
+    The calculator is :func:`labhelpers.models.occupancy.occupancy` on ``sm`` (default: this GPU's SM,
+    ``gpus.current().sm``) fed the compiler's registers and static shared memory
+    (:func:`labhelpers.device.kernel_resources`); the driver's answer is
+    :func:`labhelpers.device.driver_blocks_per_sm`.
+
+    Returns:
+        One row per configuration: ``kernel``, ``threads``, ``dynamic_shared``, ``registers``,
+        ``static_shared``, ``calc_blocks``, ``driver_blocks``, ``agree``, ``limiting``.
+        A configuration the calculator rejects counts as 0 blocks (the driver reports 0 for it too).
+    """
+    sm = sm or gpus.current().sm
+    res = device.kernel_resources(kernel, signature)
+    rows = []
+    for t in threads:
+        for dyn in dynamic_shared:
+            try:
+                r = occ.occupancy(t, res.registers_per_thread, res.static_shared_per_block + dyn, sm)
+                calc, limiting = r.blocks_per_sm, " and ".join(r.limiting)
+            except LaunchConfigError:
+                calc, limiting = 0, "cannot launch"
+            if t > res.max_threads_per_block:
+                calc, limiting = 0, "cannot launch"
+            try:
+                drv = device.driver_blocks_per_sm(kernel, t, dyn, signature)
+            except Exception:  # the driver refuses the configuration outright
+                drv = 0
+            rows.append({"kernel": res.name, "threads": t, "dynamic_shared": dyn,
+                         "registers": res.registers_per_thread, "static_shared": res.static_shared_per_block,
+                         "calc_blocks": calc, "driver_blocks": drv, "agree": calc == drv, "limiting": limiting})
+    return pd.DataFrame(rows)
+
+
 #: Kernels the chapter compares the calculator and the driver on, with their signatures.
 COMPARED_KERNELS = {
     "scale": (scale, SCALE_SIGNATURE),
@@ -219,13 +260,13 @@ COMPARED_KERNELS = {
 
 def compare_calculator_with_driver(threads: Sequence[int] = (32, 64, 128, 256, 512, 768, 1024),
                                    dynamic_shared: Sequence[int] = (0, 8 * 1024, 40 * 1024)) -> pd.DataFrame:
-    """:func:`~labhelpers.models.occupancy.compare_with_driver` for every kernel of :data:`COMPARED_KERNELS`.
+    """:func:`compare_with_driver` for every kernel of :data:`COMPARED_KERNELS`.
 
     GPU only: raises :class:`~labhelpers.errors.GPUOnlyError` under the simulator.
     """
     backend.require_gpu("compare_calculator_with_driver", because="asks the driver for its occupancy",
                         instead="The chapter shows the comparison measured on one (reference data "
                         "ch04_occupancy_driver).")
-    tables = [occ.compare_with_driver(kernel, threads, dynamic_shared, signature)
+    tables = [compare_with_driver(kernel, threads, dynamic_shared, signature)
               for kernel, signature in COMPARED_KERNELS.values()]
     return pd.concat(tables, ignore_index=True)

@@ -16,7 +16,7 @@ from ..errors import LaunchConfigError
 from ..launch import WARP_SIZE
 from ..measured import Measured
 from ..plotting import readable_pt
-from ..models.launch_calc import summarize_launch
+from ..models.launch_summary import summarize_launch
 from ..plotting import plot_comparison
 from ..refdata import Reference
 

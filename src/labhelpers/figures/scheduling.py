@@ -21,7 +21,8 @@ import pandas as pd
 from ..errors import LaunchConfigError
 from ..models import occupancy as occ
 from ..models import warp_timeline as wt
-from ..models.occupancy import KIB, RESOURCES, Occupancy, SMLimits
+from ..gpus import KIB, PRESETS, SMLimits
+from ..models.occupancy import RESOURCES, Occupancy
 from ..models.warp_timeline import ISSUE, READY, STALL, VECTOR_ADD, Timeline, Walkthrough
 from ..plotting import figure_axes, readable_pt
 
@@ -180,11 +181,11 @@ def draw_limits(ax, result: Occupancy) -> None:
 
 def draw_occupancy(ax, sm_name: str, threads: int, registers: int, shared_kb: int, *,
                    this_gpu: SMLimits | None = None) -> None:
-    """The occupancy widget: :func:`draw_limits` for a preset (``occupancy.PRESETS``) or ``"this GPU"``
+    """The occupancy widget: :func:`draw_limits` for a preset (``gpus.PRESETS``) or ``"this GPU"``
     (``this_gpu``); a configuration that cannot launch is explained on the axes instead."""
-    limits = this_gpu if sm_name == "this GPU" else occ.PRESETS[sm_name]
+    limits = this_gpu if sm_name == "this GPU" else PRESETS[sm_name]
     if limits is None:
-        raise ValueError("sm_name 'this GPU' needs this_gpu=occupancy.device_limits()")
+        raise ValueError("sm_name 'this GPU' needs this_gpu=gpus.current().sm")
     try:
         draw_limits(ax, occ.occupancy(threads, registers, shared_kb * 1024, limits))
     except LaunchConfigError as err:

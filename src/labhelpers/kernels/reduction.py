@@ -43,7 +43,6 @@ from ..launch import ConfiguredKernel, blocks_for
 from ..arrays import to_device
 from ..errors import GPUOnlyError, LabError, LaunchConfigError
 from .. import device as device_mod
-from ..models.occupancy import device_limits
 
 #: Largest block: the size of the statically allocated shared array of the classic kernels.
 MAX_THREADS = 1024
@@ -647,7 +646,7 @@ def resident_blocks(threads: int, kernel=None) -> int:
         return int(overload.max_cooperative_grid_blocks(threads))
 
     info = device_mod.device_info()
-    return (info.sm_count or 1) * device_limits(info).resident_blocks(threads)  # this GPU's SM, from its driver
+    return (info.sm_count or 1) * info.resident_blocks(threads)  # this GPU's SM, from its driver
 
 
 def level_sizes(n: int, threads: int, per_thread: int = 1) -> list[tuple[int, int]]:

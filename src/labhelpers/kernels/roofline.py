@@ -34,7 +34,6 @@ from .. import backend, device, validate
 from ..arrays import to_host
 from ..errors import LaunchConfigError
 from ..launch import blocks_for, warps_for
-from ..models.occupancy import device_limits
 
 #: Independent FMA chains per thread in :func:`fma_chains`.
 FMA_CHAINS = 8
@@ -365,8 +364,7 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     if backend.is_simulator():
         return 2, threads
     info = device.device_info()
-    sm = device_limits(info)  # this GPU's SM, from its driver
-    per_sm = sm.resident_blocks(threads)  # by its threads and block slots
+    per_sm = info.resident_blocks(threads)  # this GPU's SM, from its driver: by its threads and block slots
     return (info.sm_count or 1) * per_sm * waves, threads
 
 

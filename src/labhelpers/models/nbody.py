@@ -51,7 +51,7 @@ def flop_conventions() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["convention", "what is counted", "per interaction"])
 
 
-def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count: int | None = None,
+def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count: int,
                 clock_ghz: float | None = None, fma_peak_gflops: float | None = None) -> pd.DataFrame:
     """Upper bounds on interactions per second from each unit of the SM, and which one binds.
 
@@ -59,8 +59,8 @@ def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count
         fp32: float32 add/multiply/FMA instructions per interaction (12 in the ideal loop).
         mufu: special-function instructions per interaction (1: the rsqrt).
         other: every other instruction per interaction (shared loads, loop counters, index arithmetic).
-        sm_count, clock_ghz: the GPU (SMs default to this GPU's, the reference GPU's under the simulator:
-            :func:`labhelpers.gpus.current`). Without a clock, the one at which ``fma_peak_gflops`` is the FP32 peak
+        sm_count, clock_ghz: the GPU (its SMs: ``gpus.current().sm_count`` for this GPU, the reference GPU's under
+            the simulator; the model asks no device). Without a clock, the one at which ``fma_peak_gflops`` is the FP32 peak
             (``peak / (sm_count * 128 * 2)``: a measured peak gives the clock the GPU really ran at), else
             1.98 GHz (H100 and H200 SXM at boost).
         fma_peak_gflops: the FP32 FMA peak to express each bound against (default: the peak at the clock).
@@ -72,7 +72,7 @@ def unit_limits(fp32: float = 12, mufu: float = 1, other: float = 0, *, sm_count
     fp32 = validate.number(fp32, "fp32", minimum=0)
     mufu = validate.number(mufu, "mufu", minimum=0)
     other = validate.number(other, "other", minimum=0)
-    sm_count = validate.integer(gpus.current().sm_count if sm_count is None else sm_count, "sm_count", minimum=1)
+    sm_count = validate.integer(sm_count, "sm_count", minimum=1)
     if clock_ghz is None:
         clock_ghz = fma_peak_gflops / (sm_count * FP32_LANES_PER_SM * 2) if fma_peak_gflops else 1.98
     clock_ghz = validate.number(clock_ghz, "clock_ghz", minimum=0)
@@ -135,13 +135,13 @@ def layout_sectors() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def busy_sms(n: int, tile: int, bodies: int = 1, sm_count: int | None = None) -> dict:
-    """Blocks of a tiled launch for ``n`` bodies, and the share of the GPU's SMs that get one (``sm_count``
-    defaults to this GPU's, the reference GPU's under the simulator)."""
+def busy_sms(n: int, tile: int, bodies: int = 1, *, sm_count: int) -> dict:
+    """Blocks of a tiled launch for ``n`` bodies, and the share of the GPU's ``sm_count`` SMs that get one
+    (``gpus.current().sm_count`` for this GPU, the reference GPU's under the simulator)."""
     n = validate.integer(n, "n", minimum=1)
     tile = validate.integer(tile, "tile", minimum=1)
     bodies = validate.integer(bodies, "bodies", minimum=1)
-    sm_count = validate.integer(gpus.current().sm_count if sm_count is None else sm_count, "sm_count", minimum=1)
+    sm_count = validate.integer(sm_count, "sm_count", minimum=1)
     blocks = tiles_for(n, tile * bodies)  # one block per tile of tile * bodies bodies
     return {"blocks": blocks, "warps": blocks * warps_for(tile, WARP), "busy_sm_share": min(1.0, blocks / sm_count)}
 
