@@ -797,7 +797,7 @@ def test_prose_quotes_the_events_and_queue_tables():
     queue_asked = 10.0  # queue_table's kernel_ms, in the table's notes ("about 10 ms")
     assert abs(slept / asked - kernel_ms / queue_asked) < 0.02, "the same factor in both measurements"
     assert slept / asked >= q["kernel_ms"].min() / queue_asked - 0.01, "the event's factor within the queue's range"
-    from labhelpers.kernels import stopwatch
+    from labhelpers import timing_kernels
 
     at = q.set_index(["connections", "order", "streams"])["concurrency"]
     err = (q["concurrency"] / q["model_concurrency"] - 1).abs().max()
@@ -809,8 +809,8 @@ def test_prose_quotes_the_events_and_queue_tables():
         f"`wait(stream=s2)` returned in {e['event.wait(stream=s2) call']:.1f} us",
         f"held the next event of `s2` back for {slept:.1f} ms",
         f"That sleep was asked for {asked:g} ms and lasted {slept / asked:.2f} times as long",
-        f"calls `cuda.nanosleep` with {stopwatch.SLEEP_STEP_NS // 1000} us per call",
-        f"each call lasted about {stopwatch.SLEEP_STEP_NS / 1000 * slept / asked:.0f} us",
+        f"calls `cuda.nanosleep` with {timing_kernels.SLEEP_STEP_NS // 1000} us per call",
+        f"each call lasted about {timing_kernels.SLEEP_STEP_NS / 1000 * slept / asked:.0f} us",
         f"On the reference GPU each slept {_range(f'{q.kernel_ms.min():.1f}', f'{q.kernel_ms.max():.1f}')} ms alone, "
         f"{_range(f'{q.kernel_ms.min() / queue_asked:.2f}', f'{q.kernel_ms.max() / queue_asked:.2f}')} times the request",
         f"every measured point lies within {np.ceil(100 * err):.0f}% of it",
