@@ -17,7 +17,7 @@ from numba import cuda
 
 from .. import backend
 from ..checkers import launch_student_kernel
-from ..kernels import labelling as lbl
+from ..kernels import stencil_labelling as lbl
 from ..kernels import stencil as st
 from ..launch import grid_2d
 from ..timing import benchmark
