@@ -26,7 +26,7 @@ from ..experiments.scheduling import THROTTLE_BLOCKS, measure_throttle
 from ..kernels.scheduling import lcg_inputs, lcg_reference
 from ..kernels.scheduling import launch_scale, scale_bytes, scale_grid
 from ..models import occupancy as occ
-from ..models import warp_timeline
+from ..models import scheduling as warp_timeline
 from ..timing import benchmark
 from ..refdata import load_reference
 from . import answers
@@ -110,7 +110,7 @@ WARPS_CASES = [(20, 50), (20, 40), (10, 0), (1, 3), (7, 100), (32, 31), (4, 600)
 def check_warps_to_hide(student: Callable[[int, int], int]) -> None:
     """Check ``student(burst, stall) -> fewest warps that keep the scheduler busy every cycle``.
 
-    The judge is the cycle-by-cycle simulation (:func:`labhelpers.models.warp_timeline.simulate`),
+    The judge is the cycle-by-cycle simulation (:func:`labhelpers.models.scheduling.simulate`),
     not a formula.
     """
     for burst, stall in WARPS_CASES:
