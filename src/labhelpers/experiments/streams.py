@@ -573,6 +573,21 @@ def pipeline_summary(table: pd.DataFrame) -> dict:
             "model_best_ms": float(best["model_ms"])}
 
 
+def timeline(recorded: list[tuple], origin) -> pd.DataFrame:
+    """The start and end (ms after the event ``origin``) of every operation recorded by
+    :meth:`labhelpers.kernels.streams.StreamPipeline.issue` with ``events=True``, read once the streams are done.
+
+    Returns a DataFrame with the columns of :func:`labhelpers.models.streams.simulate_pipeline`:
+    ``chunk``, ``stream``, ``op``, ``issue``, ``start_ms``, ``end_ms``.
+    """
+    rows = []
+    for position, (chunk, stream, op, start, end) in enumerate(recorded):
+        rows.append({"chunk": chunk, "stream": stream, "op": op, "issue": position,
+                     "start_ms": cuda.event_elapsed_time(origin, start),
+                     "end_ms": cuda.event_elapsed_time(origin, end)})
+    return pd.DataFrame(rows)
+
+
 @gpu_lock.measurement
 def gantt_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: int = 8,
                 streams: Sequence[int] = GANTT_STREAMS, orders: Sequence[str] = ("depth-first",)) -> pd.DataFrame:
@@ -600,7 +615,7 @@ def gantt_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: int = 
                 recorded = pipe.issue(order, events=True)
                 pipe.synchronize()
                 if not warm:
-                    t = ks.timeline(recorded, origin)
+                    t = timeline(recorded, origin)
                     t.insert(0, "order", order)
                     t.insert(0, "streams_used", s)
                     parts.append(t)
