@@ -40,7 +40,6 @@ from common import Context, Row, lh  # noqa: E402
 
 from labhelpers.experiments import matmul as mm_exp  # noqa: E402
 from labhelpers.kernels import matmul as mm  # noqa: E402
-from labhelpers.kernels import matmul_cpu as cpu  # noqa: E402
 from labhelpers.refdata import current_meta, save_reference  # noqa: E402
 
 TOPIC = "matmul"
@@ -178,16 +177,16 @@ def measure_cpu(sizes=CPU_SIZES) -> pd.DataFrame:
     """Host-clock GFLOP/s of the three loop orders and of NumPy (BLAS) on this machine's CPU."""
     rng = np.random.default_rng(0)
     small = rng.standard_normal((8, 8)).astype(np.float32)
-    for order in cpu.ORDERS:  # compile once, outside the timings
-        cpu.cpu_matmul(small, small, order=order)
+    for order in mm.ORDERS:  # compile once, outside the timings
+        mm.cpu_matmul(small, small, order=order)
     rows = []
     for n in sizes:
         a = rng.standard_normal((n, n)).astype(np.float32)
         b = rng.standard_normal((n, n)).astype(np.float32)
-        for order in (*cpu.ORDERS, "numpy"):
+        for order in (*mm.ORDERS, "numpy"):
             if order == "ijk" and n > 1024:
                 continue
-            fn = (lambda: a @ b) if order == "numpy" else (lambda order=order: cpu.cpu_matmul(a, b, order=order))
+            fn = (lambda: a @ b) if order == "numpy" else (lambda order=order: mm.cpu_matmul(a, b, order=order))
             slow = n >= 1024
             t = lh.wall_time(fn, warmup=0 if slow else 1, repeat=1 if slow else 3, flops=2 * n**3, label=order)
             rows.append(dict(order=order, n=n, **t.as_row()))

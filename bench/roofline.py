@@ -34,7 +34,7 @@ import os
 from common import COPY_CEILING, Context, Row, lh  # noqa: F401  (common puts src/ on the path, selects the GPU)
 from labhelpers import profiler, roofline
 from labhelpers.experiments import roofline as experiments
-from labhelpers.experiments import stopwatch
+from labhelpers.experiments import roofline_stopwatch as stopwatch
 from labhelpers.kernels import roofline as rk
 from labhelpers.refdata import current_meta, save_reference
 
@@ -92,7 +92,7 @@ def collect(out_dir) -> None:
                              "launch/synchronize")
     if "stopwatch" in wanted:
         save_reference("ch07_stopwatch", stopwatch.stopwatch_sweep(), out_dir, meta=meta,
-                       notes="labhelpers.kernels.stopwatch.copy, float32, 1 element/thread, 256 threads; median "
+                       notes="labhelpers.kernels.roofline_stopwatch.copy, float32, 1 element/thread, 256 threads; median "
                              "of 20 per clock; Nsight Compute: gpu__time_duration.sum, --clock-control none, "
                              "median of 3 launches")
 

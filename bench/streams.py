@@ -129,7 +129,7 @@ def collect(out_dir) -> None:
          "with the stream held / launches, wall_us_per_op = host clock from the first call to the stream's "
          "synchronisation / launches (median of 10); capture_ms = capture + instantiate, once; results checked"),
         ("ch11_events", lambda: ex.events_table(),
-         "labhelpers.experiments.streams.events_table: kernels.stopwatch.sleeper of 20 ms on s1, event recorded "
+         "labhelpers.experiments.streams.events_table: timing_kernels.sleeper of 20 ms on s1, event recorded "
          "after it; host clock around event.query() and event.wait(stream=s2); consumer runs = "
          "kernels.streams.run_producer_consumer on 2^22 float32, 2000 FMAs, 20 runs each way"),
         ("ch11_queues", lambda: ex.queue_table(),

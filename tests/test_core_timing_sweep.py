@@ -7,13 +7,26 @@ real GPU's agreement with Nsight Compute is in ``tests/test_timing_gpu.py``.
 
 import math
 
+import numpy as np
 import pytest
 
 import labhelpers as lh
 from labhelpers.sweep import grid_points, sweep
-from labhelpers import timing
+from labhelpers import timing, timing_kernels
 from labhelpers.timing import HoldPolicy, Timing, time_repetitions
 from markers import SIM, sim_only
+
+
+def test_fill_kernel_fills_any_size_with_a_small_grid():
+    buf = lh.to_device(np.zeros(1000, dtype=np.float32))
+    timing_kernels.fill[2, 64](buf, np.float32(3.0))
+    assert (lh.to_host(buf) == 3.0).all()
+
+
+def test_sleep_steps():
+    tk = timing_kernels
+    assert tk.sleep_steps(0.0) == 1 and tk.sleep_steps(1.0) == 1_000_000 // tk.SLEEP_STEP_NS
+    assert tk.sleep_steps(0.015) == 2  # rounded up: never shorter than asked
 
 
 @sim_only

@@ -28,7 +28,7 @@ import pytest
 from labhelpers.chapters import CHAPTERS  # the chapter table (no backend needed)
 import labhelpers as lh  # noqa: F401  (chooses the backend first)
 from labhelpers.errors import CheckFailed
-from labhelpers.exercises import measured
+from labhelpers.exercises import timed
 from labhelpers.exercises import multi_gpu as ex14
 from labhelpers.exercises import nbody as ex8
 from labhelpers.exercises import portability as ex12
@@ -117,7 +117,7 @@ def fake(ms: float) -> Timing:
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """Pretend a GPU (and, for lab 14, a second one) is here: the checks then call their race."""
-    monkeypatch.setattr(measured, "can_time", lambda: True)
+    monkeypatch.setattr(timed, "can_time", lambda: True)
     monkeypatch.setattr(ex14, "_two_gpus", lambda: True)
 
 
@@ -171,7 +171,7 @@ def test_measured_faked_gpu_judges(lab, slow, fake_gpu, monkeypatch):
     student_ms = 1.0 / (ex.target * (0.5 if slow else 1.25))  # ratio = yardstick time / student time
     monkeypatch.setattr(module, race, lambda *args: (fake(student_ms), fake(1.0)))
     if slow:
-        with pytest.raises(CheckFailed, match=f"^{measured.BELOW_TARGET}"):
+        with pytest.raises(CheckFailed, match=f"^{timed.BELOW_TARGET}"):
             check()
     else:
         assert check().passed
@@ -184,10 +184,10 @@ def test_measured_faked_gpu_judges(lab, slow, fake_gpu, monkeypatch):
 def test_measured_choices_are_refused_before_anything_runs(check, name):
     with pytest.raises(CheckFailed, match="^Wrong type"):
         check(lambda: None)
-    with pytest.raises(CheckFailed, match=f"^{measured.NOT_ALLOWED}"):
+    with pytest.raises(CheckFailed, match=f"^{timed.NOT_ALLOWED}"):
         check(lambda: 100)
 
 
 def test_lab8_refuses_a_tile_it_does_not_allow():
-    with pytest.raises(CheckFailed, match=f"^{measured.NOT_ALLOWED}"):
+    with pytest.raises(CheckFailed, match=f"^{timed.NOT_ALLOWED}"):
         ex8.check_tiled_speed(S8.nbody_tiled, 48)

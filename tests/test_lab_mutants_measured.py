@@ -1,10 +1,10 @@
 """The measured exercises of the labs: the pass/fail logic with fake GPU timings, and mutants of every checker.
 
-:mod:`labhelpers.exercises.measured` checks correctness through the harness first, then (on a GPU) compares the
+:mod:`labhelpers.exercises.timed` checks correctness through the harness first, then (on a GPU) compares the
 student's timing with a yardstick of the same run. Here no GPU is needed:
 
 * the ratio and the verdict are computed from :class:`~labhelpers.timing.Timing` objects made by hand;
-* a "faked GPU" replaces ``measured.can_time`` and the lab's race with fake timings: a choice below target is
+* a "faked GPU" replaces ``timed.can_time`` and the lab's race with fake timings: a choice below target is
   rejected with ``Below target`` and both numbers, one above it passes;
 * for every lab, a wrong kernel (a one-line mutant of the solution) is rejected with the harness's class BEFORE
   anything is timed, and choices of the wrong type or outside the allowed values are refused.
@@ -32,7 +32,7 @@ from labhelpers.exercises import consistency as ex13
 from labhelpers.exercises import cuda_intro as ex1
 from labhelpers.exercises import matmul as ex5
 from labhelpers.exercises import harness as h
-from labhelpers.exercises import measured
+from labhelpers.exercises import timed
 from labhelpers.exercises import memory as ex3
 from labhelpers.exercises import reduction as ex6
 from labhelpers.exercises import roofline as ex7
@@ -66,29 +66,29 @@ def always(value):
 
 # ------------------------------------------------------------------------------------------- the logic
 
-EX = measured.MeasuredExercise(name="the demo", measures="the demo kernel", yardstick="the demo copy", target=0.7,
+EX = timed.MeasuredExercise(name="the demo", measures="the demo kernel", yardstick="the demo copy", target=0.7,
                                reference=lambda choice: f"demo reference for {choice}")
 
 
 def test_ratio_of_rates_when_both_state_bytes():
-    assert measured.ratio(fake(2.0, nbytes=10**9), fake(1.0, nbytes=2 * 10**9)) == pytest.approx(0.25)
+    assert timed.ratio(fake(2.0, nbytes=10**9), fake(1.0, nbytes=2 * 10**9)) == pytest.approx(0.25)
 
 
 def test_ratio_of_times_when_the_work_is_the_same():
-    assert measured.ratio(fake(4.0), fake(1.0)) == pytest.approx(0.25)
-    assert measured.ratio(fake(1.0), fake(3.0)) == pytest.approx(3.0)
+    assert timed.ratio(fake(4.0), fake(1.0)) == pytest.approx(0.25)
+    assert timed.ratio(fake(1.0), fake(3.0)) == pytest.approx(3.0)
 
 
 @pytest.mark.parametrize("student_ms, passed", [(1.0, True), (1.0 / 0.7, True), (1.5, False)])
 def test_verdict_at_the_target(student_ms, passed):
-    v = measured.verdict(EX, 256, fake(student_ms), fake(1.0))
+    v = timed.verdict(EX, 256, fake(student_ms), fake(1.0))
     assert v.passed is passed
     assert "ratio" in v.text and "target 0.7" in v.text
 
 
 def test_check_without_a_gpu_prints_the_reference_and_the_promise(capsys, monkeypatch):
-    monkeypatch.setattr(measured, "can_time", lambda: False)  # the simulator's path, on either backend
-    v = measured.check(EX, 256, correct=lambda: print("Correct: demo"), race=lambda: pytest.fail("timed"))
+    monkeypatch.setattr(timed, "can_time", lambda: False)  # the simulator's path, on either backend
+    v = timed.check(EX, 256, correct=lambda: print("Correct: demo"), race=lambda: pytest.fail("timed"))
     out = capsys.readouterr().out
     assert v.passed and v.ratio is None
     assert out.index("Correct: demo") < out.index("Reference: demo reference for 256")
@@ -100,38 +100,38 @@ def test_check_stops_at_the_first_wrong_answer():
         raise h.failure(h.MISSING_GUARD, "demo")
 
     with pytest.raises(CheckFailed, match=f"^{h.MISSING_GUARD}"):
-        measured.check(EX, 256, correct=wrong, race=lambda: pytest.fail("timed a wrong kernel"))
+        timed.check(EX, 256, correct=wrong, race=lambda: pytest.fail("timed a wrong kernel"))
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """Pretend a GPU is here: ``measured.check`` then calls the race."""
-    monkeypatch.setattr(measured, "can_time", lambda: True)
+    """Pretend a GPU is here: ``timed.check`` then calls the race."""
+    monkeypatch.setattr(timed, "can_time", lambda: True)
 
 
 def test_faked_gpu_below_target_is_rejected_with_both_numbers(fake_gpu):
-    with pytest.raises(CheckFailed, match=f"^{measured.BELOW_TARGET}") as info:
-        measured.check(EX, 32, correct=lambda: None, race=lambda: (fake(2.0), fake(1.0)))
+    with pytest.raises(CheckFailed, match=f"^{timed.BELOW_TARGET}") as info:
+        timed.check(EX, 32, correct=lambda: None, race=lambda: (fake(2.0), fake(1.0)))
     assert "2 ms" in str(info.value) and "1 ms" in str(info.value) and "ratio 0.50" in str(info.value)
 
 
 def test_faked_gpu_at_target_passes(fake_gpu, capsys):
-    v = measured.check(EX, 256, correct=lambda: None, race=lambda: (fake(1.0), fake(0.8)))
+    v = timed.check(EX, 256, correct=lambda: None, race=lambda: (fake(1.0), fake(0.8)))
     assert v.passed and v.ratio == pytest.approx(0.8)
     assert "Passed: ratio 0.80" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("value, cls", [(None, a.WRONG_TYPE), ("256", a.WRONG_TYPE), (256.0, a.WRONG_TYPE),
-                                        (100, measured.NOT_ALLOWED), (2048, measured.NOT_ALLOWED)])
+                                        (100, timed.NOT_ALLOWED), (2048, timed.NOT_ALLOWED)])
 def test_choices_of_the_wrong_type_or_value_are_refused(value, cls):
     with pytest.raises(CheckFailed, match=f"^{cls}"):
-        measured.choose(always(value), "choose_threads", (32, 64, 128, 256))
+        timed.choose(always(value), "choose_threads", (32, 64, 128, 256))
 
 
 def test_pair_choices():
-    assert measured.choose(always([8, 3]), "choose", ((1, 1), (8, 3))) == (8, 3)
+    assert timed.choose(always([8, 3]), "choose", ((1, 1), (8, 3))) == (8, 3)
     with pytest.raises(CheckFailed, match=f"^{a.WRONG_TYPE}"):
-        measured.choose(always(8), "choose", ((1, 1), (8, 3)))
+        timed.choose(always(8), "choose", ((1, 1), (8, 3)))
 
 
 # ------------------------------------------------------------------------------------------- every lab
@@ -226,7 +226,7 @@ def test_faked_gpu_judges_each_lab(lab, slow, fake_gpu, monkeypatch, capsys):
     student_ms = yard_ms / (target * (0.5 if slow else 1.25))  # ratio = yardstick time / student time
     monkeypatch.setattr(module, race, lambda *args: (fake(student_ms), fake(yard_ms)))
     if slow:
-        with pytest.raises(CheckFailed, match=f"^{measured.BELOW_TARGET}"):
+        with pytest.raises(CheckFailed, match=f"^{timed.BELOW_TARGET}"):
             check(solution, choice)
     else:
         assert check(solution, choice).passed
@@ -238,5 +238,5 @@ def test_the_choice_is_refused_before_the_kernel_runs(lab):
     check, solution, _choice, _module, _race = LABS[lab]
     with pytest.raises(CheckFailed, match=f"^{a.WRONG_TYPE}"):
         check(solution, always(None))
-    with pytest.raises(CheckFailed, match=f"^{measured.NOT_ALLOWED}"):
+    with pytest.raises(CheckFailed, match=f"^{timed.NOT_ALLOWED}"):
         check(solution, always(100))

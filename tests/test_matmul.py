@@ -19,7 +19,6 @@ from labhelpers.exercises import matmul as ex
 from labhelpers.experiments import matmul as mm_exp
 from labhelpers.figures import matmul as mm_fig
 from labhelpers.kernels import matmul as mm
-from labhelpers.kernels import matmul_cpu as cpu
 from labhelpers.models import tiling
 from markers import sim_only
 from mutants import lab_skeletons, load_solutions, mutant
@@ -289,20 +288,20 @@ def test_chapter_figures_draw_the_reference_data():
 # ----------------------------------------------------------------------------------------------- CPU loops
 
 
-@pytest.mark.parametrize("order", cpu.ORDERS)
+@pytest.mark.parametrize("order", mm.ORDERS)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 5), (70, 65, 3)], ids=lambda s: "x".join(map(str, s)))
 def test_cpu_loop_orders_match_numpy(order, shape):
     a, b = _inputs(*shape)
-    _assert_product(cpu.cpu_matmul(a, b, order=order, block=16), a, b)
+    _assert_product(mm.cpu_matmul(a, b, order=order, block=16), a, b)
 
 
 def test_cpu_matmul_validates():
     with pytest.raises(lh.ArrayArgumentError, match="inner dimensions differ"):
-        cpu.cpu_matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+        mm.cpu_matmul(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
     with pytest.raises(ValueError, match="unknown loop order"):
-        cpu.cpu_matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), order="jik")
+        mm.cpu_matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), order="jik")
     with pytest.raises(lh.ArrayArgumentError, match="NumPy array"):
-        cpu.cpu_matmul(cuda.to_device(np.ones((2, 2), np.float32)), np.ones((2, 2), np.float32))
+        mm.cpu_matmul(cuda.to_device(np.ones((2, 2), np.float32)), np.ones((2, 2), np.float32))
 
 
 # ------------------------------------------------------------------------------------------------ the lab

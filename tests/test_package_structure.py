@@ -210,7 +210,7 @@ def test_no_script_edits_sys_path():
 
 
 def test_no_module_passes_1200_lines():
-    # A module that long does several jobs: split it along its sections (as kernels/scan/ and kernels/labelling.py).
+    # A module that long does several jobs: split it along its sections (as kernels/scan/ and kernels/stencil_labelling.py).
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 1200}
     assert not long, f"modules over 1,200 lines: {long}"
 
@@ -251,3 +251,37 @@ def test_the_figures_rule_sees_both_forms(tmp_path):
                    "def draw_ok(ax, n=1):\n    pass\n\ndef _plot_private(ax):\n    pass\n")
     found = [p.partition(":")[0] for p in figure_signature_problems(bad)]
     assert found == ["bad.plot_a", "bad.plot_b", "bad.draw_c"]
+
+
+#: What reads a clock: kernels/ modules hold what the book shows, never what times it (experiments/ times).
+CLOCK_ATTRIBUTES = {"event_elapsed_time", "elapsed_time", "perf_counter", "perf_counter_ns", "monotonic", "time_ns"}
+CLOCK_MODULES = {"time", "timeit", "labhelpers.timing"}
+
+
+def clock_reads(name: str, path: Path) -> list[str]:
+    """Where module ``name`` reads a clock: an import of a clock module, or a clock function used."""
+    found = []
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{path.name}:{node.lineno}: import {a.name}" for a in node.names if a.name in CLOCK_MODULES]
+        elif isinstance(node, ast.ImportFrom):
+            module = _resolve(name, node.level, node.module) if node.level else node.module
+            if module in CLOCK_MODULES or any(f"{module}.{a.name}" in CLOCK_MODULES for a in node.names):
+                found.append(f"{path.name}:{node.lineno}: from {module} import ...")
+        elif isinstance(node, ast.Attribute) and node.attr in CLOCK_ATTRIBUTES:
+            found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    return found
+
+
+def test_kernels_modules_time_nothing():
+    offenders = [hit for name, path in MODULES.items() if name.startswith("labhelpers.kernels")
+                 for hit in clock_reads(name, path)]
+    assert not offenders, "kernels/ reads a clock (timing belongs in experiments/ or timing.py):\n" + "\n".join(offenders)
+
+
+def test_the_clock_rule_sees_a_timeline(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import time\nfrom .. import timing\nfrom numba import cuda\n\n"
+                   "def f(a, b):\n    return cuda.event_elapsed_time(a, b), time.perf_counter()\n")
+    assert len(clock_reads("labhelpers.kernels.bad", bad)) == 4

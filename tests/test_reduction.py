@@ -25,7 +25,7 @@ from labhelpers.experiments import reduction as red_exp
 from labhelpers.figures import reduction as red_fig
 from labhelpers.kernels import reduction as red
 from labhelpers import roofline as rl
-from labhelpers.models import reduction_tree as tree
+from labhelpers.models import reduction as tree
 from markers import SIM, gpu_only, sim_only
 from mutants import lab_skeletons, load_solutions, mutant
 

@@ -26,7 +26,7 @@ from labhelpers.experiments import scheduling as ks_exp  # noqa: E402
 from labhelpers.figures import scheduling as ks_fig  # noqa: E402
 from labhelpers.kernels import scheduling as ks  # noqa: E402
 from labhelpers.models import occupancy as oc  # noqa: E402
-from labhelpers.models import warp_timeline as wt  # noqa: E402
+from labhelpers.models import scheduling as wt  # noqa: E402
 from markers import gpu_only, sim_only  # noqa: E402
 from mutants import lab_skeletons, load_solutions, mutant  # noqa: E402
 

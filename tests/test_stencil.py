@@ -18,7 +18,7 @@ from scipy import ndimage
 
 import labhelpers as lh
 from labhelpers.exercises import stencil as ex
-from labhelpers.kernels import labelling as lbl
+from labhelpers.kernels import stencil_labelling as lbl
 from labhelpers.kernels import stencil as st
 from labhelpers.launch import grid_2d
 from markers import SIM, gpu_only, sim_only

@@ -248,6 +248,8 @@ def test_copy_async_refuses_an_unknown_direction_or_size():
 
 @gpu_only
 def test_gpu_page_locked_and_events():
+    from labhelpers.experiments import streams as exs  # the timeline is read there (kernels/ holds nothing that times)
+
     assert ks.is_page_locked(cuda.pinned_array(16, dtype=np.float32)[3:9])
     assert not ks.is_page_locked(np.ones(16, dtype=np.float32))
     p = ks.StreamPipeline(2**20, 4, 2, iters=64)
@@ -256,7 +258,7 @@ def test_gpu_page_locked_and_events():
     origin.record()
     recorded = p.issue("depth-first", events=True)
     p.synchronize()
-    t = ks.timeline(recorded, origin)
+    t = exs.timeline(recorded, origin)
     assert len(t) == 12 and (t["end_ms"] >= t["start_ms"]).all() and (t["start_ms"] >= 0).all()
     for _, part in t.groupby("stream"):
         part = part.sort_values("issue")
@@ -797,7 +799,7 @@ def test_prose_quotes_the_events_and_queue_tables():
     queue_asked = 10.0  # queue_table's kernel_ms, in the table's notes ("about 10 ms")
     assert abs(slept / asked - kernel_ms / queue_asked) < 0.02, "the same factor in both measurements"
     assert slept / asked >= q["kernel_ms"].min() / queue_asked - 0.01, "the event's factor within the queue's range"
-    from labhelpers.kernels import stopwatch
+    from labhelpers import timing_kernels
 
     at = q.set_index(["connections", "order", "streams"])["concurrency"]
     err = (q["concurrency"] / q["model_concurrency"] - 1).abs().max()
@@ -809,8 +811,8 @@ def test_prose_quotes_the_events_and_queue_tables():
         f"`wait(stream=s2)` returned in {e['event.wait(stream=s2) call']:.1f} us",
         f"held the next event of `s2` back for {slept:.1f} ms",
         f"That sleep was asked for {asked:g} ms and lasted {slept / asked:.2f} times as long",
-        f"calls `cuda.nanosleep` with {stopwatch.SLEEP_STEP_NS // 1000} us per call",
-        f"each call lasted about {stopwatch.SLEEP_STEP_NS / 1000 * slept / asked:.0f} us",
+        f"calls `cuda.nanosleep` with {timing_kernels.SLEEP_STEP_NS // 1000} us per call",
+        f"each call lasted about {timing_kernels.SLEEP_STEP_NS / 1000 * slept / asked:.0f} us",
         f"On the reference GPU each slept {_range(f'{q.kernel_ms.min():.1f}', f'{q.kernel_ms.max():.1f}')} ms alone, "
         f"{_range(f'{q.kernel_ms.min() / queue_asked:.2f}', f'{q.kernel_ms.max() / queue_asked:.2f}')} times the request",
         f"every measured point lies within {np.ceil(100 * err):.0f}% of it",

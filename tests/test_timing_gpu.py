@@ -4,7 +4,7 @@ Under the simulator every test here is skipped (there is no GPU time to compare)
 (hold, retry, fall back) are tested on both backends with a fake GPU in tests/test_core_timing_sweep.py.
 On a GPU::
 
-    LABHELPERS_BACKEND=gpu python -m pytest -q tests/test_timing_gpu.py tests/test_stopwatch.py -rs
+    LABHELPERS_BACKEND=gpu python -m pytest -q tests/test_timing_gpu.py tests/test_roofline_stopwatch.py -rs
 
 (``ncu`` must be on the PATH or in /usr/local/cuda/bin, with the counters readable; else the profiler test is
 skipped and says why.)
@@ -18,8 +18,8 @@ from numba import cuda
 
 import labhelpers as lh
 from labhelpers import profiler, timing
-from labhelpers.experiments import stopwatch as sx
-from labhelpers.kernels import stopwatch as sw
+from labhelpers.experiments import roofline_stopwatch as sx
+from labhelpers.kernels import roofline_stopwatch as sw
 from markers import SIM
 
 pytestmark = pytest.mark.skipif(SIM, reason="needs a GPU: compares lh.benchmark's GPU time with Nsight Compute's "

@@ -5,7 +5,7 @@
 For each measured exercise (the solutions and checker calls are the ones the tests use: ``MEASURED_SOLUTIONS`` of
 ``tests/test_lab_mutants_measured.py`` and ``MEASURED`` of ``tests/test_lab_mutants_bugs.py``), runs the lab's
 checker on its solution ``--runs`` times and prints the ratio each run measured, their spread, and the target in
-force. Targets come from these numbers (``labhelpers.exercises.measured.target_for``: the lowest ratio less the
+force. Targets come from these numbers (``labhelpers.exercises.timed.target_for``: the lowest ratio less the
 margin of ``src/labhelpers/data/measured_targets.json``); ``--record`` writes this run's ratios there, on the reference
 GPU only. Run it alone on the GPU: another process on the same GPU changes the ratios.
 """
@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 import labhelpers as lh  # noqa: E402  (chooses the backend first)
 from labhelpers import gpu_lock  # noqa: E402
 from labhelpers.errors import CheckFailed  # noqa: E402
-from labhelpers.exercises import measured  # noqa: E402
+from labhelpers.exercises import timed  # noqa: E402
 
 
 def _table() -> dict[str, tuple]:
@@ -41,14 +41,14 @@ def _table() -> dict[str, tuple]:
 def measure(call, runs: int) -> list[float | str]:
     """The ratio each run measured (the verdict is recorded, not judged), or the failure's first words."""
     seen: list[float] = []
-    judge = measured.verdict
+    judge = timed.verdict
 
     def record(ex, choice, student, yardstick):
         v = judge(ex, choice, student, yardstick)
         seen.append(v.ratio)
-        return measured.Verdict(True, v.ratio, student, yardstick, v.text)
+        return timed.Verdict(True, v.ratio, student, yardstick, v.text)
 
-    measured.verdict = record
+    timed.verdict = record
     out: list[float | str] = []
     try:
         for _ in range(runs):
@@ -61,7 +61,7 @@ def measure(call, runs: int) -> list[float | str]:
                 continue
             out.append(seen[-1] if len(seen) > before else "not timed here")
     finally:
-        measured.verdict = judge
+        timed.verdict = judge
     return out
 
 
@@ -72,11 +72,11 @@ def main() -> int:
                         help="write the ratios into the targets record (on the record's reference GPU only)")
     parser.add_argument("labs", nargs="*")
     args = parser.parse_args()
-    if not measured.can_time():
+    if not timed.can_time():
         sys.exit("error: no GPU to time on (LABHELPERS_BACKEND=gpu on a machine with an NVIDIA GPU).")
     print(f"{lh.device_info().name}; {args.runs} runs of each measured exercise's solution; ratio = student / yardstick")
     print(f"{'lab':>4} {'target':>7} {'min':>6} {'max':>6} {'spread':>7}  runs")
-    record = json.loads(measured.TARGETS_FILE.read_text())
+    record = json.loads(timed.TARGETS_FILE.read_text())
     if args.record and lh.device_info().name != record["gpu"]:
         sys.exit(f"error: --record writes reference ratios, measured on {record['gpu']} (this is {lh.device_info().name})")
     for lab, (call, ex) in _table().items():
@@ -87,7 +87,7 @@ def main() -> int:
         if nums and args.record:
             record["labs"][lab] = {"ratios": [round(r, 3) for r in nums], "date": datetime.date.today().isoformat(),
                                    "yardstick": ex.yardstick}
-            measured.TARGETS_FILE.write_text(json.dumps(record, indent=2) + "\n")
+            timed.TARGETS_FILE.write_text(json.dumps(record, indent=2) + "\n")
         if nums:
             lo, hi = min(nums), max(nums)
             print(f"{lab:>4} {ex.target:>7g} {lo:>6.3f} {hi:>6.3f} {hi - lo:>7.3f}  "

@@ -4,7 +4,8 @@
 
 Runs pytest in this process (default: the kernel tests listed in DEFAULT_TESTS) under the simulator with a
 launch hook (``labhelpers.launchguard.add_launch_hook``), and writes ``tools/compile_check/launches.json``: one
-entry per kernel (its public path, ``labhelpers.kernels.<topic>.<name>``, or ``labs/solutions/<file>.py:<name>``)
+entry per kernel (its public path, ``labhelpers.kernels.<topic>.<name>``, ``labhelpers.timing_kernels.<name>`` or
+``labs/solutions/<file>.py:<name>``)
 with the Numba argument types of every distinct signature it was launched with, and every distinct
 (threads per block, dynamic shared memory bytes) it was launched at. ``tests/test_compile_targets.py`` compiles
 these for every architecture students get and checks the launches against each architecture's limits.
@@ -40,7 +41,7 @@ def _topics() -> tuple[str, ...]:
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tools" / "compile_check" / "launches.json"
-DEFAULT_TESTS = [f"tests/test_{topic}.py" for topic in _topics()] + ["tests/test_stopwatch.py", "tests/test_labs.py"]
+DEFAULT_TESTS = [f"tests/test_{topic}.py" for topic in _topics()] + ["tests/test_roofline_stopwatch.py", "tests/test_labs.py"]
 
 
 def kernel_path(kernel: Any) -> str | None:
@@ -49,7 +50,7 @@ def kernel_path(kernel: Any) -> str | None:
     if fn is None:
         return None
     module, name = getattr(fn, "__module__", "") or "", fn.__name__
-    if module.startswith("labhelpers.kernels."):
+    if module.startswith("labhelpers.kernels.") or module == "labhelpers.timing_kernels":  # the timer's kernels too
         # the topic's module (labhelpers.kernels.nbody) when it exports the kernel, else the module defining it
         # (labhelpers.kernels.scan.patterns: a topic split into a package re-exports only what the book uses)
         for public in dict.fromkeys((".".join(module.split(".")[:3]), module)):

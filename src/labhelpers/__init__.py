@@ -14,7 +14,6 @@ _backend.configure()
 
 from .arrays import to_device, to_host  # noqa: E402
 from .backend import is_gpu, is_simulator  # noqa: E402
-from .checkers import check_function  # noqa: E402
 from .device import DeviceInfo, banner, device_info  # noqa: E402
 from .errors import (  # noqa: E402
     ArgumentError,
@@ -47,7 +46,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError", "ArrayArgumentError", "CheckFailed", "DeviceInfo", "GPUOnlyError", "LabError", "Launch1D",
     "LaunchConfigError", "Measured", "NoGPUError", "Reference", "Timing", "awkward_sizes", "banner",
-    "benchmark", "blocks_for", "check_function", "check_launch", "device_info", "fp64_problem_size",
+    "benchmark", "blocks_for", "check_launch", "device_info", "fp64_problem_size",
     "interactive_figure", "is_gpu", "is_simulator", "launch_1d", "live_or_reference", "load_reference",
     "plot_comparison", "problem_size", "setup", "show_source", "sweep", "to_device", "to_host", "validate",
     "wall_time",

@@ -7,7 +7,7 @@ the median, minimum and spread, plus GB/s and GFLOP/s computed from the bytes an
 Which clock (``Timing.clock``):
 
 * ``"gpu-held"`` (the default, ``clock="gpu"``): GPU time only. Before each repetition a one-thread kernel that
-  sleeps (:func:`labhelpers.kernels.stopwatch.sleeper`) holds the stream; the start event, the ``number`` calls
+  sleeps (:func:`labhelpers.timing_kernels.sleeper`) holds the stream; the start event, the ``number`` calls
   and the end event queue behind it while Python issues them, so the two events bracket the GPU's work and not
   Python's launch cost (NVIDIA's nvbench measures the same way). The host's cost of issuing one call is
   measured in the same repetitions and reported beside it (``Timing.issue_ms``), never mixed in. If a call
@@ -43,9 +43,8 @@ from typing import Callable, Protocol
 
 from numba import cuda
 
-from . import backend, gpu_lock, validate
+from . import backend, gpu_lock, timing_kernels, validate
 from .errors import GPUOnlyError
-from .kernels import stopwatch
 from .launch import blocks_for
 
 #: CUDA events with the stream held by a sleeping kernel: GPU time only (``benchmark(..., clock="gpu")``).
@@ -374,7 +373,7 @@ class CudaStreamOps:
 
     def __init__(self, stream=None):
         self._cuda = cuda
-        self._kernels = stopwatch
+        self._kernels = timing_kernels
         self._stream = stream if stream is not None else cuda.default_stream()
         self._kernels.sleeper[1, 1, self._stream](1)  # compiled now, not inside a timed repetition
 

@@ -24,7 +24,7 @@ from ..refdata import load_reference
 from ..timing import benchmark
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 from ..gpus import current as current_gpu
 from ..gpus import reference as reference_gpu
 from ..sizes import problem_size
@@ -263,16 +263,16 @@ def _slackness_reference(k: int) -> str:
     ref = load_reference("ch02_slackness")
     rows = ref.table[ref.table["threads"] == TUNED_THREADS]
     per_sm = reference_gpu().sm.max_threads_per_sm  # the reference table was measured on the reference GPU
-    row = measured.nearest_row(rows, "fill", k * TUNED_THREADS / per_sm)  # fill: threads / (SMs * threads per SM)
+    row = timed.nearest_row(rows, "fill", k * TUNED_THREADS / per_sm)  # fill: threads / (SMs * threads per SM)
     best = rows.loc[rows["median_ms"].idxmin()]
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"the grid-stride kernel with {int(row.blocks)} blocks of {TUNED_THREADS} threads took "
              f"{row.median_ms:.3g} ms, the largest grid measured ({int(best.blocks)} blocks) {best.median_ms:.3g} ms: "
              f"ratio {best.median_ms / row.median_ms:.2f}")
 
 
-GRID_STRIDE_TUNED = measured.MeasuredExercise(
-    name="your grid of blocks per SM", target=measured.target_for("2", 0.85),
+GRID_STRIDE_TUNED = timed.MeasuredExercise(
+    name="your grid of blocks per SM", target=timed.target_for("2", 0.85),
     measures=f"your grid_stride_update on {TUNED_N:,} floats ({TUNED_REPS} updates each) with your blocks per SM",
     yardstick="the same kernel launched with one thread per element", reference=_slackness_reference)
 
@@ -288,7 +288,7 @@ def _race_grid_stride(kernel, k: int) -> tuple:
     return student, yardstick
 
 
-def check_grid_blocks_per_sm(kernel, choose_blocks_per_sm) -> measured.Verdict:
+def check_grid_blocks_per_sm(kernel, choose_blocks_per_sm) -> timed.Verdict:
     """Measured exercise: ``choose_blocks_per_sm()`` returns how many blocks of 256 threads per SM the grid-stride
     kernel is launched with; it must be correct (the harness) and, on a GPU, reach ``GRID_STRIDE_TUNED.target`` times the same
     kernel's speed with one thread per element, measured in the same run.
@@ -296,6 +296,6 @@ def check_grid_blocks_per_sm(kernel, choose_blocks_per_sm) -> measured.Verdict:
     Raises:
         CheckFailed: the kernel is wrong (the harness's class), the choice is not allowed, or it is too slow.
     """
-    k = measured.choose(choose_blocks_per_sm, "choose_blocks_per_sm", TUNED_BLOCKS_PER_SM)
-    return measured.check(GRID_STRIDE_TUNED, k, correct=lambda: check_grid_stride(kernel),
+    k = timed.choose(choose_blocks_per_sm, "choose_blocks_per_sm", TUNED_BLOCKS_PER_SM)
+    return timed.check(GRID_STRIDE_TUNED, k, correct=lambda: check_grid_stride(kernel),
                           race=lambda: _race_grid_stride(kernel, k))

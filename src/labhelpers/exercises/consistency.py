@@ -50,7 +50,7 @@ from ..relaxed import relaxed_launch
 from . import answers
 from . import answers as _answers  # check_litmus_answers' own variable is called answers
 from . import harness as h
-from . import measured
+from . import timed
 from ..timing import benchmark
 
 #: Sizes the counting checkers try (the last, on a GPU, loses updates without atomics).
@@ -520,14 +520,14 @@ def _counter_reference(threads: int) -> str:
     t = ref.table.set_index("kind")
     per_thread = float(t.loc["counter: atomic per thread", "median_ms"])
     per_block = float(t.loc["counter: block-aggregated", "median_ms"])
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"counting {int(t.loc['counter: block-aggregated', 'increments']):,} hits with one atomic per block took "
              f"{per_block:.3g} ms, with one atomic per hit {per_thread:.3g} ms: ratio {per_thread / per_block:.1f} "
              f"(blocks of 256 threads; you chose {threads})")
 
 
-COUNTER_TUNED = measured.MeasuredExercise(
-    name="count_block at your block size", target=measured.target_for("13", 2.0),
+COUNTER_TUNED = timed.MeasuredExercise(
+    name="count_block at your block size", target=timed.target_for("13", 2.0),
     measures=f"your count_block over {TUNED_N:,} elements, every one a hit, at your block size",
     yardstick="your count_atomic (one global atomic per hit) at 256 threads", reference=_counter_reference)
 
@@ -542,7 +542,7 @@ def _race_counters(count_block, count_atomic, threads: int) -> tuple:
     return student, yardstick
 
 
-def check_counter_speed(count_block, count_atomic, choose_threads) -> measured.Verdict:
+def check_counter_speed(count_block, count_atomic, choose_threads) -> timed.Verdict:
     """Measured exercise: aggregate, then measure. Your ``count_block`` and ``count_atomic`` (exercises 1 and 2,
     checked first); ``count_block`` at the block size ``choose_threads()`` picks must, on a GPU, be ``COUNTER_TUNED.target`` times as fast as
     ``count_atomic`` when every element is a hit (all atomics on one address), timed in the same run.
@@ -550,13 +550,13 @@ def check_counter_speed(count_block, count_atomic, choose_threads) -> measured.V
     Raises:
         CheckFailed: a kernel is wrong, the choice is not allowed, or too slow (``Below target``).
     """
-    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    threads = timed.choose(choose_threads, "choose_threads", TUNED_THREADS)
 
     def correct() -> None:
         check_count_atomic(count_atomic)
         check_count_block(count_block)
 
-    return measured.check(COUNTER_TUNED, threads, correct=correct,
+    return timed.check(COUNTER_TUNED, threads, correct=correct,
                           race=lambda: _race_counters(count_block, count_atomic, threads))
 
 
@@ -619,7 +619,7 @@ def show_counter_bound(predict_counter_ms: Any) -> pd.DataFrame:
     ref = load_reference("ch13_atomic_throughput")
     t = ref.table.set_index("kind")
     rate = float(t.loc["one address", "atomics_per_s"])
-    print(measured.reference_text(ref, f"Measured (one address: {rate:.3g} atomics/s)"))
+    print(timed.reference_text(ref, f"Measured (one address: {rate:.3g} atomics/s)"))
     rows = []
     for kind, group in BOUND_ROWS:
         n = int(t.loc[kind, "increments"])

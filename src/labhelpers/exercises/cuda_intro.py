@@ -26,7 +26,7 @@ from ..timing import benchmark
 from ..models.launch_summary import summarize_launch
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: Threads per block of the 1D exercises (a GPU also tries :data:`THREADS_1D_GPU`).
 THREADS_1D = 64
@@ -190,16 +190,16 @@ def _threads_reference(threads: int) -> str:
     sweep = load_reference("ch04_block_size_sweep")
     copies = load_reference("ch07_copy_variants")
     rows = sweep.table[sweep.table["ilp"] == 1]
-    row = measured.nearest_row(rows, "threads", threads)
+    row = timed.nearest_row(rows, "threads", threads)
     ceiling = float(copies.table["gbps"].max())
-    return measured.reference_text(
+    return timed.reference_text(
         sweep, f"chapter 4's scale kernel (one read, one write per element, like vector_add) at {int(row.threads)} "
                f"threads per block: {row.gbps:,.0f} GB/s, {row.gbps / ceiling:.2f} of the copy ceiling "
                f"({ceiling:,.0f} GB/s, same run)")
 
 
-VECTOR_ADD_TUNED = measured.MeasuredExercise(
-    name="vector_add at your block size", target=measured.target_for("1", 0.7),
+VECTOR_ADD_TUNED = timed.MeasuredExercise(
+    name="vector_add at your block size", target=timed.target_for("1", 0.7),
     measures=f"your vector_add on {TUNED_N:,} floats at your block size, in GB/s (12 bytes per element)",
     yardstick="the copy ceiling (a device-to-device copy)", reference=_threads_reference)
 
@@ -210,10 +210,10 @@ def _race_vector_add(kernel: Any, threads: int) -> tuple:
     out = cuda.device_array(TUNED_N, np.float32)
     blocks = blocks_for(TUNED_N, threads)
     student = benchmark(lambda: kernel[blocks, threads](x, y, out), nbytes=12 * TUNED_N, label="vector_add")
-    return student, measured.time_copy_of(12 * TUNED_N)
+    return student, timed.time_copy_of(12 * TUNED_N)
 
 
-def check_vector_add_threads(kernel: Any, choose_threads: Callable[[], Any]) -> measured.Verdict:
+def check_vector_add_threads(kernel: Any, choose_threads: Callable[[], Any]) -> timed.Verdict:
     """Measured exercise: ``choose_threads()`` returns a block size for ``vector_add``; it must be correct at that
     size (the harness) and, on a GPU, reach its target (``VECTOR_ADD_TUNED.target``) of the copy ceiling measured in the same run.
 
@@ -221,8 +221,8 @@ def check_vector_add_threads(kernel: Any, choose_threads: Callable[[], Any]) -> 
         CheckFailed: the kernel is wrong (the harness's class), the choice is not a whole number of warps
             (``Not an allowed choice``), or the GPU says it is too slow (``Below target``).
     """
-    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
-    return measured.check(VECTOR_ADD_TUNED, threads, correct=lambda: check_vector_add(kernel, threads=threads),
+    threads = timed.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    return timed.check(VECTOR_ADD_TUNED, threads, correct=lambda: check_vector_add(kernel, threads=threads),
                           race=lambda: _race_vector_add(kernel, threads))
 
 

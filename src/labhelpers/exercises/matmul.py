@@ -38,7 +38,7 @@ from ..source import source_of
 from ..timing import benchmark
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: Block the naive checker launches, (x along columns, y along rows): deliberately not square.
 NAIVE_BLOCK = (16, 8)
@@ -407,13 +407,13 @@ def _tile_reference(tile: int) -> str:
     t = ref.table[ref.table["n"] == TUNED_N]
     naive = float(t[t["kernel"] == "naive"]["median_ms"].iloc[0])
     row = t[t["kernel"] == f"tiled {tile}"].iloc[0]
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"the chapter's tiled kernel with TILE = {tile} at n = {TUNED_N} took {row.median_ms:.3g} ms, the naive "
              f"kernel {naive:.3g} ms: ratio {naive / row.median_ms:.2f}")
 
 
-TILED_TUNED = measured.MeasuredExercise(
-    name="your tiled kernel at your TILE", target=measured.target_for("5", 2.0),
+TILED_TUNED = timed.MeasuredExercise(
+    name="your tiled kernel at your TILE", target=timed.target_for("5", 2.0),
     measures=f"your matmul_tiled_kernel on {TUNED_N} x {TUNED_N} float32 matrices at your TILE",
     yardstick="the chapter's naive kernel (one thread per element, no shared memory)", reference=_tile_reference)
 
@@ -427,7 +427,7 @@ def _race_tiled(kernel: Any, tile: int) -> tuple:
     return student, time_kernel("naive", TUNED_N, repeat=10)
 
 
-def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
+def check_tiled_speed(kernel: Any, tile: int) -> timed.Verdict:
     """Measured exercise: ``kernel`` (exercise 2, checked first with ``tile``) must, on a GPU, run ``TILED_TUNED.target`` times as fast as
     the chapter's naive kernel at n = 2048, timed in the same run; ``tile`` is the lab's TILE (8, 16 or 32).
 
@@ -435,8 +435,8 @@ def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
         CheckFailed: the kernel is wrong (the harness's class), the tile is not allowed, or too slow.
     """
     h.require_kernel(kernel, "matmul_tiled_kernel")  # first: check_tiled_speed(TILE, kernel) says which is which
-    tile = measured.allowed(tile, "TILE", TUNED_TILES)
-    return measured.check(TILED_TUNED, tile, correct=lambda: check_tiled_square(kernel, tile),
+    tile = timed.allowed(tile, "TILE", TUNED_TILES)
+    return timed.check(TILED_TUNED, tile, correct=lambda: check_tiled_square(kernel, tile),
                           race=lambda: _race_tiled(kernel, tile))
 
 
@@ -497,7 +497,7 @@ def show_load_bytes(predict_load_bytes: Any) -> pd.DataFrame:
     check_load_bytes(predict_load_bytes)
     ref = load_reference("ch05_matmul_sweep")
     t = ref.table
-    print(measured.reference_text(ref, f"Measured: the chapter's kernels on {BOUND_N} x {BOUND_N} float32"))
+    print(timed.reference_text(ref, f"Measured: the chapter's kernels on {BOUND_N} x {BOUND_N} float32"))
     naive_bytes = answers.number(answers.call(predict_load_bytes, "predict_load_bytes", BOUND_N, 1, 4),
                                  "predict_load_bytes")
     naive_ms = float(t[(t["variant"] == "naive") & (t["n"] == BOUND_N)].iloc[0].median_ms)

@@ -30,7 +30,7 @@ from ..timing import Timing, benchmark
 from ..refdata import load_reference
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: Side of the square tile of the tiled transpose (one warp wide).
 TILE = 32
@@ -256,16 +256,16 @@ TUNED_SIDE = 8192
 def _transpose_reference(_choice) -> str:
     coalescing = load_reference("ch03_coalescing_stride")
     copies = load_reference("ch07_copy_variants")
-    row = measured.nearest_row(coalescing.table, "stride", 32)
+    row = timed.nearest_row(coalescing.table, "stride", 32)
     ceiling = float(copies.table["gbps"].max())
-    return measured.reference_text(
+    return timed.reference_text(
         coalescing, f"the reference set has no transpose; its strided read at stride {int(row.stride)} (a naive "
                     f"transpose's column access) reached {row.gbps:,.0f} GB/s, {row.gbps / ceiling:.2f} of the copy "
                     f"ceiling ({ceiling:,.0f} GB/s, same run): the tiled transpose exists to stay far above that")
 
 
-TRANSPOSE_TUNED = measured.MeasuredExercise(
-    name="your tiled transpose", target=measured.target_for("3", 0.5),
+TRANSPOSE_TUNED = timed.MeasuredExercise(
+    name="your tiled transpose", target=timed.target_for("3", 0.5),
     measures=f"your transpose_tiled on a {TUNED_SIDE} x {TUNED_SIDE} float32 matrix, in GB/s (read once, written once)",
     yardstick="the copy ceiling (a device-to-device copy)", reference=_transpose_reference)
 
@@ -276,17 +276,17 @@ def _race_transpose(kernel) -> tuple:
     grid, block = transpose_launch((TUNED_SIDE, TUNED_SIDE))
     nbytes = 2 * TUNED_SIDE * TUNED_SIDE * 4
     student = benchmark(lambda: kernel[grid, block](a_d, out_d), nbytes=nbytes, label="transpose_tiled")
-    return student, measured.time_copy_of(nbytes)
+    return student, timed.time_copy_of(nbytes)
 
 
-def check_transpose_speed(kernel) -> measured.Verdict:
+def check_transpose_speed(kernel) -> timed.Verdict:
     """Measured exercise: the tiled transpose must be correct (the harness) and, on a GPU, move its bytes at ``TRANSPOSE_TUNED.target`` of
     the copy ceiling measured in the same run (a naive transpose reaches about a quarter).
 
     Raises:
         CheckFailed: the kernel is wrong (the harness's class) or too slow (``Below target``).
     """
-    return measured.check(TRANSPOSE_TUNED, "tiles of 32 x 32, blocks of (32, 8)",
+    return timed.check(TRANSPOSE_TUNED, "tiles of 32 x 32, blocks of (32, 8)",
                           correct=lambda: check_tiled_transpose(kernel), race=lambda: _race_transpose(kernel))
 
 
@@ -345,8 +345,8 @@ def show_transpose_bound(predict_transpose_ms: Callable) -> pd.DataFrame:
     """
     check_transpose_bound(predict_transpose_ms)
     side, nbytes = TUNED_SIDE, 2 * TUNED_SIDE * TUNED_SIDE * 4
-    if measured.can_time():
-        copy = measured.time_copy_of(nbytes)
+    if timed.can_time():
+        copy = timed.time_copy_of(nbytes)
         naive = _time_naive_transpose(side)
         copy_gbs, rows = copy.gbps, [("naive transpose, measured now", naive.median_ms),
                                      ("a copy of the same bytes, measured now", nbytes / (copy.gbps * 1e9) * 1e3)]
@@ -354,11 +354,11 @@ def show_transpose_bound(predict_transpose_ms: Callable) -> pd.DataFrame:
     else:
         coalescing = load_reference("ch03_coalescing_stride")
         copy_gbs = float(load_reference("ch07_copy_variants").table["gbps"].max())
-        strided = measured.nearest_row(coalescing.table, "stride", 32)
+        strided = timed.nearest_row(coalescing.table, "stride", 32)
         rows = [("a copy of the same bytes (reference copy ceiling)", nbytes / (copy_gbs * 1e9) * 1e3),
                 ("stride-32 access, as a naive transpose's column (reference)",
                  nbytes / (float(strided.gbps) * 1e9) * 1e3)]
-        print(measured.reference_text(coalescing, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
+        print(timed.reference_text(coalescing, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
     bound = answers.number(answers.call(predict_transpose_ms, "predict_transpose_ms", side, side, 4, copy_gbs),
                            "predict_transpose_ms")
     return pd.DataFrame([{"what": what, "your bound (ms)": round(bound, 4), "measured (ms)": round(ms, 4),

@@ -18,7 +18,7 @@ from ..models import multi_gpu as model
 from ..timing import CLOCK_HOST, Timing
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: Message classes.
 GHOST_NOT_WRITTEN = "Ghost row never written"
@@ -287,11 +287,11 @@ def _scaling_reference(rows: int) -> str:
     ref = refdata.load_reference(experiments.reference_name("jacobi_scaling", 2))
     t = ref.table
     row = t[(t["mode"] == "strong") & (t["overlap"]) & (t["gpus"] == 2)].iloc[0]
-    return measured.reference_text(ref, f"a grid of {int(row.ny)} x {int(row.nx)} (not your {rows} rows) ran "
+    return timed.reference_text(ref, f"a grid of {int(row.ny)} x {int(row.nx)} (not your {rows} rows) ran "
                                         f"{float(row.speedup):.2f} times faster on 2 GPUs than on one")
 
 
-SCALING_TUNED = measured.MeasuredExercise(
+SCALING_TUNED = timed.MeasuredExercise(
     name="your grid for 2 GPUs", target=SPEEDUP_TARGET,
     measures=f"a Jacobi step of your grid (rows x {TUNED_NX}) split over 2 GPUs, halo exchange overlapped",
     yardstick="the same grid on one GPU (ratio: the measured speedup)", reference=_scaling_reference)
@@ -299,7 +299,7 @@ SCALING_TUNED = measured.MeasuredExercise(
 
 def _two_gpus() -> bool:
     """Whether the race can run: a GPU, and a second one."""
-    return measured.can_time() and kmg.gpu_count() >= 2
+    return timed.can_time() and kmg.gpu_count() >= 2
 
 
 def _race_scaling(rows: int) -> tuple[Timing, Timing]:
@@ -310,7 +310,7 @@ def _race_scaling(rows: int) -> tuple[Timing, Timing]:
     return timing(2), timing(1)
 
 
-def check_two_gpu_rows(predict_step_ms: Callable, choose_rows: Callable) -> measured.Verdict:
+def check_two_gpu_rows(predict_step_ms: Callable, choose_rows: Callable) -> timed.Verdict:
     """Measured exercise (predict, then measure): ``choose_rows()`` returns the rows of a ``rows x 16384`` grid that
     2 GPUs should run :data:`SPEEDUP_TARGET` times faster than one. Your ``predict_step_ms`` (exercise 3) is checked
     first and its speedup printed; on a machine with 2 GPUs the split Jacobi step is timed on 1 and 2 GPUs in the
@@ -319,11 +319,11 @@ def check_two_gpu_rows(predict_step_ms: Callable, choose_rows: Callable) -> meas
     Raises:
         CheckFailed: the prediction is wrong, the choice is not allowed, or the measured speedup is short.
     """
-    rows = measured.choose(choose_rows, "choose_rows", TUNED_ROWS)
+    rows = timed.choose(choose_rows, "choose_rows", TUNED_ROWS)
 
     def correct() -> None:
         check_prediction(predict_step_ms)
         print(f"Your model predicts a 2-GPU speedup of {predicted_speedup(predict_step_ms, rows):.2f} for a grid of "
               f"{rows} x {TUNED_NX} on the lab's machine (no host issue cost in the model).")
 
-    return measured.check(SCALING_TUNED, rows, correct=correct, race=lambda: _race_scaling(rows), timeable=_two_gpus)
+    return timed.check(SCALING_TUNED, rows, correct=correct, race=lambda: _race_scaling(rows), timeable=_two_gpus)

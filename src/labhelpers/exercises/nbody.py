@@ -32,7 +32,7 @@ from ..refdata import load_reference
 from ..timing import Timing, benchmark
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: Bodies tried by the kernel checkers beyond the harness's own sizes.
 SIZES_GPU: tuple[int, ...] = (1000, 4097)
@@ -280,7 +280,7 @@ __all__ = ["RATE_CASES", "check_interaction", "check_interaction_rate", "check_l
 TUNED_N = 2**18
 #: The share of the chapter's best configuration's interactions/s to reach: the chapter's tiled kernel without
 #: unrolling (tile 256, one body per thread) reached about half of it on the reference GPU (``ch08_throughput``).
-TUNED_TARGET = measured.target_for("8", 0.4)
+TUNED_TARGET = timed.target_for("8", 0.4)
 
 
 def _tile_reference(tile: int) -> str:
@@ -304,10 +304,10 @@ def _tile_reference(tile: int) -> str:
                 f"{float(row.ginteractions):,.0f} G interactions/s at n = {int(row.n)}, its best configuration "
                 f"(tile {int(best.tile)}, {int(best.bodies)} bodies per thread) {float(best.ginteractions):,.0f}: "
                 f"ratio {float(row.ginteractions) / float(best.ginteractions):.2f}")
-    return measured.reference_text(ref, what + plain_text)
+    return timed.reference_text(ref, what + plain_text)
 
 
-TILED_TUNED = measured.MeasuredExercise(
+TILED_TUNED = timed.MeasuredExercise(
     name="your nbody_tiled at your TILE", target=TUNED_TARGET,
     measures=f"your nbody_tiled on {TUNED_N:,} bodies at your TILE, in interactions/s",
     yardstick=f"the chapter's best configuration ({nb.BEST.label}) on the same bodies", reference=_tile_reference)
@@ -324,7 +324,7 @@ def _race_tiled(kernel: Any, tile: int) -> tuple[Timing, Timing]:
     return student, experiments.time_config(nb.BEST, TUNED_N, repeat=3)
 
 
-def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
+def check_tiled_speed(kernel: Any, tile: int) -> timed.Verdict:
     """Measured exercise: ``kernel`` (exercise 3, checked first with ``tile``, the lab's TILE) must, on a GPU, reach
     :data:`TUNED_TARGET` of the interactions/s of the chapter's best configuration (``nb.BEST``) on 2^18 bodies,
     both timed in the same run; under the simulator the reference GPU's tuning sweep at that tile is printed.
@@ -333,8 +333,8 @@ def check_tiled_speed(kernel: Any, tile: int) -> measured.Verdict:
         CheckFailed: the kernel is wrong (the harness's class), the tile is not allowed, or too slow.
     """
     h.require_kernel(kernel, "nbody_tiled")
-    tile = measured.allowed(tile, "TILE", TILES)
-    return measured.check(TILED_TUNED, tile, correct=lambda: check_tiled(kernel, tile),
+    tile = timed.allowed(tile, "TILE", TILES)
+    return timed.check(TILED_TUNED, tile, correct=lambda: check_tiled(kernel, tile),
                           race=lambda: _race_tiled(kernel, tile))
 
 
@@ -384,7 +384,7 @@ def show_interaction_rate(predict_ginteractions: Callable) -> None:
     """
     check_interaction_rate(predict_ginteractions)
     per = nb.FLOPS_PER_INTERACTION
-    if measured.can_time():
+    if timed.can_time():
         gpu = gpus.current()
         t = experiments.time_config(nb.BEST, TUNED_N, repeat=3)
         got = TUNED_N * TUNED_N / (t.median_ms * 1e-3) / 1e9
@@ -394,7 +394,7 @@ def show_interaction_rate(predict_ginteractions: Callable) -> None:
         ref = load_reference("ch08_tuning")
         best = ref.table.loc[ref.table["ginteractions"].astype(float).idxmax()]
         got = float(best.ginteractions)
-        where = measured.reference_text(ref, f"the chapter's best configuration (tile {int(best.tile)}, "
+        where = timed.reference_text(ref, f"the chapter's best configuration (tile {int(best.tile)}, "
                                              f"{int(best.bodies)} bodies per thread) at n = {int(best.n):,}")
     if not gpu.fp32_gflops:
         print(f"{gpu.name}: no FMA peak known, so no roof to compare with; {got:,.0f} G interactions/s, {where}")

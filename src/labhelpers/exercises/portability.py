@@ -30,7 +30,7 @@ from ..refdata import load_reference
 from ..timing import Timing
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: The awkward sizes of exercise 1 (the lecture notes' list: 1, 31, 257, 1000), with local size 64.
 DIFF_SIZES: tuple[int, ...] = (1, 2, 31, 64, 65, 257, 1000)
@@ -727,7 +727,7 @@ def _diff_events(kind: str, source: str, x: np.ndarray, local_size: int, repeat:
     cl = pt.opencl_module()
     target = pt.opencl_target(kind)
     if local_size > target.device.max_work_group_size:
-        raise h.failure(measured.NOT_ALLOWED, f"choose_local_size() returned {local_size}: {target.name} allows at "
+        raise h.failure(timed.NOT_ALLOWED, f"choose_local_size() returned {local_size}: {target.name} allows at "
                                               f"most {target.device.max_work_group_size} work-items in a work-group.")
     kernel = cl.Kernel(pt.build_opencl(source, kind), "diff")
     mf = cl.mem_flags
@@ -763,14 +763,14 @@ def _diff_reference(local_size: int) -> str:
     ocl = t[(t["kernel"] == "saxpy") & (t["model"] == "OpenCL C")].iloc[0]
     copy = t[t["kernel"] == "copy"].iloc[0]
     same = (f"nor work-groups of {local_size} " if local_size != pt.SAXPY_THREADS else "")
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"neither the diff kernel {same}was measured; the chapter's OpenCL SAXPY ({ocl['size']}, work-groups of "
              f"{pt.SAXPY_THREADS}) on {ocl['device']} reached {float(ocl.gbps):,.0f} GB/s, {copy['model']} "
              f"{float(copy.gbps):,.0f} GB/s: ratio {float(ocl.gbps) / float(copy.gbps):.2f}")
 
 
-DIFF_TUNED = measured.MeasuredExercise(
-    name="your OpenCL diff at your work-group size", target=measured.target_for("12", 0.7),
+DIFF_TUNED = timed.MeasuredExercise(
+    name="your OpenCL diff at your work-group size", target=timed.target_for("12", 0.7),
     measures=f"your diff kernel on NVIDIA's OpenCL, {TUNED_N:,} floats at your work-group size, in GB/s (8 bytes "
              "per element)",
     yardstick="the copy ceiling (a CUDA device-to-device copy of the same bytes)", reference=_diff_reference)
@@ -783,11 +783,11 @@ def _race_diff(source: str, local_size: int) -> tuple[Timing, Timing]:
         raise h.failure(h.WRONG_VALUES, "your diff kernel is wrong on the GPU's OpenCL: nothing was timed.")
     nbytes = 8 * TUNED_N
     student = Timing(f"your diff, work-groups of {local_size}", times_ms=tuple(times), nbytes=nbytes)
-    return student, measured.time_copy_of(nbytes)
+    return student, timed.time_copy_of(nbytes)
 
 
 def check_diff_local_size(source_fn: Callable[[], str], global_size_fn: Callable[[int, int], int],
-                          choose_local_size: Callable[[], int]) -> measured.Verdict:
+                          choose_local_size: Callable[[], int]) -> timed.Verdict:
     """Measured exercise: ``choose_local_size()`` returns the work-group size of your ``diff`` (exercise 1, checked
     first on PoCL, then once more with that size); on a GPU, through NVIDIA's OpenCL, it must reach ``DIFF_TUNED.target`` of the
     copy ceiling, timed in the same run. Under the simulator (and on PoCL) it prints the reference GPU's numbers.
@@ -795,13 +795,13 @@ def check_diff_local_size(source_fn: Callable[[], str], global_size_fn: Callable
     Raises:
         CheckFailed: the kernel is wrong, the size is not allowed, or too slow.
     """
-    local_size = measured.choose(choose_local_size, "choose_local_size", TUNED_LOCAL_SIZES)
+    local_size = timed.choose(choose_local_size, "choose_local_size", TUNED_LOCAL_SIZES)
 
     def correct() -> None:
         check_diff(source_fn, global_size_fn)
         _check_local_size(_source(source_fn, "diff_opencl"), local_size)
 
-    return measured.check(DIFF_TUNED, local_size, correct=correct,
+    return timed.check(DIFF_TUNED, local_size, correct=correct,
                           race=lambda: _race_diff(_source(source_fn, "diff_opencl"), local_size))
 
 
@@ -854,11 +854,11 @@ def show_kernel_bound(predict_kernel_ms: Callable) -> pd.DataFrame:
     t = ref.table
     ocl = t[(t["kernel"] == "saxpy") & (t["model"] == "OpenCL C")].iloc[0]
     copy_gbs = float(t[t["kernel"] == "copy"].iloc[0].gbps)
-    print(measured.reference_text(ref, f"Measured: the chapter's OpenCL SAXPY on {ocl['device']}, copy ceiling "
+    print(timed.reference_text(ref, f"Measured: the chapter's OpenCL SAXPY on {ocl['device']}, copy ceiling "
                                        f"{copy_gbs:,.0f} GB/s"))
     rows = [(f"reference copy ceiling ({copy_gbs:,.0f} GB/s)", copy_gbs)]
-    if measured.can_time():
-        rows.append(("this GPU's copy ceiling, measured now", measured.time_copy_of(12 * TUNED_N).gbps))
+    if timed.can_time():
+        rows.append(("this GPU's copy ceiling, measured now", timed.time_copy_of(12 * TUNED_N).gbps))
     table = []
     for what, gbs in rows:
         bound = answers.number(answers.call(predict_kernel_ms, "predict_kernel_ms", TUNED_N, 2, 1, 4, gbs),

@@ -31,7 +31,7 @@ from ..timing import benchmark
 from ..refdata import load_reference
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: Threads per block tried under the simulator (one and two warps) and, besides, on a GPU.
 THREADS_SIM: tuple[int, ...] = (32, 64)
@@ -254,15 +254,15 @@ def _first_add_reference(threads: int) -> str:
     ref = load_reference("ch06_reduction_sweep")
     copies = load_reference("ch07_copy_variants")
     rows = ref.table[ref.table["variant"] == "first_add"]
-    row = measured.nearest_row(rows, "threads", threads)
+    row = timed.nearest_row(rows, "threads", threads)
     ceiling = float(copies.table["gbps"].max())
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"the chapter's first-add reduction at {int(row.threads)} threads per block: {row.gbps:,.0f} GB/s, "
              f"{row.gbps / ceiling:.2f} of the copy ceiling ({ceiling:,.0f} GB/s, same run)")
 
 
-FIRST_ADD_TUNED = measured.MeasuredExercise(
-    name="reduce_first_add at your block size", target=measured.target_for("6", 0.25),
+FIRST_ADD_TUNED = timed.MeasuredExercise(
+    name="reduce_first_add at your block size", target=timed.target_for("6", 0.25),
     measures=f"your reduce_first_add's pass over {TUNED_N:,} floats (one partial sum per block) at your block size, "
              "in GB/s (4 bytes per element read)",
     yardstick="the copy ceiling (a device-to-device copy)", reference=_first_add_reference)
@@ -273,18 +273,18 @@ def _race_first_add(kernel, threads: int) -> tuple:
     blocks = blocks_for(TUNED_N, 2 * threads)
     partial = cuda.device_array(blocks, dtype=np.float32)
     student = benchmark(lambda: kernel[blocks, threads](x_d, partial), nbytes=4 * TUNED_N, label="reduce_first_add")
-    return student, measured.time_copy_of(8 * TUNED_N)
+    return student, timed.time_copy_of(8 * TUNED_N)
 
 
-def check_first_add_threads(kernel, choose_threads) -> measured.Verdict:
+def check_first_add_threads(kernel, choose_threads) -> timed.Verdict:
     """Measured exercise: ``choose_threads()`` picks the block size of ``reduce_first_add`` (exercise 2, checked
     first); on a GPU its pass must read at ``FIRST_ADD_TUNED.target`` of the copy ceiling measured in the same run.
 
     Raises:
         CheckFailed: the kernel is wrong (the harness's class), the choice is not allowed, or too slow.
     """
-    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
-    return measured.check(FIRST_ADD_TUNED, threads, correct=lambda: check_first_add_any_n(kernel),
+    threads = timed.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    return timed.check(FIRST_ADD_TUNED, threads, correct=lambda: check_first_add_any_n(kernel),
                           race=lambda: _race_first_add(kernel, threads))
 
 
@@ -336,11 +336,11 @@ def show_reduction_bound(predict_reduction_ms: Any) -> pd.DataFrame:
     check_reduction_bound(predict_reduction_ms)
     ref = load_reference("ch06_reduction_sweep")
     copy_gbs = float(load_reference("ch07_copy_variants").table["gbps"].max())
-    if measured.can_time():
-        copy_gbs = measured.time_copy_of(8 * TUNED_N).gbps
+    if timed.can_time():
+        copy_gbs = timed.time_copy_of(8 * TUNED_N).gbps
         print(f"Copy ceiling measured now: {copy_gbs:,.0f} GB/s; the reductions are the chapter's ({ref.gpu}).")
     else:
-        print(measured.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
+        print(timed.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
     bound = answers.number(answers.call(predict_reduction_ms, "predict_reduction_ms", TUNED_N, 4, copy_gbs),
                            "predict_reduction_ms")
     rows = []

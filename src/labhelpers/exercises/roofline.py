@@ -29,7 +29,7 @@ from ..refdata import load_reference
 from ..timing import Timing, benchmark
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 
 def _close(a: float, b: float, rtol: float = 1e-6) -> bool:
@@ -264,29 +264,29 @@ TUNED_THREADS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
 def _read_sum_reference(threads: int) -> str:
     copies = load_reference("ch07_copy_variants")
     best = copies.table.loc[copies.table["gbps"].idxmax()]
-    return measured.reference_text(
+    return timed.reference_text(
         copies, f"no read-only kernel in the reference set at {threads} threads; its copy ceiling is "
                 f"{best.gbps:,.0f} GB/s ({best.kernel}), and a read-only stream should reach at least "
-                f"{measured.target_for('7', 0.8):g} of it")
+                f"{timed.target_for('7', 0.8):g} of it")
 
 
-READ_SUM_TUNED = measured.MeasuredExercise(
-    name="read_sum at your block size", target=measured.target_for("7", 0.8),
+READ_SUM_TUNED = timed.MeasuredExercise(
+    name="read_sum at your block size", target=timed.target_for("7", 0.8),
     measures="your read_sum over 2^28 floats on a grid filling the GPU at your block size, in GB/s (read only)",
     yardstick="the copy ceiling (a device-to-device copy)", reference=_read_sum_reference)
 
 
-def check_read_sum_threads(kernel, choose_threads) -> measured.Verdict:
+def check_read_sum_threads(kernel, choose_threads) -> timed.Verdict:
     """Measured exercise: find a ceiling. ``read_sum`` (exercise 4, checked first) at the block size
     ``choose_threads()`` picks must, on a GPU, read at 0.8 of the copy ceiling measured in the same run.
 
     Raises:
         CheckFailed: the kernel is wrong (the harness's class), the choice is not allowed, or too slow.
     """
-    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    threads = timed.choose(choose_threads, "choose_threads", TUNED_THREADS)
 
     def race() -> tuple:
         student = time_read_sum(kernel, threads=threads, record=False)
-        return student, measured.time_copy_of(2 * student.nbytes)
+        return student, timed.time_copy_of(2 * student.nbytes)
 
-    return measured.check(READ_SUM_TUNED, threads, correct=lambda: check_read_sum(kernel), race=race)
+    return timed.check(READ_SUM_TUNED, threads, correct=lambda: check_read_sum(kernel), race=race)

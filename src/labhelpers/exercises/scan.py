@@ -25,7 +25,7 @@ from ..refdata import load_reference
 from ..timing import Timing, benchmark
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: Sizes on a GPU and under the simulator (the harness adds 1, B - 1 and B + 1 for every block).
 SIZES_GPU = (1, 31, 33, 1000, 2**20 + 7)
@@ -452,7 +452,7 @@ TUNED_N = 2**24
 OFFSET_THREADS = 256
 #: CUB's scan moves 8 bytes per element, scan-then-propagate 16: the chapter's version (256 threads) reached about
 #: a fifth of CUB on the reference GPU, so the target leaves room for the block totals' own scan.
-SCAN_TARGET = measured.target_for("10", 0.15)
+SCAN_TARGET = timed.target_for("10", 0.15)
 
 
 class YourScan:
@@ -504,12 +504,12 @@ def _scan_reference(threads: int) -> str:
     block_text = (f"; the unpadded Blelloch block scans alone (like yours) took {float(row.median_ms.iloc[0]):.3g} ms "
                   f"with {threads} threads per block ('ch10_block_scans')" if len(row) else
                   f"; Blelloch block scans with {threads} threads per block were not measured")
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"the chapter's scan-then-propagate (Blelloch blocks of 256 threads) took {mine:.3g} ms on "
              f"{int(t.loc['cub_scan', 'n']):,} int32, CUB's scan {cub:.3g} ms: ratio {cub / mine:.2f}{block_text}")
 
 
-SCAN_TUNED = measured.MeasuredExercise(
+SCAN_TUNED = timed.MeasuredExercise(
     name="your scan-then-propagate at your block size", target=SCAN_TARGET,
     measures=f"your two kernels as one scan of {TUNED_N:,} int32 (block scans, the totals' scan, block offsets)",
     yardstick="CUB's scan of the same array (experiments.scan.cub_scan, in place)", reference=_scan_reference)
@@ -525,7 +525,7 @@ def _race_scan(blelloch_block: Any, add_block_offsets: Any, threads: int) -> tup
     return student, yardstick
 
 
-def check_scan_threads(blelloch_block: Any, add_block_offsets: Any, choose_threads) -> measured.Verdict:
+def check_scan_threads(blelloch_block: Any, add_block_offsets: Any, choose_threads) -> timed.Verdict:
     """Measured exercise: ``choose_threads()`` returns the threads per block of your ``blelloch_block``; exercises
     1 and 2 are checked first, then your two kernels assembled into one scan at that block size; on a GPU the
     scan of 2^24 int32 must reach :data:`SCAN_TARGET` of CUB's scan, timed in the same run.
@@ -533,14 +533,14 @@ def check_scan_threads(blelloch_block: Any, add_block_offsets: Any, choose_threa
     Raises:
         CheckFailed: a kernel is wrong (the harness's class), the block size is not allowed, or too slow.
     """
-    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    threads = timed.choose(choose_threads, "choose_threads", TUNED_THREADS)
 
     def correct() -> None:
         check_blelloch_block(blelloch_block)
         check_block_offsets(add_block_offsets)
         _check_your_scan(blelloch_block, add_block_offsets, threads)
 
-    return measured.check(SCAN_TUNED, threads, correct=correct,
+    return timed.check(SCAN_TUNED, threads, correct=correct,
                           race=lambda: _race_scan(blelloch_block, add_block_offsets, threads))
 
 
@@ -597,13 +597,13 @@ def show_scan_bound(predict_scan_ms: Any) -> pd.DataFrame:
     t = ref.table.set_index("method")
     measured_ms = {m: float(t.loc[m, "median_ms"]) for m, _ in BOUND_METHODS}
     copy_gbs = float(t.loc["copy", "gbps"])
-    if measured.can_time():
+    if timed.can_time():
         x = experiments.random_values(TUNED_N, np.int32)
-        copy_gbs = measured.time_copy_of(2 * x.nbytes).gbps
+        copy_gbs = timed.time_copy_of(2 * x.nbytes).gbps
         measured_ms["cub_scan"] = benchmark(lambda: experiments.cub_scan(x), repeat=10, label="CUB's scan").median_ms
         print(f"Measured now: the copy ceiling and CUB's scan; scan-then-propagate from {ref.name!r} ({ref.gpu}).")
     else:
-        print(measured.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
+        print(timed.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s)"))
     rows = []
     for method, passes in BOUND_METHODS:
         bound = answers.number(answers.call(predict_scan_ms, "predict_scan_ms", TUNED_N, 4, passes, copy_gbs),

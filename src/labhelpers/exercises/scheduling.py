@@ -26,12 +26,12 @@ from ..experiments.scheduling import THROTTLE_BLOCKS, measure_throttle
 from ..kernels.scheduling import lcg_inputs, lcg_reference
 from ..kernels.scheduling import launch_scale, scale_bytes, scale_grid
 from ..models import occupancy as occ
-from ..models import warp_timeline
+from ..models import scheduling as warp_timeline
 from ..timing import benchmark
 from ..refdata import load_reference
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: The SM of the lab's first exercise: an H100 SM, with the register file treated as one pool
 #: (the real one is split between the SM's 4 schedulers; the calculator models that).
@@ -110,7 +110,7 @@ WARPS_CASES = [(20, 50), (20, 40), (10, 0), (1, 3), (7, 100), (32, 31), (4, 600)
 def check_warps_to_hide(student: Callable[[int, int], int]) -> None:
     """Check ``student(burst, stall) -> fewest warps that keep the scheduler busy every cycle``.
 
-    The judge is the cycle-by-cycle simulation (:func:`labhelpers.models.warp_timeline.simulate`),
+    The judge is the cycle-by-cycle simulation (:func:`labhelpers.models.scheduling.simulate`),
     not a formula.
     """
     for burst, stall in WARPS_CASES:
@@ -278,16 +278,16 @@ TUNED_N = 2**26
 def _block_size_reference(threads: int) -> str:
     ref = load_reference("ch04_block_size_sweep")
     rows = ref.table[ref.table["ilp"] == 1]
-    row = measured.nearest_row(rows, "threads", threads)
+    row = timed.nearest_row(rows, "threads", threads)
     best = rows.loc[rows["gbps"].idxmax()]
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"scale (one load in flight) at {int(row.threads)} threads per block, one full wave: "
              f"{row.gbps:,.0f} GB/s at occupancy {row.occupancy:.2f}; the best block size ({int(best.threads)}) "
              f"{best.gbps:,.0f} GB/s: ratio {row.gbps / best.gbps:.2f}")
 
 
-SCALE_TUNED = measured.MeasuredExercise(
-    name="scale at your block size", target=measured.target_for("4", 0.95),
+SCALE_TUNED = timed.MeasuredExercise(
+    name="scale at your block size", target=timed.target_for("4", 0.95),
     measures=f"chapter 4's scale kernel on {TUNED_N:,} floats at your block size, one full wave of blocks, in GB/s",
     yardstick=f"the fastest of {', '.join(map(str, TUNED_YARDSTICKS))} threads per block",
     reference=_block_size_reference)
@@ -309,7 +309,7 @@ def _race_scale(threads: int) -> tuple:
 
 
 def check_scale_threads(blocks_per_sm: Callable[[int, int, int], int],
-                        choose_threads: Callable[[], int]) -> measured.Verdict:
+                        choose_threads: Callable[[], int]) -> timed.Verdict:
     """Measured exercise ("predict, then measure"): ``choose_threads()`` picks a block size for chapter 4's scale
     kernel; your ``blocks_per_sm`` (exercise 1, checked first) predicts its occupancy, and on a GPU the choice must
     reach 0.95 of the best of 128, 256 and 512 threads per block measured in the same run.
@@ -317,7 +317,7 @@ def check_scale_threads(blocks_per_sm: Callable[[int, int, int], int],
     Raises:
         CheckFailed: ``blocks_per_sm`` is wrong, the choice is not allowed, or it is too slow (``Below target``).
     """
-    threads = measured.choose(choose_threads, "choose_threads", TUNED_THREADS)
+    threads = timed.choose(choose_threads, "choose_threads", TUNED_THREADS)
 
     def correct() -> None:
         check_blocks_per_sm(blocks_per_sm)
@@ -327,4 +327,4 @@ def check_scale_threads(blocks_per_sm: Callable[[int, int, int], int],
         print(f"Your prediction: {k} blocks of {threads} threads per SM on the lab's SM, {k * warps} of "
               f"{LAB_SM.max_warps_per_sm} warp slots (occupancy {k * warps / LAB_SM.max_warps_per_sm:.2f}).")
 
-    return measured.check(SCALE_TUNED, threads, correct=correct, race=lambda: _race_scale(threads))
+    return timed.check(SCALE_TUNED, threads, correct=correct, race=lambda: _race_scale(threads))

@@ -17,14 +17,14 @@ from numba import cuda
 
 from .. import backend
 from ..checkers import launch_student_kernel
-from ..kernels import labelling as lbl
+from ..kernels import stencil_labelling as lbl
 from ..kernels import stencil as st
 from ..launch import grid_2d
 from ..timing import benchmark
 from ..refdata import load_reference
 from . import answers
 from . import harness as h
-from . import measured
+from . import timed
 
 #: (threads per block, radius) pairs of exercise 1: radii below, at and above the block size.
 STENCIL_CASES_SIM: tuple[tuple[int, int], ...] = ((32, 1), (32, 3), (16, 7), (8, 12))
@@ -301,18 +301,18 @@ def _jacobi_reference(block: tuple[int, int]) -> str:
     best = t.loc[t["median_ms"].idxmin()]
     match = t[(t["block_x"] == block[0]) & (t["block_y"] == block[1])]
     if match.empty:
-        return measured.reference_text(ref, f"blocks of {block[0]} x {block[1]} were not measured; the chapter's "
+        return timed.reference_text(ref, f"blocks of {block[0]} x {block[1]} were not measured; the chapter's "
                                             f"naive kernel at its best block ({int(best.block_x)} x "
                                             f"{int(best.block_y)}) took {best.median_ms:.3g} ms")
     row = match.iloc[0]
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"the chapter's naive Jacobi step with blocks of {block[0]} x {block[1]} took {row.median_ms:.3g} ms, at "
              f"its best block ({int(best.block_x)} x {int(best.block_y)}) {best.median_ms:.3g} ms: ratio "
              f"{best.median_ms / row.median_ms:.2f}")
 
 
-JACOBI_TUNED = measured.MeasuredExercise(
-    name="jacobi_step with your block shape", target=measured.target_for("9", 0.9),
+JACOBI_TUNED = timed.MeasuredExercise(
+    name="jacobi_step with your block shape", target=timed.target_for("9", 0.9),
     measures=f"your jacobi_step on a {TUNED_SIDE} x {TUNED_SIDE} grid with your block shape",
     yardstick=f"the chapter's naive Jacobi kernel with blocks of {YARDSTICK_BLOCK[0]} x {YARDSTICK_BLOCK[1]}",
     reference=_jacobi_reference)
@@ -329,15 +329,15 @@ def _race_jacobi(kernel: Any, block: tuple[int, int]) -> tuple:
     return student, yardstick
 
 
-def check_jacobi_block(kernel: Any, choose_block) -> measured.Verdict:
+def check_jacobi_block(kernel: Any, choose_block) -> timed.Verdict:
     """Measured exercise: ``choose_block()`` returns the block shape ``(x, y)`` of your ``jacobi_step`` (exercise 2,
     checked first); on a GPU it must reach ``JACOBI_TUNED.target`` of the chapter's naive kernel at (32, 8), timed in the same run.
 
     Raises:
         CheckFailed: the kernel is wrong (the harness's class), the shape is not allowed, or too slow.
     """
-    block = measured.choose(choose_block, "choose_block", TUNED_BLOCKS)
-    return measured.check(JACOBI_TUNED, block, correct=lambda: check_jacobi_step(kernel),
+    block = timed.choose(choose_block, "choose_block", TUNED_BLOCKS)
+    return timed.check(JACOBI_TUNED, block, correct=lambda: check_jacobi_step(kernel),
                           race=lambda: _race_jacobi(kernel, block))
 
 
@@ -394,11 +394,11 @@ def show_jacobi_bound(predict_jacobi_ms: Any) -> pd.DataFrame:
     ref = load_reference("ch09_jacobi")
     t = ref.table
     copy_gbs = float(t[t["variant"] == "copy"].iloc[0].gbps)
-    if measured.can_time():
-        copy_gbs = measured.time_copy_of(8 * TUNED_SIDE * TUNED_SIDE).gbps
+    if timed.can_time():
+        copy_gbs = timed.time_copy_of(8 * TUNED_SIDE * TUNED_SIDE).gbps
         print(f"Copy ceiling measured now: {copy_gbs:,.0f} GB/s; the steps are the chapter's ({ref.gpu}).")
     else:
-        print(measured.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s, same run)"))
+        print(timed.reference_text(ref, f"Measured (copy ceiling {copy_gbs:,.0f} GB/s, same run)"))
     bound = answers.number(answers.call(predict_jacobi_ms, "predict_jacobi_ms", TUNED_SIDE, TUNED_SIDE, 4,
                                         copy_gbs), "predict_jacobi_ms")
     rows = []

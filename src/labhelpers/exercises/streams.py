@@ -37,7 +37,7 @@ from ..measured import live_or_reference
 from ..models import streams as model
 from ..refdata import load_reference
 from ..timing import benchmark
-from . import answers, measured
+from . import answers, timed
 
 #: FMAs per element of the lab's kernel (small under the simulator).
 LAB_ITERS = ks.SIM_ITERS
@@ -372,17 +372,17 @@ def _pipeline_reference(choice: tuple[int, int]) -> str:
     one = rows[(rows["chunks"] == 1) & (rows["streams"] == 1)].iloc[0]
     match = rows[(rows["chunks"] == chunks) & (rows["streams"] == streams)]
     if match.empty:
-        return measured.reference_text(ref, f"{chunks} chunks on {streams} streams was not measured; one chunk took "
+        return timed.reference_text(ref, f"{chunks} chunks on {streams} streams was not measured; one chunk took "
                                             f"{one.wall_ms:.3g} ms (chapter 11's kernel, {int(one.iters)} iterations)")
     row = match.iloc[0]
-    return measured.reference_text(
+    return timed.reference_text(
         ref, f"chapter 11's pipeline ({int(row.iters)} kernel iterations, {int(row.n):,} floats) with {chunks} chunks on "
              f"{streams} streams took {row.wall_ms:.3g} ms, one chunk on one stream {one.wall_ms:.3g} ms: ratio "
              f"{one.wall_ms / row.wall_ms:.2f}")
 
 
-PIPELINE_TUNED = measured.MeasuredExercise(
-    name="your chunks and streams", target=measured.target_for("11", 1.3),
+PIPELINE_TUNED = timed.MeasuredExercise(
+    name="your chunks and streams", target=timed.target_for("11", 1.3),
     measures=f"your chunked_pipeline on {TUNED_N:,} pinned floats with your (chunks, streams), wall time",
     yardstick="the same pipeline with one chunk on one stream (no overlap)", reference=_pipeline_reference)
 
@@ -398,7 +398,7 @@ def _race_pipeline(pipeline, chunks: int, streams: int) -> tuple:
     return time(chunks, streams), time(1, 1)
 
 
-def check_pipeline_choice(pipeline, choose_chunks_streams) -> measured.Verdict:
+def check_pipeline_choice(pipeline, choose_chunks_streams) -> timed.Verdict:
     """Measured exercise: where overlap pays. ``choose_chunks_streams()`` returns ``(chunks, streams)`` for your
     ``chunked_pipeline`` (exercise 2, checked first); on a GPU it must run ``PIPELINE_TUNED.target`` times as fast as one chunk on one
     stream, timed in the same run.
@@ -406,8 +406,8 @@ def check_pipeline_choice(pipeline, choose_chunks_streams) -> measured.Verdict:
     Raises:
         CheckFailed: the pipeline is wrong, the choice is not allowed, or too slow (``Below target``).
     """
-    chunks, streams = measured.choose(choose_chunks_streams, "choose_chunks_streams", TUNED_CHOICES)
-    return measured.check(PIPELINE_TUNED, (chunks, streams), correct=lambda: check_chunked_pipeline(pipeline),
+    chunks, streams = timed.choose(choose_chunks_streams, "choose_chunks_streams", TUNED_CHOICES)
+    return timed.check(PIPELINE_TUNED, (chunks, streams), correct=lambda: check_chunked_pipeline(pipeline),
                           race=lambda: _race_pipeline(pipeline, chunks, streams))
 
 

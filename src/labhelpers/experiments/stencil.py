@@ -39,7 +39,7 @@ from numba import cuda
 from .. import backend
 from ..arrays import to_device
 from ..errors import GPUOnlyError
-from ..kernels import labelling as lbl
+from ..kernels import stencil_labelling as lbl
 from ..kernels import stencil as st
 from ..launch import ConfiguredKernel, grid_2d
 from ..models import stencil as model
@@ -187,7 +187,7 @@ def filters_table(n: int = 8192, *, repeat: int = 20, number: int = 5) -> pd.Dat
 
 
 def _partition_equal_gpu(a, b) -> bool:
-    """:func:`~labhelpers.kernels.labelling.same_partition` on the GPU (CuPy arrays)."""
+    """:func:`~labhelpers.kernels.stencil_labelling.same_partition` on the GPU (CuPy arrays)."""
     import cupy as cp  # optional: the GPU extra
 
     a = a.ravel().astype(cp.int64)

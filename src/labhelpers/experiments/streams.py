@@ -34,14 +34,13 @@ import numpy as np
 import pandas as pd
 from numba import cuda
 
-from .. import backend, gpu_lock, validate
+from .. import backend, gpu_lock, timing_kernels, validate
 from ..errors import ArgumentError
 from ..kernels import streams as ks
 from ..launch import blocks_for
 from ..models import streams as model
 from ..timing import benchmark
 from .memory import transfer_sweep
-from ..kernels import stopwatch
 
 #: Transfer sizes of the link sweep: 4 B to 1 GiB in factors of 4.
 TRANSFER_SIZES: tuple[int, ...] = tuple(4**k * 4 for k in range(15))
@@ -574,6 +573,21 @@ def pipeline_summary(table: pd.DataFrame) -> dict:
             "model_best_ms": float(best["model_ms"])}
 
 
+def timeline(recorded: list[tuple], origin) -> pd.DataFrame:
+    """The start and end (ms after the event ``origin``) of every operation recorded by
+    :meth:`labhelpers.kernels.streams.StreamPipeline.issue` with ``events=True``, read once the streams are done.
+
+    Returns a DataFrame with the columns of :func:`labhelpers.models.streams.simulate_pipeline`:
+    ``chunk``, ``stream``, ``op``, ``issue``, ``start_ms``, ``end_ms``.
+    """
+    rows = []
+    for position, (chunk, stream, op, start, end) in enumerate(recorded):
+        rows.append({"chunk": chunk, "stream": stream, "op": op, "issue": position,
+                     "start_ms": cuda.event_elapsed_time(origin, start),
+                     "end_ms": cuda.event_elapsed_time(origin, end)})
+    return pd.DataFrame(rows)
+
+
 @gpu_lock.measurement
 def gantt_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: int = 8,
                 streams: Sequence[int] = GANTT_STREAMS, orders: Sequence[str] = ("depth-first",)) -> pd.DataFrame:
@@ -601,7 +615,7 @@ def gantt_table(n: int = PIPELINE_N, iters: int | None = None, *, chunks: int = 
                 recorded = pipe.issue(order, events=True)
                 pipe.synchronize()
                 if not warm:
-                    t = ks.timeline(recorded, origin)
+                    t = timeline(recorded, origin)
                     t.insert(0, "order", order)
                     t.insert(0, "streams_used", s)
                     parts.append(t)
@@ -903,11 +917,11 @@ def events_table(trials: int = 20, n: int = 2**22, iters: int = 2000, sleep_ms: 
 
 
     s1, s2 = cuda.stream(), cuda.stream()
-    steps = stopwatch.sleep_steps(sleep_ms)
-    stopwatch.sleeper[1, 1, s1](1)
+    steps = timing_kernels.sleep_steps(sleep_ms)
+    timing_kernels.sleeper[1, 1, s1](1)
     cuda.synchronize()
     busy = cuda.event()
-    stopwatch.sleeper[1, 1, s1](steps)
+    timing_kernels.sleeper[1, 1, s1](steps)
     busy.record(stream=s1)
     t0 = time.perf_counter()
     early = busy.query()
@@ -957,7 +971,7 @@ def queue_rows_here(spec: dict) -> list[dict]:
     """The rows of :func:`queue_table` for this process's ``CUDA_DEVICE_MAX_CONNECTIONS`` (run in a fresh process).
 
     ``spec``: ``streams`` (list), ``kernels_per_stream``, ``kernel_ms``, ``orders`` (list), ``repeat``. Every
-    kernel is one thread of :func:`~labhelpers.kernels.stopwatch.sleeper`; the wall time runs from the first
+    kernel is one thread of :func:`~labhelpers.timing_kernels.sleeper`; the wall time runs from the first
     launch to the last stream's synchronisation (host clock, median of ``repeat``).
     """
     backend.require_gpu("queue_rows_here", because=_STREAMS, instead=_MODEL)
@@ -965,15 +979,15 @@ def queue_rows_here(spec: dict) -> list[dict]:
 
     connections = int(os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", model.DEFAULT_CONNECTIONS))
     per = int(spec["kernels_per_stream"])
-    steps = stopwatch.sleep_steps(float(spec["kernel_ms"]))
+    steps = timing_kernels.sleep_steps(float(spec["kernel_ms"]))
     all_streams = [cuda.stream() for _ in range(max(spec["streams"]))]
-    stopwatch.sleeper[1, 1](1)
+    timing_kernels.sleeper[1, 1](1)
     cuda.synchronize()
 
     def one(streams: list, issued: list[tuple[int, int]]) -> float:
         t0 = time.perf_counter()
         for s, _ in issued:
-            stopwatch.sleeper[1, 1, streams[s]](steps)
+            timing_kernels.sleeper[1, 1, streams[s]](steps)
         for s in streams:
             s.synchronize()
         return (time.perf_counter() - t0) * 1e3

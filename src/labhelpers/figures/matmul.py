@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.patches import Rectangle
 
 from ..experiments.matmul import roofline_points
-from ..kernels.matmul_cpu import ORDERS
+from ..kernels.matmul import ORDERS
 from ..models.tiling import Phase, naive_loads, tile_phase, tiled_loads
 from ..plotting import figure_axes, readable_pt
 from ..roofline.ceilings import Ceilings

@@ -22,7 +22,7 @@ from ..experiments.reduction import best_per_variant, gbps_grid
 from ..kernels.reduction import CLASSIC, VARIANTS
 from ..measured import Measured, typed_table
 from ..plotting import readable_pt
-from ..models.reduction_tree import BANKS, TREE_VARIANTS, WARP, tree_levels
+from ..models.reduction import BANKS, TREE_VARIANTS, WARP, tree_levels
 from ..plotting import plot_comparison
 
 #: What a panel says when its table has no measured number.

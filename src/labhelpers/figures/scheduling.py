@@ -20,10 +20,10 @@ import pandas as pd
 
 from ..errors import LaunchConfigError
 from ..models import occupancy as occ
-from ..models import warp_timeline as wt
+from ..models import scheduling as wt
 from ..gpus import KIB, PRESETS, SMLimits
 from ..models.occupancy import RESOURCES, Occupancy
-from ..models.warp_timeline import ISSUE, READY, STALL, VECTOR_ADD, Timeline, Walkthrough
+from ..models.scheduling import ISSUE, READY, STALL, VECTOR_ADD, Timeline, Walkthrough
 from ..plotting import figure_axes, readable_pt
 
 _COLOURS = {ISSUE: "tab:green", STALL: "tab:red", READY: "0.85"}

@@ -15,7 +15,7 @@ from matplotlib import colors, patches
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from ..kernels import labelling as lbl
+from ..kernels import stencil_labelling as lbl
 from ..kernels import stencil as st
 from ..models import stencil as model
 from ..plotting import figure_axes, readable_pt

@@ -17,7 +17,7 @@ kernels, in order:
  ``jacobi_marching``                register blocking along y: a thread keeps a column strip in registers
  ``filter3x3`` / ``sobel_magnitude``  image filters with clamped borders (``scipy.ndimage``'s "nearest")
  ``stencil3d_naive`` / ``stencil3d_marching``  3D 7-point step; the marching one walks planes along z
- (connected components)            in :mod:`labhelpers.kernels.labelling`, the chapter's second half
+ (connected components)            in :mod:`labhelpers.kernels.stencil_labelling`, the chapter's second half
 =================================  =========================================================================
 
 Conventions: images and grids are C-contiguous 2-D arrays indexed ``[row, column]`` = ``[i, j]``; a 2-D
@@ -26,8 +26,8 @@ the Jacobi step keeps the border points fixed (Dirichlet boundary: every step co
 filters clamp indices to the image, which for a radius of 1 is what ``scipy.ndimage`` calls both
 ``mode="nearest"`` and its default ``mode="reflect"``. Connected components use 4-connectivity (left, right,
 up, down) and label every component with 1 + the flat index ``i * nx + j`` of its first pixel in raster
-order (background 0), so both algorithms give identical arrays, and ``labelling.relabel_sequential`` turns them
-into ``scipy.ndimage.label``'s numbering.
+order (background 0), so both algorithms give identical arrays, and ``stencil_labelling.relabel_sequential`` turns
+them into ``scipy.ndimage.label``'s numbering.
 """
 
 from __future__ import annotations

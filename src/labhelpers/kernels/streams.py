@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from numba import cuda
 
 from .. import backend, validate
@@ -267,20 +266,6 @@ def _driver_copy(op: str, pointers: tuple, stream) -> None:
         copy_async("D2H", h_out, d_out, nbytes, stream)
 
 
-def timeline(recorded: list[tuple], origin) -> pd.DataFrame:
-    """The start and end (ms after the event ``origin``) of every operation recorded by ``issue(events=True)``.
-
-    Returns a DataFrame with the columns of :func:`labhelpers.models.streams.simulate_pipeline`:
-    ``chunk``, ``stream``, ``op``, ``issue``, ``start_ms``, ``end_ms``.
-    """
-    rows = []
-    for position, (chunk, stream, op, start, end) in enumerate(recorded):
-        rows.append({"chunk": chunk, "stream": stream, "op": op, "issue": position,
-                     "start_ms": cuda.event_elapsed_time(origin, start),
-                     "end_ms": cuda.event_elapsed_time(origin, end)})
-    return pd.DataFrame(rows)
-
-
 def run_pipeline(x, chunks: int = 4, streams: int = 2, order: str = "depth-first", iters: int = SIM_ITERS,
                  threads: int = THREADS) -> np.ndarray:
     """``fma_chain`` of ``x`` computed by the chunked pipeline: any length, any number of chunks up to ``x.size``.
@@ -319,7 +304,7 @@ def reversed_d2h_pipeline(x, chunks: int = 4, streams: int = 2, iters: int = SIM
 
 __all__ = ["A", "B", "ISSUE_APIS", "OPS", "SIM_ITERS", "StreamPipeline", "THREADS", "copy_async", "fill",
            "fma_chain", "fma_chain_closed_form", "fma_chain_reference", "pipeline_bytes", "reversed_d2h_pipeline",
-           "run_pipeline", "timeline", "tolerance"]
+           "run_pipeline", "tolerance"]
 
 
 def pipeline_with_hidden_syncs(x, chunks: int = 4, streams: int = 2, iters: int = SIM_ITERS) -> np.ndarray:

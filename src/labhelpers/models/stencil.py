@@ -10,7 +10,7 @@
 * :func:`propagation_steps_bound`: the steps label propagation needs on a one-pixel-wide path.
 * :func:`stencil3d_loads`: loads and bytes per point of the 3D 7-point stencil, naive against marching planes.
 * :func:`union_find_work`: the parent reads union-find makes on an image when its threads run one after
-  another in launch order (a host model of the very code of ``kernels.labelling``), with path halving or
+  another in launch order (a host model of the very code of ``kernels.stencil_labelling``), with path halving or
   without compression: a deterministic work count to set against propagation's steps.
 """
 
@@ -138,7 +138,8 @@ def stencil3d_loads_table(blocks=((32, 8), (32, 4), (16, 16), (64, 4), (8, 8))) 
 
 
 def _find(parent: list, a: int, halve: bool, reads: list) -> int:
-    """``find_root`` (``halve``) or ``find_root_plain`` of ``kernels.labelling`` on a Python list, counting reads."""
+    """``find_root`` (``halve``) or ``find_root_plain`` of ``kernels.stencil_labelling`` on a Python list, counting
+    reads."""
     p = parent[a]
     reads[0] += 1
     while p != a:
@@ -156,7 +157,7 @@ def _find(parent: list, a: int, halve: bool, reads: list) -> int:
 
 
 def _union(parent: list, a: int, b: int, halve: bool, reads: list) -> None:
-    """``union`` of ``kernels.labelling``, one thread alone (the atomic minimum is a plain minimum)."""
+    """``union`` of ``kernels.stencil_labelling``, one thread alone (the atomic minimum is a plain minimum)."""
     a = _find(parent, a, halve, reads)
     b = _find(parent, b, halve, reads)
     if a != b:

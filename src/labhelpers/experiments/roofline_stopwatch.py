@@ -1,6 +1,6 @@
-"""Chapter "Profiling and the roofline", the stopwatch: one copy kernel timed with four clocks, side by side.
+"""Chapter "Profiling and the roofline", section 2, the stopwatch: one copy kernel timed with four clocks, side by side.
 
-:func:`stopwatch_sweep` times :func:`labhelpers.kernels.stopwatch.copy` (float32, one element per thread) at
+:func:`stopwatch_sweep` times :func:`labhelpers.kernels.roofline_stopwatch.copy` (float32, one element per thread) at
 several sizes with each clock of :data:`CLOCKS`:
 
 * ``host clock``: ``time.perf_counter`` around a launch and ``cuda.synchronize()``: what a Python program
@@ -13,7 +13,7 @@ several sizes with each clock of :data:`CLOCKS`:
   (:func:`profiler_times_ms`); ``status`` says why not where ``ncu`` cannot run.
 
 :func:`stopwatch_summary` puts the clocks side by side, one row per size. GPU only (reference
-``ch07_stopwatch``); the figure is :func:`labhelpers.figures.stopwatch.plot_stopwatch`.
+``ch07_stopwatch``); the figure is :func:`labhelpers.figures.roofline_stopwatch.plot_stopwatch`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend, profiler, validate
-from ..kernels import stopwatch as sw
+from ..kernels import roofline_stopwatch as sw
 from ..launch import blocks_for
 from ..timing import Timing, benchmark, wall_time
 
@@ -55,20 +55,20 @@ PROFILE_SCRIPT = """
 import numpy as np
 import labhelpers
 from numba import cuda
-from labhelpers.kernels import stopwatch
+from labhelpers.kernels import roofline_stopwatch
 
 for n in {sizes}:
     x = cuda.to_device(np.ones(n, dtype=np.float32))
     out = cuda.device_array(n, dtype=np.float32)
     for _ in range({launches}):
-        stopwatch.copy[(n + {threads} - 1) // {threads}, {threads}](x, out)
+        roofline_stopwatch.copy[(n + {threads} - 1) // {threads}, {threads}](x, out)
     cuda.synchronize()
 """
 
 
 def profiler_times_ms(sizes: Sequence[int], *, threads: int = 256, launches: int = PROFILED_LAUNCHES,
                       timeout: int = 600) -> dict[int, list[float]]:
-    """Nsight Compute's ``gpu__time_duration.sum`` of :func:`~labhelpers.kernels.stopwatch.copy`, in ms.
+    """Nsight Compute's ``gpu__time_duration.sum`` of :func:`~labhelpers.kernels.roofline_stopwatch.copy`, in ms.
 
     One ``ncu`` run (a subprocess) profiles ``launches`` copies of every size, with the GPU's clocks left as
     they are (``--clock-control none``, as :func:`labhelpers.benchmark` sees them); ncu flushes the caches

@@ -1,5 +1,6 @@
-"""Chapter 7's stopwatch: the copy kernel, the four-clock table's helpers and its figure (on a synthetic table of
-the reference's columns: ``ch07_stopwatch`` is collected on a GPU). The GPU's side is in tests/test_timing_gpu.py."""
+"""Chapter 7's stopwatch (``*/roofline_stopwatch.py``): the copy kernel, the four-clock table's helpers and its figure
+(on a synthetic table of the reference's columns: ``ch07_stopwatch`` is collected on a GPU). The GPU's side is in
+tests/test_timing_gpu.py; the timer's own kernels (``timing_kernels.py``) in tests/test_core_timing_sweep.py."""
 
 import math
 
@@ -10,9 +11,9 @@ import pytest
 
 import labhelpers as lh
 from labhelpers import profiler, roofline
-from labhelpers.experiments import stopwatch as sx
-from labhelpers.figures import stopwatch as sfig
-from labhelpers.kernels import stopwatch as sw
+from labhelpers.experiments import roofline_stopwatch as sx
+from labhelpers.figures import roofline_stopwatch as sfig
+from labhelpers.kernels import roofline_stopwatch as sw
 from markers import sim_only
 
 
@@ -24,16 +25,8 @@ def test_copy_kernel_copies_every_element(n):
     np.testing.assert_array_equal(lh.to_host(out), x)
 
 
-def test_fill_kernel_fills_any_size_with_a_small_grid():
-    buf = lh.to_device(np.zeros(1000, dtype=np.float32))
-    sw.fill[2, 64](buf, np.float32(3.0))
-    assert (lh.to_host(buf) == 3.0).all()
-
-
-def test_byte_count_and_sleep_steps():
+def test_byte_count():
     assert sw.copy_bytes(2**20) == 8 * 2**20
-    assert sw.sleep_steps(0.0) == 1 and sw.sleep_steps(1.0) == 1_000_000 // sw.SLEEP_STEP_NS
-    assert sw.sleep_steps(0.015) == 2  # rounded up: never shorter than asked
 
 
 def test_ncu_durations_in_milliseconds():

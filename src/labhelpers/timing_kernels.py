@@ -1,13 +1,15 @@
-"""Chapter "Profiling and the roofline", the stopwatch: the kernels that timing itself needs.
+"""The timer's own kernels: what :mod:`labhelpers.timing` launches around the work it times.
 
-* :func:`copy`: ``out[i] = x[i]``, one element per thread: the kernel chapter 7 times with four clocks.
 * :func:`sleeper`: one thread that sleeps (``cuda.nanosleep`` in a loop). :func:`labhelpers.benchmark` launches it
   before its start event, so the timed launches queue behind it while Python issues them and the events bracket
   GPU time only (NVIDIA's nvbench calls this a "blocking kernel"). GPU only: the simulator has no ``nanosleep``.
+  Chapter 11's event and queue measurements (:mod:`labhelpers.experiments.streams`) use it as a kernel of a
+  known length.
 * :func:`fill`: writes a value to every element; :func:`labhelpers.benchmark` fills a buffer larger than the L2
   cache with it to flush the cache between repetitions (``flush_l2=True``).
 
-Nothing here times anything: :mod:`labhelpers.timing` and :mod:`labhelpers.experiments.stopwatch` do.
+Nothing here times anything: :mod:`labhelpers.timing` does. The copy kernel chapter 7 times with four clocks is
+the chapter's, in :mod:`labhelpers.kernels.roofline_stopwatch`.
 """
 
 from __future__ import annotations
@@ -17,14 +19,6 @@ from numba import cuda
 
 #: Nanoseconds of one :func:`sleeper` step (``cuda.nanosleep`` sleeps at most about a millisecond per call).
 SLEEP_STEP_NS = 10_000
-
-
-@cuda.jit
-def copy(x, out):
-    """``out[i] = x[i]``: one element per thread, guarded."""
-    i = cuda.grid(1)
-    if i < x.size:
-        out[i] = x[i]
 
 
 @cuda.jit
@@ -42,11 +36,6 @@ def fill(buf, value):
     while i < buf.size:
         buf[i] = value
         i += stride
-
-
-def copy_bytes(n: int, itemsize: int = 4) -> int:
-    """Bytes :func:`copy` moves through device memory for ``n`` elements: each is read once and written once."""
-    return 2 * n * itemsize
 
 
 def sleep_steps(ms: float) -> int:

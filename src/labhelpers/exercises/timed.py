@@ -1,4 +1,5 @@
-"""Open, measured lab exercises: the student chooses (a block size, a tile, a chunk count), the GPU decides.
+"""Timed lab exercises (the labs' "measured" ones): the student chooses (a block size, a tile, a chunk count), the
+GPU decides.
 
 A :class:`MeasuredExercise` states what is timed, against which yardstick, and the ratio to reach.
 :func:`check` then, in this order:

@@ -1,4 +1,4 @@
-"""Latency hiding by warp scheduling: a cycle-by-cycle model of one warp scheduler.
+"""Chapter "Scheduling: warps, divergence, occupancy": latency hiding, a cycle-by-cycle model of one warp scheduler.
 
 The model is the one of the classic G80 lecture example (*GPU Computing* course walkthrough,
 2025, "Hardware multi-threading example"): every warp alternates between a *burst* of ``burst``

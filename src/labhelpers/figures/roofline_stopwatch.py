@@ -1,6 +1,6 @@
-"""Chapter "Profiling and the roofline", the stopwatch: one copy kernel timed with four clocks.
+"""Chapter "Profiling and the roofline", section 2, the stopwatch: one copy kernel timed with four clocks.
 
-:func:`plot_stopwatch` draws a :func:`labhelpers.experiments.stopwatch.stopwatch_sweep` table (measured here or
+:func:`plot_stopwatch` draws a :func:`labhelpers.experiments.roofline_stopwatch.stopwatch_sweep` table (measured here or
 the reference ``ch07_stopwatch``) and returns the Figure; ``label`` names where the numbers come from.
 """
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..plotting import readable_pt
-from ..experiments.stopwatch import CLOCKS, HELD_EVENTS, HOST_CLOCK, PROFILER, PYTHON_EVENTS
+from ..experiments.roofline_stopwatch import CLOCKS, HELD_EVENTS, HOST_CLOCK, PROFILER, PYTHON_EVENTS
 
 #: One colour and marker per clock.
 CLOCK_STYLE = {

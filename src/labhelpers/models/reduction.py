@@ -1,4 +1,4 @@
-"""What one block does at each level of the classic reduction trees (variants 1-3), on paper.
+"""Chapter "Parallel reduction": what one block does at each level of the classic reduction trees (variants 1-3).
 
 A block of ``block`` threads holds ``block`` values in shared memory and adds them in
 ``log2(block)`` levels. The three classic variants differ only in *which* threads add and
