@@ -10,6 +10,7 @@ hand) is described by :mod:`labhelpers.gpus`, built from a :class:`DeviceInfo`.
 
 from __future__ import annotations
 
+import numbers
 import platform
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,9 +19,19 @@ import pandas as pd
 
 from numba import cuda
 
-from . import backend, validate
-from .errors import GPUOnlyError
-from .launch import WARP_SIZE
+from . import backend
+from .errors import ArgumentError
+
+#: Threads in a warp, on every NVIDIA GPU so far.
+WARP_SIZE = 32
+#: Threads per block on every CUDA GPU since compute capability 2.0.
+MAX_THREADS_PER_BLOCK = 1024
+#: Largest block along x, y and z.
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+#: Largest grid along x, y and z (blocks).
+MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
+#: Shared memory per block any GPU gives without an opt-in (bytes).
+DEFAULT_SHARED_PER_BLOCK = 48 * 1024
 
 BANNER_PREFIX = "[labhelpers]"
 SIMULATOR_NAME = "Numba CUDA simulator (CPU)"
@@ -44,11 +55,11 @@ class DeviceInfo:
     driver_version: str | None = None
     runtime_version: str | None = None
     warp_size: int = WARP_SIZE
-    max_threads_per_block: int = validate.MAX_THREADS_PER_BLOCK
-    max_block_dim_x: int = validate.MAX_BLOCK_DIMS[0]
+    max_threads_per_block: int = MAX_THREADS_PER_BLOCK
+    max_block_dim_x: int = MAX_BLOCK_DIMS[0]
     max_threads_per_sm: int | None = None
     max_blocks_per_sm: int | None = None
-    max_shared_per_block: int = validate.DEFAULT_SHARED_PER_BLOCK
+    max_shared_per_block: int = DEFAULT_SHARED_PER_BLOCK
     max_shared_per_block_optin: int | None = None
     max_shared_per_sm: int | None = None
     registers_per_sm: int | None = None
@@ -92,7 +103,7 @@ class DeviceInfo:
             ArgumentError: the record has no SM counts (the simulator's: use ``gpus.current().sm``).
         """
         if self.max_threads_per_sm is None or self.max_blocks_per_sm is None:
-            raise validate.ArgumentError(f"{self.name} reports no threads or blocks per SM: use gpus.current().sm, "
+            raise ArgumentError(f"{self.name} reports no threads or blocks per SM: use gpus.current().sm, "
                                          "the reference GPU's SM under the simulator")
         return resident_blocks(threads, self.max_threads_per_sm, self.max_blocks_per_sm)
 
@@ -124,7 +135,9 @@ def resident_blocks(threads: int, max_threads_per_sm: int, max_blocks_per_sm: in
     The one statement of that rule: :meth:`DeviceInfo.resident_blocks` applies it to the driver's counts,
     :meth:`labhelpers.gpus.SMLimits.resident_blocks` to an SM's description.
     """
-    threads = validate.integer(threads, "threads", minimum=1)
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise ArgumentError(f"threads must be a whole number of at least 1 (threads per block), got {threads!r}")
+    threads = int(threads)
     return max(1, min(max_threads_per_sm // threads, max_blocks_per_sm))
 
 
@@ -170,11 +183,11 @@ def _gpu_info() -> DeviceInfo:
         driver_version=drv,
         runtime_version=rt,
         warp_size=attr("WARP_SIZE") or WARP_SIZE,
-        max_threads_per_block=attr("MAX_THREADS_PER_BLOCK") or validate.MAX_THREADS_PER_BLOCK,
-        max_block_dim_x=attr("MAX_BLOCK_DIM_X") or validate.MAX_BLOCK_DIMS[0],
+        max_threads_per_block=attr("MAX_THREADS_PER_BLOCK") or MAX_THREADS_PER_BLOCK,
+        max_block_dim_x=attr("MAX_BLOCK_DIM_X") or MAX_BLOCK_DIMS[0],
         max_threads_per_sm=attr("MAX_THREADS_PER_MULTIPROCESSOR"),
         max_blocks_per_sm=attr("MAX_BLOCKS_PER_MULTIPROCESSOR"),
-        max_shared_per_block=attr("MAX_SHARED_MEMORY_PER_BLOCK") or validate.DEFAULT_SHARED_PER_BLOCK,
+        max_shared_per_block=attr("MAX_SHARED_MEMORY_PER_BLOCK") or DEFAULT_SHARED_PER_BLOCK,
         max_shared_per_block_optin=attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         max_shared_per_sm=attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
         registers_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR"),
@@ -226,10 +239,9 @@ def banner(info: DeviceInfo | None = None) -> str:
 def _overload(kernel, signature=None):
     """The compiled kernel (numba-cuda's ``_Kernel``) for ``signature``, or the only one compiled."""
 
-    if backend.is_simulator():
-        raise GPUOnlyError(
-            "registers and the driver's occupancy exist only for a kernel compiled for a real GPU; the CUDA "
-            "simulator runs Python. The chapter shows the comparison measured on a GPU (reference data).")
+    backend.require_gpu("a kernel's registers and the driver's occupancy",
+                        because="exist only for a kernel compiled for a GPU (the simulator runs Python)",
+                        instead="The chapter shows the comparison measured on a GPU (reference data).")
     if signature is not None:
         return kernel.compile(signature)
     overloads = list(getattr(kernel, "overloads", {}).values())

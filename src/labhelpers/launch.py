@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import backend, validate
+from .device import WARP_SIZE  # noqa: F401  (launch geometry counts in warps)
 from .errors import LaunchConfigError
 from .validate import MAX_THREADS_PER_BLOCK
-
-WARP_SIZE = 32
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,8 @@ import numpy as np
 from . import backend, device
 from .errors import ArgumentError, ArrayArgumentError, LaunchConfigError
 
-#: Threads per block on every CUDA GPU since compute capability 2.0.
-MAX_THREADS_PER_BLOCK = 1024
-#: Largest block along x, y and z.
-MAX_BLOCK_DIMS = (1024, 1024, 64)
-#: Largest grid along x, y and z (blocks).
-MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
-#: Shared memory per block any GPU gives without an opt-in (bytes).
-DEFAULT_SHARED_PER_BLOCK = 48 * 1024
+# The launch limits every CUDA GPU shares, stated once in the hardware description (device.py) and checked here.
+from .device import DEFAULT_SHARED_PER_BLOCK, MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_THREADS_PER_BLOCK  # noqa: E402
 
 _THREADS_FIX = ("choose threads per block between 1 and 1024, ideally a multiple of 32 (one warp) such as 128 "
                 "or 256, and launch more blocks for more threads")
