@@ -131,14 +131,6 @@ def test_lab9_mutants_are_rejected(name):
     _check_mutant(LAB9[name])
 
 
-def test_lab9_solutions_pass(capsys):
-    ex9.check_stencil1d_any_radius(S9.stencil_any_radius)
-    ex9.check_jacobi_step(S9.jacobi_step)
-    ex9.check_sobel(S9.sobel)
-    ex9.check_ccl_step(S9.propagate_step)
-    assert capsys.readouterr().out.count("Correct:") == 4
-
-
 @pytest.mark.parametrize("check", [ex9.check_stencil1d_any_radius, ex9.check_jacobi_step, ex9.check_sobel,
                                    ex9.check_ccl_step])
 @pytest.mark.parametrize("bad", [None, {"kernel": 1}, [1, 2], "sobel"])
@@ -266,14 +258,6 @@ def test_lab10_compaction_that_keeps_nan_is_rejected(scatter_too):
     assert "x[i] > threshold" in text
 
 
-def test_lab10_solutions_pass(capsys):
-    ex10.check_blelloch_block(S10.blelloch_block)
-    ex10.check_block_offsets(S10.add_block_offsets)
-    ex10.check_compaction(S10.compact, S10.scatter_kept)
-    ex10.check_radix_split(S10.split_scatter)
-    assert capsys.readouterr().out.count("Correct:") == 4
-
-
 @pytest.mark.parametrize("bad", [None, {"kernel": 1}, [1, 2]])
 def test_lab10_bad_objects(bad):
     for check in (ex10.check_blelloch_block, ex10.check_block_offsets, ex10.check_radix_split):
@@ -355,14 +339,6 @@ def test_lab8_leapfrog_mutants_are_rejected(name):
     student = mutant(S8.leapfrog_step, *LEAPFROG[name], jit=lambda f: f)
     with pytest.raises(CheckFailed):
         ex8.check_leapfrog(student)
-
-
-def test_lab8_solutions_pass(capsys):
-    ex8.check_interaction(S8.interaction)
-    ex8.check_naive(S8.nbody_naive)
-    ex8.check_tiled(S8.nbody_tiled, S8.TILE)
-    ex8.check_leapfrog(S8.leapfrog_step)
-    assert capsys.readouterr().out.count("Correct:") == 4
 
 
 def test_mutant_counts():

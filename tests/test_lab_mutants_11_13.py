@@ -100,11 +100,6 @@ CHECKERS_11 = {"make_buffers": ex11.check_pinned_buffers, "chunked_pipeline": ex
                "predict_ms": ex11.check_prediction, "fixed_pipeline": ex11.check_no_hidden_sync}
 
 
-def test_lab11_solutions_pass(lab11):
-    for name, checker in CHECKERS_11.items():
-        checker(getattr(lab11, name))
-
-
 @pytest.mark.parametrize("case", list(MUTANTS_11))
 def test_lab11_mutants_are_rejected(lab11, case):
     name, *edits, message = MUTANTS_11[case]
@@ -197,12 +192,6 @@ MUTANTS_13 = {
 
 CHECKERS_13 = {"count_atomic": ex13.check_count_atomic, "count_block": ex13.check_count_block,
                "max_cas": ex13.check_float_max_cas, "sum_last_block": ex13.check_last_block_fences}
-
-
-def test_lab13_solutions_pass(lab13):
-    for name, checker in CHECKERS_13.items():
-        checker(getattr(lab13, name))
-    ex13.check_litmus_answers(lab13.litmus_answers)
 
 
 @pytest.mark.parametrize("case", list(MUTANTS_13))
@@ -327,11 +316,6 @@ def _lab12_call(lab12, exercise, old=None, new=None):
         fn = _edit(fn, old, new)
     return {"diff": lambda f: ex12.check_diff(f, lab12.global_size_for), "transpose": ex12.check_transpose,
             "matvec": ex12.check_matvec}[exercise](fn)
-
-
-def test_lab12_solutions_pass(lab12):
-    for exercise in ("diff", "transpose", "matvec", "names"):
-        _lab12_call(lab12, exercise)
 
 
 @pytest.mark.parametrize("case", list(MUTANTS_12))

@@ -11,7 +11,9 @@ skeleton, which nbval keeps checking).
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
+import io
 import re
 from pathlib import Path
 
@@ -92,11 +94,14 @@ def test_solutions_only_add_lines_to_the_skeletons(lab: Path):
 
 @pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])
 def test_check_cells_pass_on_the_solutions(lab: Path):
-    """Re-run each check cell with the skeleton names bound to the solutions."""
+    """Re-run each check cell with the skeleton names bound to the solutions: each says "Correct" (or "GPU only",
+    for a kernel the simulator cannot run). The one test that every lab's solutions pass their checkers (the mutant
+    files test only rejections: a checker that rejects everything fails here)."""
     module, _ = _load_solutions(lab)
     nb = nbformat.read(lab, as_version=4)
     names = {name for name, _ in _skeletons(lab)}
     namespace: dict = {}
+    checks = 0
     for cell in nb.cells:
         if cell.cell_type != "code" or cell.source.lstrip().startswith("# Setup"):
             continue
@@ -107,5 +112,24 @@ def test_check_cells_pass_on_the_solutions(lab: Path):
             continue
         if "pitfall" in tags:
             continue  # an error shown on purpose, not an exercise check
-        exec(compile(source, f"{lab.name}:cell", "exec"), namespace)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(source, f"{lab.name}:cell", "exec"), namespace)
         namespace.update({n: getattr(module, n) for n in names if hasattr(module, n)})
+        if _calls_a_checker(source):
+            checks += 1
+            out = printed.getvalue()
+            assert "Correct" in out or "GPU only" in out, (
+                f"{lab.name}: a check cell ran on the solution without saying 'Correct' (or 'GPU only'):\n"
+                f"{source}\n--- it printed:\n{out}")
+    assert checks >= 3, f"{lab.name}: {checks} check cells (a lab has at least three exercises)"
+
+
+def _calls_a_checker(source: str) -> bool:
+    """Whether a cell calls a lab checker (``ex.check_...(...)``, ``check_...(...)``)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name.startswith("check"):
+                return True
+    return False

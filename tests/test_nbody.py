@@ -623,7 +623,7 @@ def test_figures_draw_from_the_reference_data():
         plt.close(fig)
 
 
-# --- lab checkers: tests/test_lab_mutants_08_10.py (solutions pass, one mutant per bug class is rejected) ---------
+# --- lab checkers: tests/test_lab_mutants_08_10.py (one mutant per bug class is rejected; solutions: test_labs) -
 
 
 def test_chapter_claims_about_the_alternatives_hold_in_the_reference_data():

@@ -608,7 +608,7 @@ def test_segmented_scan_prose_matches_the_reference_data():
     assert "SpMV above" not in text and "not been profiled" not in text
 
 
-# --- lab checkers: tests/test_lab_mutants_08_10.py (solutions pass, one mutant per bug class is rejected) ---------
+# --- lab checkers: tests/test_lab_mutants_08_10.py (one mutant per bug class is rejected; solutions: test_labs) -
 
 
 # --- segmented scan, enumerate, distribute ---------------------------------------------------------

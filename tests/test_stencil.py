@@ -456,7 +456,7 @@ def test_experiments_run_small_on_a_gpu():
     assert steps.loc[steps["shape"] == "spiral", "steps"].iloc[0] == int(lbl.spiral_mask(16).sum())
 
 
-# --- lab checkers: tests/test_lab_mutants_08_10.py (solutions pass, one mutant per bug class is rejected) ---------
+# --- lab checkers: tests/test_lab_mutants_08_10.py (one mutant per bug class is rejected; solutions: test_labs) -
 
 
 # --- reference data -------------------------------------------------------------------------------
