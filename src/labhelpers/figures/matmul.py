@@ -18,7 +18,7 @@ from ..kernels.matmul_cpu import ORDERS
 from ..models.tiling import Phase, naive_loads, tile_phase, tiled_loads
 from ..plotting import figure_axes, readable_pt
 from ..roofline.ceilings import Ceilings
-from ..roofline.plots import plot_roofline
+from ..roofline.draw import draw_roofline
 
 #: The example of the tiling widget: A is 10 x 11, B is 11 x 13, tiles of 4.
 WIDGET_SHAPE = dict(m=10, k=11, n=13, tile=4)
@@ -156,7 +156,7 @@ def draw_roofline(ax, n: int, *, table: pd.DataFrame, ceilings: Ceilings, cublas
                   label: str) -> None:
     """The kernels of a sweep ``table`` at size ``n`` on the roofline of the copy ceiling and cuBLAS FP32.
 
-    Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`: the slanted roof is
+    Drawn by the one roofline plotter, :func:`labhelpers.roofline.draw_roofline`: the slanted roof is
     ``ceilings.dram_gbs``, the flat one ``cublas_gflops`` (the best FP32 product measured, not the FMA peak);
     the tiled kernel is shown with 16 x 16 tiles only. ``label`` names where the roofs come from.
     """
@@ -164,7 +164,7 @@ def draw_roofline(ax, n: int, *, table: pd.DataFrame, ceilings: Ceilings, cublas
     shown = [{"name": k, "intensity": x, "gflops": y} for k, (x, y) in points.items()
              if not k.startswith("tiled") or k == "tiled 16"]
     roofs = dataclasses.replace(ceilings, fp32_gflops=cublas_gflops, l2_gbs=None, fp64_gflops=None, label=label)
-    plot_roofline(ax, roofs, pd.DataFrame(shown, columns=["name", "intensity", "gflops"]), memory=("dram_gbs",),
+    draw_roofline(ax, roofs, pd.DataFrame(shown, columns=["name", "intensity", "gflops"]), memory=("dram_gbs",),
                   compute=("fp32_gflops",), roof_names={"fp32_gflops": "cuBLAS FP32"}, points_label=label,
                   xlim=(0.1, 2000), legend="lower right")
     ax.set_title(f"n = {n}: measured GFLOP/s at each kernel's global-memory intensity", fontsize=9)

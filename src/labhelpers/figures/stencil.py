@@ -19,7 +19,7 @@ from ..kernels import labelling as lbl
 from ..kernels import stencil as st
 from ..models import stencil as model
 from ..plotting import figure_axes, readable_pt
-from ..roofline.plots import plot_roofline, table_ceilings
+from ..roofline.draw import draw_roofline, table_ceilings
 
 HALO = "#f4a259"
 OWN = "#5b8fd6"
@@ -154,7 +154,7 @@ def plot_jacobi_bandwidth(table: pd.DataFrame, *, ax=None, label: str) -> Figure
 def plot_jacobi_roofline(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """The roofline (copy bandwidth, FP32 FMA peak, both from ``table``) with every Jacobi kernel at 0.5 flop/B.
 
-    Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`.
+    Drawn by the one roofline plotter, :func:`labhelpers.roofline.draw_roofline`.
     """
     fig, ax = figure_axes(ax, (7.5, 4.4))
     small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
@@ -166,7 +166,7 @@ def plot_jacobi_roofline(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     points = pd.DataFrame({"name": list(rows["kernel"]), "intensity": intensity,
                            "gflops": pd.to_numeric(rows["gflops"], errors="coerce").to_numpy(dtype=float)})
     roofs = table_ceilings(label, dram_gbs=copy, fp32_gflops=peak)
-    plot_roofline(ax, roofs, points, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
+    draw_roofline(ax, roofs, points, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
                   xlim=(1e-2, 1e3), legend="below", roof_names={"dram_gbs": "copy bandwidth"})
     ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=max(9, small))
     return fig
