@@ -16,9 +16,8 @@ from matplotlib.patches import Rectangle
 
 from ..launch import tiles_for
 from ..models import nbody as model
-from ..plotting import figure_axes, readable_pt
-from ..roofline.draw import draw_roofline
-from ..roofline.draw import table_ceilings
+from ..plotting import figure_axes, figure_panels, readable_pt
+from ..roofline.draw import draw_roofline, table_ceilings
 
 FLOPS = model.FLOPS_PER_INTERACTION
 
@@ -220,11 +219,12 @@ def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: f
     ax.set_title(f"t = {traj.times[frame]:.2f}  ({n:,} bodies)", fontsize=max(9, small))
 
 
-def plot_galaxy_frames(traj, frames=(0, 10, 20, 30), *, size: float = 1.0) -> Figure:
-    """Frames ``frames`` of a galaxy collision, two a row (:func:`draw_galaxy` each), in a new figure."""
+def plot_galaxy_frames(traj, frames=(0, 10, 20, 30), *, size: float = 1.0, axes=None) -> Figure:
+    """Frames ``frames`` of a galaxy collision, two a row (:func:`draw_galaxy` each), on ``axes`` (rows x 2) or in a
+    new figure."""
     cols = min(len(frames), 2)  # two a row: four side by side would be shrunk past legibility by the page
     rows = (len(frames) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(7, 3.5 * rows), squeeze=False)
+    fig, axes = figure_panels(axes, (rows, cols), (7, 3.5 * rows), squeeze=False)
     for ax in axes.flat[len(frames):]:
         fig.delaxes(ax)  # an odd count leaves one place empty
     for ax, frame in zip(axes.flat, frames):

@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib import colors, patches
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from ..kernels import labelling as lbl
 from ..kernels import stencil as st
 from ..models import stencil as model
-from ..plotting import figure_axes, readable_pt
+from ..plotting import figure_axes, figure_panels, readable_pt
 from ..roofline.draw import draw_roofline, table_ceilings
 
 HALO = "#f4a259"
@@ -103,9 +102,10 @@ def draw_heat(ax, steps: int, *, snapshots: dict[int, np.ndarray], vmax: float =
     plot_heat(snapshots[k], k, ax=ax, vmax=vmax)
 
 
-def plot_photo_filters(img: np.ndarray, blurred: np.ndarray, edges: np.ndarray, title: str = ""):
+def plot_photo_filters(img: np.ndarray, blurred: np.ndarray, edges: np.ndarray, title: str = "", *,
+                       axes=None) -> Figure:
     """The photograph, its box blur and its Sobel edge magnitude side by side. Returns the Figure."""
-    fig, axes = plt.subplots(1, 3, figsize=(9.4, 3.8))  # no wider: the page shrinks a wider figure
+    fig, axes = figure_panels(axes, (1, 3), (9.4, 3.8))  # no wider: the page shrinks a wider figure
     small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     for ax, a, name, cmap in ((axes[0], img, "original", "gray"), (axes[1], blurred, "3x3 box blur", "gray"),
                               (axes[2], edges, "Sobel magnitude", "magma")):
@@ -193,10 +193,10 @@ def plot_labels(labels: np.ndarray, title: str = "", *, ax=None) -> Figure:
     return fig
 
 
-def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
+def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40), *, axes=None) -> Figure:
     """Labels of ``mask`` after each number of propagation steps (NumPy reference), side by side. Returns the Figure."""
     steps = sorted(int(s) for s in steps)
-    fig, axes = plt.subplots(1, len(steps), figsize=(min(2.6 * len(steps), 9.4), 2.9))  # no wider than the page
+    fig, axes = figure_panels(axes, (1, len(steps)), (min(2.6 * len(steps), 9.4), 2.9))  # no wider than the page
     axes = np.atleast_1d(axes)
     lab = lbl.initial_labels(mask)
     done = 0
