@@ -22,6 +22,7 @@ from pathlib import Path
 from common import Context, Row  # noqa: E402  (puts src/ on the path and asks for the GPU backend)
 
 import labhelpers as lh  # noqa: E402
+from labhelpers import counts  # noqa: E402
 from labhelpers.experiments import cuda_intro as intro  # noqa: E402
 from labhelpers.refdata import save_reference  # noqa: E402
 
@@ -42,8 +43,8 @@ def collect(out_dir: str | Path) -> None:
     if len(bad):
         raise RuntimeError(f"SAXPY sweep has untimed points:\n{bad}")
     save_reference("ch01_saxpy_three_ways", table, out_dir,
-                   notes="SAXPY out = a*x + y, float32, 256 threads/block. gbps = 12 n bytes / median time for all "
-                         "three methods. host: NumPy timed with the host clock (one core, preallocated output); "
+                   notes=f"SAXPY out = a*x + y, float32, 256 threads/block. gbps = {counts.saxpy_bytes(1)} n bytes "
+                         "/ median time for all three methods. host: NumPy timed with the host clock (one core, preallocated output); "
                          "GPU incl. transfers = cuda.to_device(x), cuda.to_device(y), device_array, launch, "
                          "copy_to_host into pageable memory, timed with CUDA events; GPU kernel only = the launch "
                          "on resident device arrays, CUDA events.")
@@ -54,7 +55,7 @@ def collect(out_dir: str | Path) -> None:
 
 
 def bench(ctx: Context) -> list[Row]:
-    """SAXPY kernel only, 2^26 float32, in GB/s (12 n bytes / time) against the CuPy copy bandwidth."""
+    """SAXPY kernel only, 2^26 float32, in GB/s (``counts.saxpy_bytes(n)`` / time) against the CuPy copy bandwidth."""
     _require_gpu()
     timing = intro.time_saxpy(BENCH_N, intro.GPU_KERNEL_ONLY, repeat=50, clock="gpu")  # GPU time, stream held
     return [Row(topic=TOPIC, kernel="saxpy (numba, GPU time)", size="2^26 float32", value=timing.gbps,

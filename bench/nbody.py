@@ -29,7 +29,7 @@ import os
 import pandas as pd
 from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
 
-from labhelpers import host
+from labhelpers import counts, host
 from labhelpers import roofline as rl
 from labhelpers.experiments import nbody as ex
 from labhelpers.kernels import nbody as nb
@@ -61,7 +61,7 @@ def _meta() -> dict:
         _measured["dram"] = rl.measure_dram_bandwidth()
     dram = _measured["dram"]
     return {**current_meta(), "fp32_fma_peak_gflops": fma.value, "fp32_fma_peak_how": fma.how,
-            "dram_gbs": dram.value, "dram_how": dram.how, "flops_per_interaction": nb.FLOPS_PER_INTERACTION}
+            "dram_gbs": dram.value, "dram_how": dram.how, "flops_per_interaction": counts.NBODY_FLOPS_PER_INTERACTION}
 
 
 #: The tables collect() writes (names without the "ch08_" prefix).
@@ -94,7 +94,8 @@ def collect(out_dir) -> None:
     if "throughput" in wanted:
         table = _table("throughput", lambda: ex.throughput_sweep(kernels=ladder, progress=True))
         save_reference("ch08_throughput", table, out_dir, meta={**meta, "best": best.label},
-                       notes="one force evaluation per timing; ginteractions = n^2 / median time; gflops = 20 n^2 / "
+                       notes="one force evaluation per timing; ginteractions = n^2 / median time; gflops = "
+                             f"{counts.NBODY_FLOPS_PER_INTERACTION} n^2 / "
                              "median time; every kernel checked against float64 NumPy before timing")
     if "math_traps" in wanted:
         save_reference("ch08_math_traps", _table("traps", ex.math_traps), out_dir, meta=meta,
@@ -135,7 +136,7 @@ def bench(ctx) -> list[Row]:
     at_n = throughput[throughput["n"] == BENCH_N]
     for _, r in at_n.iterrows():
         rows.append(Row(TOPIC, f"  {r['kernel']}", size, float(r["gflops"]), "GFLOP/s", peak_name, fma))
-    best_rate = nb.interactions(BENCH_N) / (best.median_ms * 1e-3) / 1e9
+    best_rate = counts.nbody_interactions(BENCH_N) / (best.median_ms * 1e-3) / 1e9
     naive = at_n[at_n["kernel"] == "naive, unroll 1"]
     if len(naive):
         rows.append(Row(TOPIC, "best vs naive (speedup)", size, best_rate, "Gint/s", "naive, unroll 1",

@@ -496,11 +496,14 @@ def test_figures_draw_from_model_and_tables():
     throughput = pd.DataFrame({"kind": ["one address", "one address per thread"], "atomics": [10, 10],
                                "increments_per_s": [1e9, 2e10]})
     last = pd.DataFrame({"n": [2**24] * 3, "what": ["a", "b", "c"], "gbps": [1.0, 2.0, np.nan]})
-    figures = [fig.plot_counter_runs(counters, "test"), fig.plot_litmus(litmus, "test", tests=("MP", "SB")),
-               fig.plot_litmus_histogram(litmus, "test", "MP"), fig.plot_atomic_throughput(throughput, "test"),
-               fig.plot_last_block(last, "test"), fig.plot_outcome_sets("IRIW")]
+    figures = [fig.plot_counter_runs(counters, label="test"),
+               fig.plot_litmus(litmus, label="test", tests=("MP", "SB")),
+               fig.plot_litmus_histogram(litmus, label="test", test="MP"),
+               fig.plot_atomic_throughput(throughput, label="test"), fig.plot_last_block(last, label="test"),
+               fig.plot_outcome_sets("IRIW")]
     _, ax = plt.subplots()
-    figures.append(fig.draw_interleaving(ax, "MP", 7))
+    assert fig.draw_interleaving(ax, "MP", 7) is None and ax.texts  # a drawer draws on the axes it is given
+    figures.append(ax.figure)
     assert all(isinstance(f, Figure) for f in figures)
     plt.close("all")
 

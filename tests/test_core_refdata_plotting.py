@@ -57,7 +57,7 @@ def test_plot_without_gpu_shows_reference_and_says_so(tmp_path):
     refdata.save_reference("demo", pd.DataFrame({"x": [1, 2], "y": [3, 4]}), tmp_path, meta=META)
     ref = refdata.load_reference("demo", tmp_path)
     live = pd.DataFrame({"x": [1, 2], "y": [float("nan")] * 2, "status": ["simulator"] * 2})
-    ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref)
+    ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref).axes[0]
     labels = ax.get_legend_handles_labels()[1]
     assert labels == [ref.label]
     assert any("No GPU timings here" in t.get_text() and ref.gpu in t.get_text() for t in ax.texts)
@@ -67,7 +67,7 @@ def test_plot_with_live_rows_labels_this_machine(tmp_path):
     refdata.save_reference("demo", pd.DataFrame({"x": [1, 2], "y": [3, 4], "v": ["a", "b"]}), tmp_path, meta=META)
     ref = refdata.load_reference("demo", tmp_path)
     live = pd.DataFrame({"x": [1, 2], "y": [5, 6], "v": ["a", "b"], "status": ["ok", "ok"]})
-    ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref, group="v")
+    ax = lh.plot_comparison(x="x", y="y", live=live, reference=ref, group="v").axes[0]
     labels = ax.get_legend_handles_labels()[1]
     assert len(labels) == 4 and sum(f"this GPU: {lh.device_info().name}" in s for s in labels) == 2
 
@@ -75,11 +75,11 @@ def test_plot_with_live_rows_labels_this_machine(tmp_path):
 def test_plot_takes_a_measured_and_draws_its_reference(tmp_path):
     refdata.save_reference("demo", pd.DataFrame({"x": [1, 2], "y": [3, None]}), tmp_path, meta=META)
     ref = refdata.load_reference("demo", tmp_path)
-    ax = lh.plot_comparison(x="x", y="y", live=lh.live_or_reference(None, ref))
+    ax = lh.plot_comparison(x="x", y="y", live=lh.live_or_reference(None, ref)).axes[0]
     assert ax.get_legend_handles_labels()[1] == [ref.label]
     assert any("No GPU timings here" in t.get_text() for t in ax.texts)
     live = lh.live_or_reference(pd.DataFrame({"x": [1, 2], "y": [5, 6], "status": ["ok", "ok"]}), ref)
-    ax = lh.plot_comparison(x="x", y="y", live=live)
+    ax = lh.plot_comparison(x="x", y="y", live=live).axes[0]
     assert ax.get_legend_handles_labels()[1] == [ref.label, live.label] and not ax.texts
 
 
@@ -150,3 +150,20 @@ def test_every_measured_reference_of_a_set_comes_from_one_gpu_and_one_software_s
         gpu = stacks.pop()[0]
         assert machine in gpu, (machine, gpu)
         assert all(r.meta.get("run") and r.meta.get("date") for r in measured), "every table names its run and date"
+
+
+def test_figure_panels_draws_on_the_axes_given_or_a_new_figure():
+    import matplotlib.pyplot as plt
+
+    from labhelpers.plotting import figure_panels
+
+    fig, axes = figure_panels(None, (1, 2), (6, 3))
+    assert len(axes) == 2 and fig.get_size_inches().tolist() == [6, 3]
+    other, (left, right) = plt.subplots(1, 2)
+    got, shaped = figure_panels([left, right], (1, 2))
+    assert got is other and list(shaped) == [left, right]
+    grid, cells = figure_panels([left, right], (2, 1), squeeze=False)
+    assert grid is other and cells.shape == (2, 1)
+    with pytest.raises(ValueError, match="pass 3 axes, got 2"):
+        figure_panels([left, right], (1, 3))
+    plt.close("all")

@@ -140,8 +140,11 @@ def test_warp_request_text_and_line_efficiency():
 
 def test_drawings_run():
     fig, (ax1, ax2) = plt.subplots(1, 2)
-    assert memory_fig.draw_bank_access(ax1, banks.strided_words(2)) == 2
-    assert memory_fig.draw_warp_sectors(ax2, 3, 2).sectors == banks.sectors_per_request(3, 2)
+    assert memory_fig.draw_bank_access(ax1, banks.strided_words(2)) is None  # a drawer returns nothing
+    assert banks.conflict_degree(banks.strided_words(2)) == 2 and "2-way conflict" in ax1.get_title()
+    assert memory_fig.draw_warp_sectors(ax2, 3, 2) is None
+    sectors = banks.warp_request(3, 2).sectors
+    assert sectors == banks.sectors_per_request(3, 2) and ax2.get_title().startswith(f"{sectors} sectors")
     plt.close(fig)
 
 

@@ -215,42 +215,112 @@ def test_no_module_passes_1200_lines():
     assert not long, f"modules over 1,200 lines: {long}"
 
 
-#: The figures modules: one per chapter that draws.
-FIGURES = PACKAGE / "figures"
+def _imports_matplotlib(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if any(n == "matplotlib" or n.startswith("matplotlib.") for n in names):
+            return True
+    return False
+
+
+def drawing_modules() -> list[Path]:
+    """Every module that draws: ``figures/*``, ``roofline/*`` and any other module that imports matplotlib."""
+    found = {p for folder in ("figures", "roofline") for p in (PACKAGE / folder).glob("*.py")}
+    found |= {p for p in MODULES.values() if _imports_matplotlib(p)}
+    return sorted(p for p in found if p.name != "__init__.py")
+
+
+def _returns_a_value(fn: ast.FunctionDef) -> bool:
+    """Whether ``fn`` itself (not a function nested in it) returns something other than None."""
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None and not (
+                isinstance(node.value, ast.Constant) and node.value.value is None):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _makes_panels(fn: ast.FunctionDef) -> bool:
+    """Whether ``fn`` makes a figure of several axes (``plotting.figure_panels``, or ``plt.subplots`` with rows or
+    columns)."""
+    def name(call: ast.Call) -> str | None:
+        return getattr(call.func, "attr", getattr(call.func, "id", None))
+
+    return any(isinstance(n, ast.Call) and (name(n) == "figure_panels" or name(n) == "subplots" and (
+        n.args or any(k.arg in ("nrows", "ncols") for k in n.keywords))) for n in ast.walk(fn))
 
 
 def figure_signature_problems(path: Path) -> list[str]:
-    """The public ``plot_*`` functions of ``path`` whose first positional parameter is an axes (``ax`` or ``axes``),
-    and the ``draw_*`` ones whose first is not ``ax``: the book's two signatures are ``plot_x(data..., *, ax=None,
-    label=...) -> Figure`` and ``draw_x(ax, **params) -> None`` (CONTRIBUTING.md, "figures")."""
+    """The public drawing functions of ``path`` off the book's two signatures (CONTRIBUTING.md, "figures"):
+    ``plot_x(data..., *, ax=None, label=...) -> Figure`` (``axes=None`` for a figure of several panels: a row of
+    axes) and ``draw_x(ax, **params) -> None``."""
     problems = []
     for node in ast.parse(path.read_text(), filename=str(path)).body:
         if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
             continue
         positional = [a.arg for a in node.args.posonlyargs + node.args.args]
+        keywords = dict(zip((a.arg for a in node.args.kwonlyargs), node.args.kw_defaults))
         first = positional[0] if positional else None
-        where = f"{path.stem}.{node.name}"
-        if node.name.startswith("plot_") and first in ("ax", "axes"):
-            problems.append(f"{where}: a plot_ takes its data first and ax=None as a keyword (a drawer is draw_)")
-        elif node.name.startswith("draw_") and first != "ax":
-            problems.append(f"{where}: a draw_ takes the axes first, draw_x(ax, **params)")
+        returns = ast.unparse(node.returns) if node.returns else None
+        module = path.relative_to(PACKAGE).with_suffix("") if path.is_relative_to(PACKAGE) else Path(path.stem)
+        where = f"{module.as_posix().replace('/', '.')}.{node.name}"
+        if node.name.startswith("plot_"):
+            wanted = "axes" if _makes_panels(node) else "ax"
+            if first in ("ax", "axes"):
+                problems.append(f"{where}: a plot_ takes its data first and ax=None as a keyword (a drawer is draw_)")
+            elif [a for a in ("ax", "axes", "label") if a in positional]:
+                problems.append(f"{where}: ax (or axes) and label come after `*`, as keywords")
+            elif not (wanted in keywords and isinstance(keywords[wanted], ast.Constant)
+                      and keywords[wanted].value is None):
+                problems.append(f"{where}: a plot_ takes `{wanted}=None` (a new figure when None)"
+                                + (": it draws several panels" if wanted == "axes" else ""))
+            if returns != "Figure":
+                problems.append(f"{where}: a plot_ returns its Figure, annotated `-> Figure`")
+        elif node.name.startswith("draw_"):
+            if first != "ax":
+                problems.append(f"{where}: a draw_ takes the axes first, draw_x(ax, **params)")
+            if returns not in (None, "None") or _returns_a_value(node):
+                problems.append(f"{where}: a draw_ returns None (compute what it shows in a function of its own)")
     return problems
+
+
+def test_every_module_that_draws_is_scanned():
+    scanned = {p.relative_to(PACKAGE).as_posix() for p in drawing_modules()}
+    assert {"roofline/draw.py", "plotting.py", "figures/roofline.py"} <= scanned, scanned
+
+
+#: Drawing functions still off the signature in a module this change could not edit, with the reason. An entry
+#: goes once its function follows the signature (or moves): the test below fails until it does.
+OFF_SIGNATURE_FOR_NOW = {
+}
 
 
 def test_figures_have_the_two_signatures():
     # A static figure builds its own figure or draws on the axes given; a drawer draws on the axes it is given. No
     # exceptions: convert an old plot_x(ax, ...) (its notebook cells become one call and plt.show()).
-    problems = [p for path in sorted(FIGURES.glob("*.py")) for p in figure_signature_problems(path)]
-    assert not problems, "figures functions out of form:\n" + "\n".join(problems)
+    problems = [p for path in drawing_modules() for p in figure_signature_problems(path)]
+    off = [p for p in problems if p.partition(":")[0] not in OFF_SIGNATURE_FOR_NOW]
+    assert not off, "drawing functions out of form:\n" + "\n".join(off)
+    fixed = set(OFF_SIGNATURE_FOR_NOW) - {p.partition(":")[0] for p in problems}
+    assert not fixed, f"follow the signature now (or moved): remove them from OFF_SIGNATURE_FOR_NOW: {sorted(fixed)}"
 
 
 def test_the_figures_rule_sees_both_forms(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def plot_a(ax, table):\n    pass\n\ndef plot_b(axes, t):\n    pass\n\n"
-                   "def plot_ok(table, *, ax=None):\n    pass\n\ndef draw_c(table, ax):\n    pass\n\n"
-                   "def draw_ok(ax, n=1):\n    pass\n\ndef _plot_private(ax):\n    pass\n")
+    bad.write_text("def plot_a(ax, table) -> Figure:\n    pass\n\ndef plot_b(axes, t) -> Figure:\n    pass\n\n"
+                   "def plot_ok(table, *, ax=None, label='') -> Figure:\n    pass\n\n"
+                   "def draw_c(table, ax):\n    pass\n\ndef draw_ok(ax, n=1) -> None:\n    pass\n\n"
+                   "def _plot_private(ax):\n    pass\n\ndef plot_d(table, label, ax=None) -> Figure:\n    pass\n\n"
+                   "def plot_e(table, *, ax=None):\n    pass\n\n"
+                   "def plot_f(table, *, ax=None) -> Figure:\n    fig, axes = plt.subplots(1, 2)\n\n"
+                   "def draw_g(ax) -> None:\n    return 3\n")
     found = [p.partition(":")[0] for p in figure_signature_problems(bad)]
-    assert found == ["bad.plot_a", "bad.plot_b", "bad.draw_c"]
+    assert found == ["bad.plot_a", "bad.plot_b", "bad.draw_c", "bad.plot_d", "bad.plot_e", "bad.plot_f", "bad.draw_g"]
 
 
 #: What reads a clock: kernels/ modules hold what the book shows, never what times it (experiments/ times).

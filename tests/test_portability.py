@@ -650,7 +650,7 @@ def test_figures_draw_from_the_reference_data():
     g, c, d = (lh.load_reference(n) for n in ("ch12_gpu", "ch12_cpu", "ch12_data_clauses"))
     fig = fp.plot_models(g.table, c.table, gpu_label=g.label, cpu_label=c.label)
     assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
-    assert isinstance(fp.plot_data_clauses(d.table, d.label), matplotlib.figure.Figure)
+    assert isinstance(fp.plot_data_clauses(d.table, label=d.label), matplotlib.figure.Figure)
     fig, ax = plt.subplots()
     fp.draw_ndrange(ax, n=100, local_size=32, item=99)
     title = ax.get_title(loc="left")

@@ -655,23 +655,23 @@ def test_roofline_title_names_the_gpu_once_and_says_what_each_date_dates():
     assert "Test GPU" in title and name == "reference: Other GPU (2026-01-01)"
 
 
-def test_plot_roofline_can_write_names_beside_the_points():
+def test_draw_roofline_can_write_names_beside_the_points():
     fig, ax = plt.subplots()
     points = pd.DataFrame({"name": ["a", "b"], "intensity": [0.25, 100.0], "gflops": [700.0, 50000.0],
                            "precision": ["fp32", "fp64"]})
-    roofline.plot_roofline(ax, _ceilings(), points, point_labels="beside")
+    roofline.draw_roofline(ax, _ceilings(), points, point_labels="beside")
     assert {"a", "b"} <= {t.get_text() for t in ax.texts}
     with pytest.raises(ValueError, match="point_labels"):
-        roofline.plot_roofline(ax, _ceilings(), points, point_labels="above")
+        roofline.draw_roofline(ax, _ceilings(), points, point_labels="above")
     plt.close(fig)
 
 
 
-def test_plot_roofline_draws_roofs_and_skips_nan_points():
+def test_draw_roofline_draws_roofs_and_skips_nan_points():
     fig, ax = plt.subplots()
     points = pd.DataFrame({"name": ["a", "b", "c"], "intensity": [0.25, np.nan, 100.0],
                            "gflops": [700.0, 5.0, 50000.0]})
-    roofline.plot_roofline(ax, _ceilings(), points, datasheet=roofline.datasheet_ceilings("NVIDIA H100 80GB HBM3"))
+    roofline.draw_roofline(ax, _ceilings(), points, datasheet=roofline.datasheet_ceilings("NVIDIA H100 80GB HBM3"))
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     legend = [t.get_text().strip() for t in ax.get_legend().get_texts()]
     assert "a" in legend and "c" in legend and "b" not in legend  # each point a legend entry: no overlaps
@@ -679,10 +679,10 @@ def test_plot_roofline_draws_roofs_and_skips_nan_points():
     plt.close(fig)
 
 
-def test_plot_roofline_without_ceilings_says_so():
+def test_draw_roofline_without_ceilings_says_so():
     fig, ax = plt.subplots()
     empty = _ceilings(dram_gbs=float("nan"), l2_gbs=None, fp32_gflops=float("nan"), fp64_gflops=None)
-    roofline.plot_roofline(ax, empty, None)
+    roofline.draw_roofline(ax, empty, None)
     assert any("not measured" in t.get_text() for t in ax.texts)
     plt.close(fig)
 
@@ -921,7 +921,7 @@ def test_time_read_sum_runs_without_gpu_timing():
 
 
 def test_time_read_sum_times_nothing_until_the_check_passes(monkeypatch):
-    monkeypatch.setattr(ex, "benchmark", lambda *a, **k: pytest.fail("an unchecked kernel must not be timed"))
+    monkeypatch.setattr(rm.timing, "benchmark", lambda *a, **k: pytest.fail("an unchecked kernel must not be timed"))
     with pytest.raises(lh.CheckFailed, match="(?i)not timed until it is correct.*every sum is 0"):
         ex.time_read_sum(_read_sum_skeleton)
 
@@ -931,7 +931,7 @@ def test_time_read_sum_records_a_lab_point_after_the_check(monkeypatch):
         fn()
         return Timing(label=label, times_ms=(0.5, 0.5, 0.5), nbytes=nbytes, flops=flops)
 
-    monkeypatch.setattr(ex, "benchmark", gpu_benchmark)
+    monkeypatch.setattr(rm.timing, "benchmark", gpu_benchmark)
     t = ex.time_read_sum(_solutions().read_sum, n=4096)
     assert t.gbps == pytest.approx(4 * 4096 / 0.5e-3 / 1e9)
     assert len(roofline.load_points(HERE)) == 0  # not among the chapters' points

@@ -94,7 +94,7 @@ def _lines(ax) -> list[str]:
 
 
 def test_figure_draws_every_clock_and_its_ratio_to_the_held_clock():
-    fig = sfig.plot_stopwatch(synthetic_table(), "reference: Test GPU (2026-01-01)")
+    fig = sfig.plot_stopwatch(synthetic_table(), label="reference: Test GPU (2026-01-01)")
     left, right = fig.axes
     assert _lines(left) == list(sx.CLOCKS) and left.get_yscale() == "log"
     assert "Test GPU" in left.get_title()
@@ -106,11 +106,11 @@ def test_figure_draws_every_clock_and_its_ratio_to_the_held_clock():
 
 
 def test_figure_leaves_out_a_clock_without_numbers_and_says_when_nothing_was_measured():
-    fig = sfig.plot_stopwatch(synthetic_table(profiled=False), "x")
+    fig = sfig.plot_stopwatch(synthetic_table(profiled=False), label="x")
     assert sx.PROFILER not in _lines(fig.axes[0])
     plt.close(fig)
     empty = synthetic_table().assign(status="unavailable")
-    fig = sfig.plot_stopwatch(empty, "x")
+    fig = sfig.plot_stopwatch(empty, label="x")
     assert any(t.get_text() == sfig.NOT_MEASURED for t in fig.axes[0].texts)
     plt.close(fig)
 

@@ -436,14 +436,16 @@ def test_model_rejects_bad_input():
 def test_figures_return_figures():
     import matplotlib.figure
     from labhelpers.figures import scan as figs
+    import matplotlib.pyplot as plt
     for algorithm, step in (("hillis_steele", 0), ("hillis_steele", 3), ("blelloch", 5), ("blelloch", 99)):
-        assert isinstance(figs.draw_scan_step(None, algorithm, step), matplotlib.figure.Figure)
+        fig, ax = plt.subplots(figsize=(9, 3.4))  # a drawer draws on the axes it is given, and returns nothing
+        assert figs.draw_scan_step(ax, algorithm, step) is None and ax.patches
+        assert isinstance(fig, matplotlib.figure.Figure)
     assert isinstance(figs.plot_bank_conflicts(), matplotlib.figure.Figure)
     for name, draw in (("ch10_scan_methods", figs.plot_methods), ("ch10_scan_sizes", figs.plot_sizes),
                        ("ch10_lookback_tiles", figs.plot_tiles), ("ch10_compaction", figs.plot_compaction),
                        ("ch10_radix_sort", figs.plot_radix), ("ch10_spmv", figs.plot_spmv)):
         assert isinstance(draw(lh.live_or_reference(None, name)), matplotlib.figure.Figure), name
-    import matplotlib.pyplot as plt
     plt.close("all")
 
 

@@ -41,7 +41,8 @@ def main() -> int:
 
         print(roofline.time_copy(xp.ones(2**28, dtype=xp.float32)))  # CuPy copies 1 GiB (read + write)
     table = lh.sweep(lambda threads: lh.benchmark(
-        lambda: intro.saxpy[lh.blocks_for(n, threads), threads](np.float32(2.0), x, y, out), nbytes=12 * n),
+        lambda: intro.saxpy[lh.blocks_for(n, threads), threads](np.float32(2.0), x, y, out),
+        nbytes=intro.saxpy_bytes(n)),
         {"threads": [32, 128, 256, 1024, 2048]}, check=lambda threads: lh.check_launch(threads), progress=False)
     print(table[["threads", "gbps", "status", "reason"]].to_string())
     return 0

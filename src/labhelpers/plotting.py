@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
+from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from .measured import Measured, live_or_reference, timed_rows, typed_table
@@ -79,6 +81,30 @@ def figure_axes(ax=None, figsize: tuple[float, float] = (7, 3.5)):
     return ax.figure, ax
 
 
+def figure_panels(axes=None, shape: tuple[int, int] = (1, 2), figsize: tuple[float, float] = (9.4, 3.5),
+                  **subplots):
+    """``(figure, axes)`` for a static figure of several panels: the figure of ``axes`` (a row of axes, or any
+    sequence of ``rows x columns`` of them), or a new figure of ``figsize`` with ``shape`` panels when None.
+
+    ``axes`` comes back shaped as ``plt.subplots(*shape, **subplots)`` would return it (one row or column: a 1-D
+    array; ``squeeze=False``: 2-D). The figures modules' multi-panel plots take ``axes=None`` and go through this.
+
+    Raises:
+        ValueError: ``axes`` holds another number of axes than ``shape`` has panels.
+    """
+    if axes is None:
+        return plt.subplots(*shape, figsize=figsize, **subplots)
+    rows, cols = shape
+    flat = list(np.ravel(np.asarray(axes, dtype=object)))
+    if len(flat) != rows * cols:
+        raise ValueError(f"this figure draws {rows} x {cols} panels: pass {rows * cols} axes, got {len(flat)}")
+    given = np.empty(rows * cols, dtype=object)
+    given[:] = flat
+    squeeze = subplots.get("squeeze", True)
+    shaped = given.reshape(rows, cols) if not squeeze or (rows > 1 and cols > 1) else given
+    return flat[0].figure, shaped
+
+
 def _as_measured(live: pd.DataFrame | Measured | None, reference: Reference | None) -> Measured | None:
     """What to draw as this machine's curve: a Measured (live or not), or None when there is nothing."""
     if isinstance(live, Measured):
@@ -112,7 +138,7 @@ def plot_comparison(
     title: str | None = None,
     logx: bool = False,
     logy: bool = False,
-):
+) -> Figure:
     """Plot column ``y`` against ``x`` for this machine and for a reference GPU.
 
     Args:
@@ -125,10 +151,9 @@ def plot_comparison(
         ax: matplotlib axes to draw on (a new figure otherwise).
 
     Returns:
-        The axes.
+        The Figure (its axes: ``ax``, or the one axes of the new figure, ``fig.axes[0]``).
     """
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = figure_axes(ax, (7, 4))
     data = _as_measured(live, reference)
     if reference is None and data is not None:
         reference = data.reference
@@ -151,4 +176,4 @@ def plot_comparison(
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=max(8, readable_pt(ax.figure)))
-    return ax
+    return fig

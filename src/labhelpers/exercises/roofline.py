@@ -23,10 +23,10 @@ from numba import cuda
 
 from ..errors import CheckFailed
 from ..kernels.roofline import full_grid
-from ..roofline.points import record_point
+from ..roofline.measure import measure_point
 from ..sizes import problem_size
 from ..refdata import load_reference
-from ..timing import Timing, benchmark
+from ..timing import Timing
 from . import answers
 from . import harness as h
 from . import timed
@@ -248,11 +248,8 @@ def time_read_sum(kernel, n: int | None = None, threads: int = 256, *, record: b
     blocks, threads = full_grid(threads)
     x = cuda.to_device(np.ones(n, dtype=np.float32))
     out = cuda.device_array(blocks * threads, dtype=np.float32)
-    timing = benchmark(lambda: kernel[blocks, threads](x, out), nbytes=4 * n, flops=n, number=5, repeat=10,
-                       label="read_sum")
-    if record and timing.is_gpu_timing:
-        record_point(READ_SUM_POINT, n, 4 * n, timing, chapter="07", source="lab", checked=True)
-    return timing
+    return measure_point(READ_SUM_POINT, lambda: kernel[blocks, threads](x, out), flops=n, nbytes=4 * n,
+                         chapter="07", source="lab", record=record, label="read_sum", number=5, repeat=10)
 
 
 # ------------------------------------------------------------------------------------------- measured exercise

@@ -24,7 +24,8 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend, profiler
-from ..kernels.cuda_intro import saxpy, saxpy_bytes, saxpy_flops
+from ..counts import saxpy_bytes, saxpy_flops
+from ..kernels.cuda_intro import saxpy
 from ..kernels.roofline import (
     fma_chains,
     fma_chains_flops,

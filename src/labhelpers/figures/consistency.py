@@ -1,30 +1,24 @@
 """Chapter "Memory consistency and coherence": its figures and the interleaving explorer's draw function.
 
-Every function draws on the axes it is given (or a new figure) and returns the Figure. Tables
+Every ``plot_x(table, *, label=..., ax=None) -> Figure`` draws on the axes it is given (or a new figure) and returns
+the Figure; :func:`draw_interleaving` draws the widget's picture on the axes it is given. Tables
 of measured numbers come from :func:`labhelpers.live_or_reference`; ``label`` is its
 :attr:`~labhelpers.measured.Measured.label`, so each figure names where its numbers come from.
 """
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from ..models import consistency as model
-from ..plotting import readable_pt
+from ..plotting import figure_axes, readable_pt
 
 
-def _axes(ax, figsize=(7, 3.5)):
-    if ax is None:
-        fig, ax = plt.subplots(figsize=figsize)
-        return fig, ax
-    return ax.figure, ax
-
-
-def plot_counter_runs(table: pd.DataFrame, label: str, ax=None):
+def plot_counter_runs(table: pd.DataFrame, *, label: str, ax=None) -> Figure:
     """The counts the racy counter returned over many runs, next to the correct counters' (one bar each)."""
-    fig, ax = _axes(ax, (8, 3.2))
+    fig, ax = figure_axes(ax, (8, 3.2))
     n = int(table["n"].iloc[0])
     racy = table[table["variant"] == "racy"]["count"].to_numpy(dtype=float)
     others = table[table["variant"] != "racy"].groupby("variant")["count"].min()
@@ -41,10 +35,10 @@ def plot_counter_runs(table: pd.DataFrame, label: str, ax=None):
     return fig
 
 
-def plot_atomic_throughput(table: pd.DataFrame, label: str, ax=None):
+def plot_atomic_throughput(table: pd.DataFrame, *, label: str, ax=None) -> Figure:
     """Increments per second of every way to count (log scale), with the hardware atomics each one issues."""
     new = ax is None
-    fig, ax = _axes(ax, (8, 3.4))
+    fig, ax = figure_axes(ax, (8, 3.4))
     small = readable_pt(fig)
     t = table.reset_index(drop=True)
     y = np.arange(len(t))
@@ -66,15 +60,15 @@ def plot_atomic_throughput(table: pd.DataFrame, label: str, ax=None):
     return fig
 
 
-def plot_litmus(table: pd.DataFrame, label: str, tests=("MP", "SB", "LB", "CoRR", "MP-reversed"),
-                access: str = "plain", ax=None):
+def plot_litmus(table: pd.DataFrame, *, label: str, tests=("MP", "SB", "LB", "CoRR", "MP-reversed"),
+                access: str = "plain", ax=None) -> Figure:
     """Weak outcomes per million instances for each test, without a fence and with ``cuda.threadfence()``.
 
     Tests run between blocks. A bar of height zero is drawn as a marker at the bottom with
     the label "0 in N": not observed is not the same as impossible.
     """
     new = ax is None
-    fig, ax = _axes(ax, (8, 3.4))
+    fig, ax = figure_axes(ax, (8, 3.4))
     small = readable_pt(fig)
     rows = table[(table["access"] == access) & (table["pairing"] == "different blocks")]
     x = np.arange(len(tests))
@@ -112,13 +106,13 @@ def plot_litmus(table: pd.DataFrame, label: str, tests=("MP", "SB", "LB", "CoRR"
     return fig
 
 
-def plot_litmus_histogram(table: pd.DataFrame, label: str, test: str = "MP", ax=None):
+def plot_litmus_histogram(table: pd.DataFrame, *, label: str, test: str = "MP", ax=None) -> Figure:
     """All four outcomes of one test for every configuration measured, counts on a log scale.
 
     Outcomes sequential consistency forbids are hatched.
     """
     new = ax is None
-    fig, ax = _axes(ax, (8, 3.4))
+    fig, ax = figure_axes(ax, (8, 3.4))
     small = readable_pt(fig)
     rows = table[table["test"] == test].reset_index(drop=True)
     outcomes = ["r00", "r01", "r10", "r11"]
@@ -141,7 +135,7 @@ def plot_litmus_histogram(table: pd.DataFrame, label: str, test: str = "MP", ax=
     return fig
 
 
-def draw_interleaving(ax, test: str = "MP", interleaving: int = 0):
+def draw_interleaving(ax, test: str = "MP", interleaving: int = 0) -> None:
     """The widget's picture: interleaving number ``interleaving`` of ``test``, step by step, and its outcome.
 
     Each thread is a column; every operation sits on the row of the global step at which the
@@ -180,12 +174,11 @@ def draw_interleaving(ax, test: str = "MP", interleaving: int = 0):
     ax.set_title(f"{test}: interleaving {k + 1} of {len(orders)} -> "
                  + ", ".join(f"{r}={v}" for r, v in zip(t.registers, outcome))
                  + ("   (the 'weak' outcome: sequentially consistent here)" if weak else ""), fontsize=9)
-    return ax.figure
 
 
-def plot_outcome_sets(test: str = "MP", ax=None):
+def plot_outcome_sets(test: str = "MP", *, ax=None) -> Figure:
     """For every possible outcome of ``test``: how many interleavings give it, and which machines allow it."""
-    fig, ax = _axes(ax, (7, 3.2))
+    fig, ax = figure_axes(ax, (7, 3.2))
     table = model.outcome_table(model.get_test(test))
     regs = list(model.get_test(test).registers)
     labels = [", ".join(f"{r}={row[r]}" for r in regs) for _, row in table.iterrows()]
@@ -203,9 +196,9 @@ def plot_outcome_sets(test: str = "MP", ax=None):
     return fig
 
 
-def plot_last_block(table: pd.DataFrame, label: str, ax=None):
+def plot_last_block(table: pd.DataFrame, *, label: str, ax=None) -> Figure:
     """GB/s of the last-block sum, cupy.sum and a copy, at each size measured."""
-    fig, ax = _axes(ax, (7, 3.2))
+    fig, ax = figure_axes(ax, (7, 3.2))
     sizes = sorted(table["n"].unique())
     whats = list(dict.fromkeys(table["what"]))
     width = 0.8 / len(whats)

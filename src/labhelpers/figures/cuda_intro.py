@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from ..errors import LaunchConfigError
 from ..launch import WARP_SIZE
 from ..measured import Measured
-from ..plotting import readable_pt
+from ..plotting import figure_panels, readable_pt
 from ..models.launch_summary import summarize_launch
 from ..plotting import plot_comparison
 from ..refdata import Reference
 
 
-def plot_saxpy_three_ways(data: Measured | Reference, live: pd.DataFrame | None = None):
+def plot_saxpy_three_ways(data: Measured | Reference, live: pd.DataFrame | None = None, *, axes=None) -> Figure:
     """Time and GB/s of the three SAXPY ways against n, log-log: reference dashed, this GPU's sweep solid.
 
     Args:
@@ -44,7 +44,7 @@ def plot_saxpy_three_ways(data: Measured | Reference, live: pd.DataFrame | None 
     tables = [t for t in (reference.table if reference is not None else None,
                           measured.table if isinstance(measured, Measured) else measured) if t is not None]
     is_live = measured is not None and (not isinstance(measured, Measured) or measured.is_live)
-    fig, axes = plt.subplots(1, 2, figsize=(9.4, 4.8))  # no wider: 10 pt ticks stay readable in the column
+    fig, axes = figure_panels(axes, (1, 2), (9.4, 4.8))  # no wider: 10 pt ticks stay readable in the column
     small = readable_pt(fig)
     for ax, column, ylabel in ((axes[0], "median_ms", "time per SAXPY (ms)"),
                                (axes[1], "gbps", "GB/s  (12 n bytes / time)")):

@@ -11,25 +11,27 @@ from __future__ import annotations
 import dataclasses
 
 import pandas as pd
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..experiments.matmul import roofline_points
 from ..kernels.matmul import ORDERS
-from ..models.tiling import Phase, naive_loads, tile_phase, tiled_loads
+from ..models.tiling import naive_loads, tile_phase, tiled_loads
 from ..plotting import figure_axes, readable_pt
 from ..roofline.ceilings import Ceilings
-from ..roofline.plots import plot_roofline
+from ..roofline import draw as roofline_draw
 
 #: The example of the tiling widget: A is 10 x 11, B is 11 x 13, tiles of 4.
 WIDGET_SHAPE = dict(m=10, k=11, n=13, tile=4)
 
 
-def draw_tiling(ax, m: int, k: int, n: int, tile: int, block_row: int, block_col: int, phase: int) -> Phase:
+def draw_tiling(ax, m: int, k: int, n: int, tile: int, block_row: int, block_col: int, phase: int) -> None:
     """Draw ``A`` (left), ``B`` (top) and ``C`` (bottom right) cell by cell, with what a block uses.
 
     Dark: the tiles of ``A`` and ``B`` in shared memory during ``phase``; light: tiles the block
     loaded in earlier phases; outlined in ``C``: the block's outputs. The title counts the
-    global loads of the whole grid with and without tiles.
+    global loads of the whole grid with and without tiles (what a phase holds:
+    :func:`labhelpers.models.tiling.tile_phase`).
     """
     ph = tile_phase(m, k, n, tile, block_row, block_col, phase)
     gap = 1.0
@@ -69,7 +71,6 @@ def draw_tiling(ax, m: int, k: int, n: int, tile: int, block_row: int, block_col
                  f"{ph.b_elements} elements loaded, {ph.multiply_adds} multiply-adds\n"
                  f"whole grid: {naive:,} global loads naive, {tiled:,} tiled ({naive / tiled:.1f}x fewer)",
                  fontsize=9)
-    return ph
 
 
 def draw_sweep(ax, table, *, tile: int = 16, label: str = "", live=None, yscale: str = "log") -> None:
@@ -118,7 +119,7 @@ def draw_phase(ax, block_row: int, block_col: int, phase: int) -> None:
     draw_tiling(ax, **WIDGET_SHAPE, block_row=block_row, block_col=block_col, phase=phase)
 
 
-def plot_cpu_loop_orders(live: pd.DataFrame, reference, *, ax=None):
+def plot_cpu_loop_orders(live: pd.DataFrame, reference, *, ax=None) -> Figure:
     """GFLOP/s of the three loop orders and NumPy against ``n``: this run's CPU solid, the reference dashed.
 
     ``live`` has ``order``, ``n``, ``gflops``; ``reference`` is the ``ch05_cpu_loop_order`` reference data.
@@ -156,7 +157,7 @@ def draw_roofline(ax, n: int, *, table: pd.DataFrame, ceilings: Ceilings, cublas
                   label: str) -> None:
     """The kernels of a sweep ``table`` at size ``n`` on the roofline of the copy ceiling and cuBLAS FP32.
 
-    Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`: the slanted roof is
+    Drawn by the one roofline plotter, :func:`labhelpers.roofline.draw_roofline`: the slanted roof is
     ``ceilings.dram_gbs``, the flat one ``cublas_gflops`` (the best FP32 product measured, not the FMA peak);
     the tiled kernel is shown with 16 x 16 tiles only. ``label`` names where the roofs come from.
     """
@@ -164,9 +165,10 @@ def draw_roofline(ax, n: int, *, table: pd.DataFrame, ceilings: Ceilings, cublas
     shown = [{"name": k, "intensity": x, "gflops": y} for k, (x, y) in points.items()
              if not k.startswith("tiled") or k == "tiled 16"]
     roofs = dataclasses.replace(ceilings, fp32_gflops=cublas_gflops, l2_gbs=None, fp64_gflops=None, label=label)
-    plot_roofline(ax, roofs, pd.DataFrame(shown, columns=["name", "intensity", "gflops"]), memory=("dram_gbs",),
-                  compute=("fp32_gflops",), roof_names={"fp32_gflops": "cuBLAS FP32"}, points_label=label,
-                  xlim=(0.1, 2000), legend="lower right")
+    roofline_draw.draw_roofline(ax, roofs, pd.DataFrame(shown, columns=["name", "intensity", "gflops"]),
+                                memory=("dram_gbs",), compute=("fp32_gflops",),
+                                roof_names={"fp32_gflops": "cuBLAS FP32"}, points_label=label, xlim=(0.1, 2000),
+                                legend="lower right")
     ax.set_title(f"n = {n}: measured GFLOP/s at each kernel's global-memory intensity", fontsize=9)
 
 

@@ -12,12 +12,13 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from ..plotting import readable_pt
-from ..models.banks import (LINE_BYTES, NUM_BANKS, SECTOR_BYTES, WarpRequest, conflict_degree, warp_byte_addresses,
+from ..models.banks import (LINE_BYTES, NUM_BANKS, SECTOR_BYTES, conflict_degree, warp_byte_addresses,
                             warp_request)
 
 
-def draw_bank_access(ax, words: Sequence[int] | np.ndarray, title: str | None = None) -> int:
-    """Draw which bank each thread of a warp hits; return the conflict degree.
+def draw_bank_access(ax, words: Sequence[int] | np.ndarray, title: str | None = None) -> None:
+    """Draw which bank each thread of a warp hits, and its conflict degree in the title
+    (:func:`labhelpers.models.banks.conflict_degree` computes it).
 
     Columns are the 32 banks, rows the "layers" of shared memory (``word // 32``): a bank
     column holding several marked words is a conflict, served one word per pass.
@@ -41,11 +42,11 @@ def draw_bank_access(ax, words: Sequence[int] | np.ndarray, title: str | None = 
     ax.grid(True, alpha=0.3)
     verdict = "conflict-free" if degree == 1 else f"{degree}-way conflict: {degree} passes"
     ax.set_title(title or f"thread numbers on the banks they read: {verdict}", fontsize=10)
-    return degree
 
 
-def draw_warp_sectors(ax, offset: int, stride: int, itemsize: int = 4) -> WarpRequest:
-    """Draw one warp's request over the 128-byte lines and 32-byte sectors it touches."""
+def draw_warp_sectors(ax, offset: int, stride: int, itemsize: int = 4) -> None:
+    """Draw one warp's request over the 128-byte lines and 32-byte sectors it touches (the numbers in the title:
+    :func:`labhelpers.models.banks.warp_request`)."""
     req = warp_request(offset, stride, itemsize)
     addresses = warp_byte_addresses(offset, stride, itemsize)
     first_line = int(addresses.min() // LINE_BYTES)
@@ -69,7 +70,6 @@ def draw_warp_sectors(ax, offset: int, stride: int, itemsize: int = 4) -> WarpRe
     ax.set_yticks(range(last_line - first_line + 1))
     ax.set_title(f"{req.sectors} sectors in {req.lines} line(s): {req.useful_bytes} useful of "
                  f"{req.moved_bytes} bytes moved, efficiency {req.efficiency:.0%}", fontsize=10)
-    return req
 
 
 def _rect(xy, width, height, face):

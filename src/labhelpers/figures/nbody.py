@@ -16,9 +16,8 @@ from matplotlib.patches import Rectangle
 
 from ..launch import tiles_for
 from ..models import nbody as model
-from ..plotting import figure_axes, readable_pt
-from ..roofline.plots import plot_roofline as plot_roofline_on
-from ..roofline.plots import table_ceilings
+from ..plotting import figure_axes, figure_panels, readable_pt
+from ..roofline.draw import draw_roofline, table_ceilings
 
 FLOPS = model.FLOPS_PER_INTERACTION
 
@@ -184,7 +183,7 @@ def plot_unit_limits(limits: pd.DataFrame, achieved_ginteractions: float, *, ax=
 def plot_roofline(points: pd.DataFrame, *, ax=None, dram_gbs: float, fma_peak_gflops: float, label: str) -> Figure:
     """n-body kernels on the roofline: ``points`` has ``kernel``, ``intensity`` (flop/byte) and ``gflops``.
 
-    Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`, with the bandwidth and FMA peak
+    Drawn by the one roofline plotter, :func:`labhelpers.roofline.draw_roofline`, with the bandwidth and FMA peak
     recorded beside the table (``label`` says where all of them come from).
     """
     fig, ax = figure_axes(ax, (8, 4.5))
@@ -193,7 +192,7 @@ def plot_roofline(points: pd.DataFrame, *, ax=None, dram_gbs: float, fma_peak_gf
     shown = pd.DataFrame({"name": [f"{k}: {g / 1e3:.1f} TFLOP/s" for k, g in zip(points["kernel"], gflops)],
                           "intensity": _numeric(points["intensity"]), "gflops": gflops})
     roofs = table_ceilings(label, dram_gbs=dram_gbs, fp32_gflops=fma_peak_gflops)
-    plot_roofline_on(ax, roofs, shown, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
+    draw_roofline(ax, roofs, shown, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
                      xlim=(0.1, 1e4), legend="below")
     ax.set_xlabel("arithmetic intensity (flop per byte of device memory, 20 flops per interaction)")
     ax.set_title(f"n-body on the roofline ({label})", fontsize=max(9, small))
@@ -220,11 +219,12 @@ def draw_galaxy(ax, traj, frame: int = 0, *, limit: float | None = None, size: f
     ax.set_title(f"t = {traj.times[frame]:.2f}  ({n:,} bodies)", fontsize=max(9, small))
 
 
-def plot_galaxy_frames(traj, frames=(0, 10, 20, 30), *, size: float = 1.0) -> Figure:
-    """Frames ``frames`` of a galaxy collision, two a row (:func:`draw_galaxy` each), in a new figure."""
+def plot_galaxy_frames(traj, frames=(0, 10, 20, 30), *, size: float = 1.0, axes=None) -> Figure:
+    """Frames ``frames`` of a galaxy collision, two a row (:func:`draw_galaxy` each), on ``axes`` (rows x 2) or in a
+    new figure."""
     cols = min(len(frames), 2)  # two a row: four side by side would be shrunk past legibility by the page
     rows = (len(frames) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(7, 3.5 * rows), squeeze=False)
+    fig, axes = figure_panels(axes, (rows, cols), (7, 3.5 * rows), squeeze=False)
     for ax in axes.flat[len(frames):]:
         fig.delaxes(ax)  # an odd count leaves one place empty
     for ax, frame in zip(axes.flat, frames):

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import textwrap
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib import patches
+from matplotlib.figure import Figure
 
 from .. import validate
 from ..experiments.portability import HOST_COPY_MODEL
 from ..kernels import portability as pt
-from ..plotting import readable_pt
+from ..plotting import figure_axes, figure_panels, readable_pt
 
 #: One colour per model, the same in every figure.
 MODEL_COLOURS = {
@@ -112,7 +112,8 @@ def _rate(table: pd.DataFrame, kernel: str, model: str, column: str) -> float:
     return float(part[column].iloc[0]) if len(part) else float("nan")
 
 
-def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cpu_label: str = ""):
+def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cpu_label: str = "",
+                axes=None) -> Figure:
     """SAXPY (GB/s, left) and the tiled matmul (GFLOP/s, right) of every model on the CPU and the GPU.
 
     Bars are grouped by machine (the ``machine`` column of each table, e.g. ``CPU: ...`` and ``GPU: ...``);
@@ -121,7 +122,7 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
     orders of magnitude. Returns the Figure.
     """
     # one above the other: side by side, the page would shrink the figure and its labels below legibility
-    fig, axes = plt.subplots(2, 1, figsize=(7, 8.2))
+    fig, axes = figure_panels(axes, (2, 1), (7, 8.2))
     small = readable_pt(fig)
     for ax, kernel, column, unit in ((axes[0], "saxpy", "gbps", "GB/s"), (axes[1], "matmul", "gflops", "GFLOP/s")):
         x0 = 0.0
@@ -171,10 +172,10 @@ def plot_models(gpu: pd.DataFrame, cpu: pd.DataFrame, *, gpu_label: str = "", cp
     return fig
 
 
-def plot_data_clauses(table: pd.DataFrame, label: str = ""):
+def plot_data_clauses(table: pd.DataFrame, *, label: str = "", ax=None) -> Figure:
     """Time of the lecture's four SAXPY versions on a GPU when their data clauses' copies are made (bars),
     with the megabytes each version moves between host and device. Returns the Figure."""
-    fig, ax = plt.subplots(figsize=(7, 3.4))
+    fig, ax = figure_axes(ax, (7, 3.4))
     colours = ["#b5b5b5" if v == "naive" else "#76b900" for v in table["version"]]
     ax.bar(table["version"], table["median_ms"], color=colours)
     for i, r in enumerate(table.itertuples()):

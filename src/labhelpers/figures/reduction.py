@@ -14,14 +14,14 @@ import math
 from typing import Sequence
 
 import matplotlib.patches as mpatches
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from ..experiments.reduction import best_per_variant, gbps_grid
 from ..kernels.reduction import CLASSIC, VARIANTS
 from ..measured import Measured, typed_table
-from ..plotting import readable_pt
+from ..plotting import figure_axes, figure_panels, readable_pt
 from ..models.reduction import BANKS, TREE_VARIANTS, WARP, tree_levels
 from ..plotting import plot_comparison
 
@@ -66,7 +66,7 @@ def draw_heatmap(ax, grid: pd.DataFrame, title: str) -> None:
                 color="white" if light else "black")
 
 
-def plot_gbps_heatmaps(sweep, lecture, keys: Sequence[str] | None = None):
+def plot_gbps_heatmaps(sweep, lecture, keys: Sequence[str] | None = None, *, axes=None) -> Figure:
     """Every variant at every block size: the sweep (top) above the lecture's published table (bottom).
 
     Args:
@@ -75,7 +75,7 @@ def plot_gbps_heatmaps(sweep, lecture, keys: Sequence[str] | None = None):
         keys: the sweep's variants, top to bottom (default: every variant).
     """
     # one above the other: side by side, the column would shrink the cells' numbers below legibility
-    fig, (ax_here, ax_lecture) = plt.subplots(2, 1, figsize=(7, 8), gridspec_kw={"height_ratios": [1.7, 1]})
+    fig, (ax_here, ax_lecture) = figure_panels(axes, (2, 1), (7, 8), gridspec_kw={"height_ratios": [1.7, 1]})
     draw_heatmap(ax_here, gbps_grid(sweep.table, keys), f"GB/s, {sweep.label}, {_size(sweep.table)}")
     meta = getattr(lecture, "meta", {})
     draw_heatmap(ax_lecture, gbps_grid(lecture.table, list(CLASSIC[:6])),
@@ -99,7 +99,8 @@ def _reference_of(data):
     return None
 
 
-def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, keys: Sequence[str] | None = None):
+def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, keys: Sequence[str] | None = None, *,
+                          ax=None) -> Figure:
     """Horizontal bars: each variant at its best block size, with the yardsticks as vertical lines.
 
     Classic variants (numbered 1-7) are blue, the later ones green; bars are labelled with their GB/s.
@@ -110,7 +111,7 @@ def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, key
     keys = list(VARIANTS) if keys is None else list(keys)
     values = best_per_variant(sweep.table, keys)["gbps"].to_numpy(dtype=float)
     reference = _reference_of(sweep)
-    fig, ax = plt.subplots(figsize=(7, 4.8 if reference is not None else 4.4))
+    fig, ax = figure_axes(ax, (7, 4.8 if reference is not None else 4.4))
     small = readable_pt(fig)
     colors = ["C0" if VARIANTS[k].number else "C2" for k in keys]
     y = np.arange(len(keys), dtype=float)
@@ -140,7 +141,7 @@ def plot_best_per_variant(sweep, yardsticks: dict[str, float] | None = None, key
     return fig
 
 
-def plot_loads_in_flight(flight, yardsticks: dict[str, float] | None = None):
+def plot_loads_in_flight(flight, yardsticks: dict[str, float] | None = None, *, ax=None) -> Figure:
     """The best kernel's GB/s against the bytes it keeps in flight over the GPU, one line per block size.
 
     Args:
@@ -150,7 +151,7 @@ def plot_loads_in_flight(flight, yardsticks: dict[str, float] | None = None):
             ``cupy.sum``; name each with its source when the plot shows two GPUs).
     """
     table = flight.table
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = figure_axes(ax, (7, 3.8))
     measured = bool(table["gbps"].notna().any())
     data = {"live": flight} if isinstance(flight, Measured) else {"reference": flight}
     plot_comparison(x="bytes_in_flight", y="gbps", group="threads", ax=ax, logx=measured,

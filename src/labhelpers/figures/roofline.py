@@ -1,6 +1,6 @@
 """Chapter 7's figures (profiling and the roofline): the plots of the chapter's measurements and its two widgets.
 
-The roofline itself is drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`, which
+The roofline itself is drawn by the one roofline plotter, :func:`labhelpers.roofline.draw_roofline`, which
 chapters 5, 7, 8 and 9 share. Each static plot here is ``plot_x(table, *, ax=None, label=..., ...) -> Figure``:
 it draws on ``ax`` (a new figure of the chapter's size when None) and returns its Figure; tables may hold NaN
 timings (the simulator's sweeps), which are skipped or said to be missing. The widgets return :func:`labhelpers.interactive_figure`'s widget.
@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from ..plotting import figure_axes, readable_pt
 from ..roofline.ceilings import CEILING_NAMES, LIBRARY, Ceilings
 from ..roofline.model import bound
-from ..roofline.plots import FONT, TITLE_FONT, _finite, plot_roofline
+from ..roofline.draw import FONT, TITLE_FONT, draw_roofline, finite_positive
 from ..widgets import interactive_figure
 
 
@@ -85,7 +85,7 @@ def plot_copy_variants(table: pd.DataFrame, *, ax=None, label: str, datasheet_gb
         "gbps", ascending=True, ignore_index=True)
 
     def name(row) -> str:
-        if row["grid"] == LIBRARY or not _finite(row.get("access_bytes")):
+        if row["grid"] == LIBRARY or not finite_positive(row.get("access_bytes")):
             return str(row["kernel"])
         grid = ("one wave, grid-stride" if row["grid"] == "one wave" else str(row["grid"]))
         return f"{row['kernel']}: {int(row['access_bytes'])} B/access, {grid}, {int(row['threads'])} thr/block"
@@ -96,7 +96,7 @@ def plot_copy_variants(table: pd.DataFrame, *, ax=None, label: str, datasheet_gb
     ax.barh(range(len(table)), table["gbps"].fillna(0), color=colors)
     ax.set_yticks(range(len(table)), [name(r) for _, r in table.iterrows()], fontsize=font)
     for i, v in enumerate(table["gbps"]):
-        if _finite(v):
+        if finite_positive(v):
             ax.text(v, i, f" {v:,.0f}", va="center", fontsize=font)
     if datasheet_gbs:
         ax.axvline(datasheet_gbs, color="0.4", ls="--", lw=1, label=f"datasheet: {datasheet_gbs:,.0f} GB/s")
@@ -131,7 +131,7 @@ def plot_skewed_gemm(table: pd.DataFrame, *, axes=None, label: str, ceilings: Ce
         ok = np.isfinite(g) & (g > 0)
         if ok.any():  # the path the shapes take as n shrinks
             right.plot(pts["intensity"][ok], g[ok], "-", color="0.75", lw=1, zorder=4)
-        plot_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
+        draw_roofline(right, ceilings, pts, memory=("dram_gbs", "l2_gbs"), compute=("fp32_gflops",),
                       points_label=f"shapes ({label})", xlim=(1 / 4, 1024), legend="below",
                       point_labels="beside")
         right.set_title("the same shapes on the roofline\n(labels: n; m x n and k = 1024 fixed)",
@@ -166,7 +166,7 @@ def plot_fft_crossover(table: pd.DataFrame, *, ax=None, label: str, lecture_n: f
         ax.plot(table["n"], pd.to_numeric(table[column], errors="coerce"), style, ms=4, label=name)
     for key, color, what in (("on_gpu", "C1", "data on the GPU"), ("with_copies", "C2", "with copies")):
         n = (crossovers or {}).get(key, float("nan"))
-        if _finite(n):
+        if finite_positive(n):
             ax.axvline(n, color=color, ls=":", lw=1.2, label=f"GPU faster from n = {n:,.0f} ({what})")
     if lecture_n:
         ax.axvline(lecture_n, color="0.4", ls="--", lw=1, label=f"the lecture's crossover: {lecture_n:,.0f}")
@@ -186,13 +186,13 @@ def roofline_explorer(ceilings: Ceilings, points: pd.DataFrame, *, datasheet: Ce
     names = [str(n) for n in points["name"]] if points is not None and len(points) else []
     kernels = widgets.SelectMultiple(options=names, value=tuple(names), rows=min(8, max(2, len(names))),
                                      description="kernels")
-    available = [k for k in CEILING_NAMES if _finite(ceilings.value(k))]
+    available = [k for k in CEILING_NAMES if finite_positive(ceilings.value(k))]
     roofs = widgets.SelectMultiple(options=available, value=tuple(available), rows=4, description="ceilings")
     sheet = widgets.Checkbox(value=datasheet is not None, description="datasheet", disabled=datasheet is None)
 
     def draw(ax, kernels, ceilings_shown, datasheet_shown):
         chosen = points[points["name"].astype(str).isin(kernels)] if names else None
-        plot_roofline(ax, ceilings, chosen, memory=[k for k in ceilings_shown if k.endswith("gbs")],
+        draw_roofline(ax, ceilings, chosen, memory=[k for k in ceilings_shown if k.endswith("gbs")],
                       compute=[k for k in ceilings_shown if k.endswith("gflops")],
                       datasheet=datasheet if datasheet_shown else None, points_label=points_label)
 
@@ -207,14 +207,14 @@ def sweep_explorer(ceilings: Ceilings, table: pd.DataFrame, label: str):
     gflops = pd.to_numeric(table["gflops"], errors="coerce")
 
     def draw(ax, nfma):
-        plot_roofline(ax, ceilings, None, memory=("dram_gbs",), compute=("fp32_gflops",), point_labels=None,
+        draw_roofline(ax, ceilings, None, memory=("dram_gbs",), compute=("fp32_gflops",), point_labels=None,
                       xlim=(1 / 8, 512))
         ok = np.isfinite(gflops)
         if ok.any():
             ax.plot(table["intensity"][ok], gflops[ok], "-", color="0.6", lw=1, label=f"sweep ({label})")
         i = values.index(nfma)
         intensity, achieved = float(table["intensity"].iloc[i]), float(gflops.iloc[i])
-        roof = ceilings.attainable(intensity) if _finite(ceilings.value("dram_gbs")) else float("nan")
+        roof = ceilings.attainable(intensity) if finite_positive(ceilings.value("dram_gbs")) else float("nan")
         ax.axvline(intensity, color="0.8", lw=0.8)
         if math.isfinite(achieved):
             ax.plot([intensity], [achieved], "o", color="k", ms=9, zorder=6)

@@ -6,11 +6,11 @@ the reference ``ch07_stopwatch``) and returns the Figure; ``label`` names where 
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 import numpy as np
 import pandas as pd
 
-from ..plotting import readable_pt
+from ..plotting import figure_panels, readable_pt
 from ..experiments.roofline_stopwatch import CLOCKS, HELD_EVENTS, HOST_CLOCK, PROFILER, PYTHON_EVENTS
 
 #: One colour and marker per clock.
@@ -29,16 +29,21 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
     return t[t["median_ms"] > 0]
 
 
-def plot_stopwatch(table: pd.DataFrame, label: str = ""):
+def plot_stopwatch(table: pd.DataFrame, *, label: str = "", axes=None) -> Figure:
     """Left: microseconds per copy against size under each clock (log-log). Right: each clock over the held events.
 
     A clock without numbers (the profiler where ``ncu`` could not run) is left out of the legend; a table
     without any numbers draws "not measured" on both panels.
 
+    Args:
+        table: the stopwatch's table (``experiments.roofline_stopwatch``).
+        label: where the numbers come from (the GPU, or the reference data and its date).
+        axes: two axes to draw on (left, right), or None for a new figure.
+
     Returns:
         The matplotlib figure.
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 4.2))  # no wider: 10 pt ticks stay readable on the page
+    fig, (left, right) = figure_panels(axes, (1, 2), figsize=(9.4, 4.2))  # no wider: 10 pt ticks stay readable
     small = readable_pt(fig)
     ok = _ok(table)
     held = ok[ok["clock"] == HELD_EVENTS].set_index("n")["median_ms"]

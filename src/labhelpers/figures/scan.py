@@ -6,7 +6,8 @@
   :func:`plot_radix`, :func:`plot_spmv`: measured tables (live or reference), each labelled with the
   GPU they come from.
 
-Every function draws on the axes it is given (or a new figure) and returns the Figure.
+Every ``plot_x(measured, *, ax=None) -> Figure`` draws on the axes it is given (or a new figure) and returns the
+Figure; :func:`draw_scan_step` draws on the axes it is given (``draw_x(ax, **params) -> None``).
 """
 
 from __future__ import annotations
@@ -16,30 +17,23 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from ..models import scan as model
-from ..plotting import readable_pt
+from ..plotting import figure_axes, readable_pt
 
 #: Colours: combined (read), updated (written), untouched.
 READ, WRITE, IDLE = "#4C72B0", "#DD8452", "#E5E5E5"
 
 
-def _axes(ax, figsize=(8, 3.6)):
-    if ax is None:
-        fig, ax = plt.subplots(figsize=figsize)
-        return fig, ax
-    return ax.figure, ax
-
-
-def draw_scan_step(ax=None, algorithm: str = "hillis_steele", step: int = 0, values=None,
-                   seed_bounds: bool = False):
+def draw_scan_step(ax, algorithm: str = "hillis_steele", step: int = 0, values=None,
+                   seed_bounds: bool = False) -> None:
     """Draw step ``step`` of ``algorithm`` on ``values`` (default: 16 values 1, 2, ..., 16 shuffled).
 
     Top row: the array before the step, with an arrow from every element read to the element it
     is added into; bottom row: the array after. The title counts the additions so far (work) and
     the steps so far (depth). ``step`` beyond the last step shows the last one.
     """
-    fig, ax = _axes(ax, (9, 3.4))
     if values is None:
         values = [3, 1, 7, 0, 4, 1, 6, 3, 5, 2, 8, 1, 2, 6, 0, 4]
     steps = model.steps_of(algorithm, values, seed_bounds)
@@ -83,12 +77,11 @@ def draw_scan_step(ax=None, algorithm: str = "hillis_steele", step: int = 0, val
     ax.set_xlabel("element (thread)")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    return fig
 
 
-def plot_bank_conflicts(threads: int = 256, *, ax=None):
+def plot_bank_conflicts(threads: int = 256, *, ax=None) -> Figure:
     """Blelloch's worst bank conflict at every level (up-sweep, then down-sweep), with and without padding."""
-    fig, ax = _axes(ax, (8, 3.2))
+    fig, ax = figure_axes(ax, (8, 3.2))
     for padded, marker in ((False, "o"), (True, "s")):
         rows = model.blelloch_bank_conflicts(threads, padded)
         ax.plot(range(len(rows)), [r["worst_conflict"] for r in rows], marker=marker,
@@ -116,13 +109,13 @@ def _not_measured(ax) -> bool:
 YARDSTICKS = ("copy", "cub_scan", "cupy_cumsum")
 
 
-def plot_methods(measured, ax=None):
+def plot_methods(measured, *, ax=None) -> Figure:
     """Effective bandwidth of every scan method, with CUB's scan, ``cupy.cumsum`` and the copy as lines.
 
     Tables measured before CUB's scan was timed on its own (no ``cub_scan`` row) draw without its line.
     """
     new = ax is None
-    fig, ax = _axes(ax, (8, 3.8))
+    fig, ax = figure_axes(ax, (8, 3.8))
     small = readable_pt(fig)
     t = measured.table
     mine = t[~t["method"].isin(YARDSTICKS)].reset_index(drop=True)
@@ -153,10 +146,10 @@ def plot_methods(measured, ax=None):
     return fig
 
 
-def plot_sizes(measured, ax=None, dtype: str = "int32"):
+def plot_sizes(measured, *, ax=None, dtype: str = "int32") -> Figure:
     """Effective bandwidth against the number of elements: single pass, three kernels, CUB's scan,
     ``cupy.cumsum``, copy (a method the table lacks, such as CUB's scan in older tables, is left out)."""
-    fig, ax = _axes(ax, (7, 3.6))
+    fig, ax = figure_axes(ax, (7, 3.6))
     t = measured.table
     t = t[t["dtype"] == dtype]
     names = {"lookback": "single pass (look-back)", "tiled_reduce_then_scan": "reduce-then-scan (3 kernels)",
@@ -180,9 +173,9 @@ def plot_sizes(measured, ax=None, dtype: str = "int32"):
     return fig
 
 
-def plot_tiles(measured, ax=None):
+def plot_tiles(measured, *, ax=None) -> Figure:
     """The single-pass scan for each tile shape (threads x items per thread; 16-byte loads or not)."""
-    fig, ax = _axes(ax, (7, 3.2))
+    fig, ax = figure_axes(ax, (7, 3.2))
     t = measured.table.reset_index(drop=True)
     labels = [f"{int(a)} x {int(b)}{'' if v else ', 4-byte loads'}" for a, b, v in
               zip(t["threads"], t["items"], t["vector"])]
@@ -197,9 +190,9 @@ def plot_tiles(measured, ax=None):
     return fig
 
 
-def plot_compaction(measured, ax=None):
+def plot_compaction(measured, *, ax=None) -> Figure:
     """Compaction against CuPy's boolean-mask indexing, for several kept fractions."""
-    fig, ax = _axes(ax, (7, 3.4))
+    fig, ax = figure_axes(ax, (7, 3.4))
     t = measured.table
     fracs = sorted(t["keep_fraction"].unique())
     names = {"single_pass": "one pass", "three_kernels": "flags, scan, scatter", "cupy_mask": "cupy x[x > t]",
@@ -217,9 +210,9 @@ def plot_compaction(measured, ax=None):
     return fig
 
 
-def plot_radix(measured, ax=None):
+def plot_radix(measured, *, ax=None) -> Figure:
     """Keys per second of the radix sort against the digit width, with ``cupy.sort`` as a line."""
-    fig, ax = _axes(ax, (7, 3.4))
+    fig, ax = figure_axes(ax, (7, 3.4))
     t = measured.table
     mine = t[t["method"] == "radix"].reset_index(drop=True)
     values = pd.to_numeric(mine["gkeys"], errors="coerce").to_numpy(dtype=float)
@@ -239,9 +232,9 @@ def plot_radix(measured, ax=None):
     return fig
 
 
-def plot_spmv(measured, ax=None):
+def plot_spmv(measured, *, ax=None) -> Figure:
     """Effective bandwidth of every SpMV kernel and cuSPARSE, per matrix."""
-    fig, ax = _axes(ax, (8, 3.6))
+    fig, ax = figure_axes(ax, (8, 3.6))
     t = measured.table
     matrices = list(dict.fromkeys(t["matrix"]))
     methods = list(dict.fromkeys(t["method"]))

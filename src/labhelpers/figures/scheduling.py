@@ -14,9 +14,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from ..errors import LaunchConfigError
 from ..models import occupancy as occ
@@ -24,7 +24,7 @@ from ..models import scheduling as wt
 from ..gpus import KIB, PRESETS, SMLimits
 from ..models.occupancy import RESOURCES, Occupancy
 from ..models.scheduling import ISSUE, READY, STALL, VECTOR_ADD, Timeline, Walkthrough
-from ..plotting import figure_axes, readable_pt
+from ..plotting import figure_axes, figure_panels, readable_pt
 
 _COLOURS = {ISSUE: "tab:green", STALL: "tab:red", READY: "0.85"}
 
@@ -68,9 +68,11 @@ def draw_timeline(ax, timeline: Timeline) -> None:
 
 
 
-def plot_timelines(warps: Sequence[int] = (3, 4), *, burst: int = 20, stall: int = 50, cycles: int = 280):
-    """One timeline per warp count, stacked, the same cycles on every row (the lecture's 3 warps against 4)."""
-    fig, axes = plt.subplots(len(warps), 1, figsize=(8, 2.3 * len(warps)), sharex=True, squeeze=False)
+def plot_timelines(warps: Sequence[int] = (3, 4), *, burst: int = 20, stall: int = 50, cycles: int = 280,
+                   axes=None) -> Figure:
+    """One timeline per warp count, stacked, the same cycles on every row (the lecture's 3 warps against 4), on
+    ``axes`` (one per warp count) or in a new figure."""
+    fig, axes = figure_panels(axes, (len(warps), 1), (8, 2.3 * len(warps)), sharex=True, squeeze=False)
     for ax, n in zip(axes[:, 0], warps):
         draw_timeline(ax, wt.simulate(n, burst=burst, stall=stall, cycles=cycles))
     fig.tight_layout()
@@ -124,7 +126,7 @@ def draw_vector_add(ax, n: int, memory_latency: int, *, threads: int = 8, warp_s
                                                   memory_latency=memory_latency))
 
 
-def plot_divergence(table: pd.DataFrame, *, label: str, ax=None):
+def plot_divergence(table: pd.DataFrame, *, label: str, ax=None) -> Figure:
     """Median time of each divergence kernel (``table`` indexed by ``kernel``, column ``median_ms``), log scale.
 
     Without timings (the simulator's table) the bars are empty and the axis stays linear.
@@ -143,7 +145,7 @@ def plot_divergence(table: pd.DataFrame, *, label: str, ax=None):
 
 
 def plot_occupancy_by_registers(limits: SMLimits, kernel_registers: dict[str, int], *, threads: int = 256,
-                                registers: Sequence[int] = range(8, 256), ax=None):
+                                registers: Sequence[int] = range(8, 256), ax=None) -> Figure:
     """Occupancy against registers per thread (the calculator), with the given kernels marked at their counts."""
     fig, ax = figure_axes(ax, (7, 3))
     registers = np.asarray(registers)

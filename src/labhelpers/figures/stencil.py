@@ -12,14 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib import colors, patches
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from ..kernels import stencil_labelling as lbl
 from ..kernels import stencil as st
 from ..models import stencil as model
-from ..plotting import figure_axes, readable_pt
-from ..roofline.plots import plot_roofline, table_ceilings
+from ..plotting import figure_axes, figure_panels, readable_pt
+from ..roofline.draw import draw_roofline, table_ceilings
 
 HALO = "#f4a259"
 OWN = "#5b8fd6"
@@ -103,9 +102,10 @@ def draw_heat(ax, steps: int, *, snapshots: dict[int, np.ndarray], vmax: float =
     plot_heat(snapshots[k], k, ax=ax, vmax=vmax)
 
 
-def plot_photo_filters(img: np.ndarray, blurred: np.ndarray, edges: np.ndarray, title: str = ""):
+def plot_photo_filters(img: np.ndarray, blurred: np.ndarray, edges: np.ndarray, title: str = "", *,
+                       axes=None) -> Figure:
     """The photograph, its box blur and its Sobel edge magnitude side by side. Returns the Figure."""
-    fig, axes = plt.subplots(1, 3, figsize=(9.4, 3.8))  # no wider: the page shrinks a wider figure
+    fig, axes = figure_panels(axes, (1, 3), (9.4, 3.8))  # no wider: the page shrinks a wider figure
     small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
     for ax, a, name, cmap in ((axes[0], img, "original", "gray"), (axes[1], blurred, "3x3 box blur", "gray"),
                               (axes[2], edges, "Sobel magnitude", "magma")):
@@ -154,7 +154,7 @@ def plot_jacobi_bandwidth(table: pd.DataFrame, *, ax=None, label: str) -> Figure
 def plot_jacobi_roofline(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     """The roofline (copy bandwidth, FP32 FMA peak, both from ``table``) with every Jacobi kernel at 0.5 flop/B.
 
-    Drawn by the one roofline plotter, :func:`labhelpers.roofline.plot_roofline`.
+    Drawn by the one roofline plotter, :func:`labhelpers.roofline.draw_roofline`.
     """
     fig, ax = figure_axes(ax, (7.5, 4.4))
     small = readable_pt(fig)  # no smaller: the page shrinks a wide figure and its text
@@ -166,7 +166,7 @@ def plot_jacobi_roofline(table: pd.DataFrame, *, ax=None, label: str) -> Figure:
     points = pd.DataFrame({"name": list(rows["kernel"]), "intensity": intensity,
                            "gflops": pd.to_numeric(rows["gflops"], errors="coerce").to_numpy(dtype=float)})
     roofs = table_ceilings(label, dram_gbs=copy, fp32_gflops=peak)
-    plot_roofline(ax, roofs, points, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
+    draw_roofline(ax, roofs, points, memory=("dram_gbs",), compute=("fp32_gflops",), points_label=label,
                   xlim=(1e-2, 1e3), legend="below", roof_names={"dram_gbs": "copy bandwidth"})
     ax.set_title(f"Jacobi (4 flops per 8 bytes) on the roofline\n{label}", fontsize=max(9, small))
     return fig
@@ -193,10 +193,10 @@ def plot_labels(labels: np.ndarray, title: str = "", *, ax=None) -> Figure:
     return fig
 
 
-def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40)):
+def plot_propagation_frames(mask: np.ndarray, steps=(0, 5, 20, 40), *, axes=None) -> Figure:
     """Labels of ``mask`` after each number of propagation steps (NumPy reference), side by side. Returns the Figure."""
     steps = sorted(int(s) for s in steps)
-    fig, axes = plt.subplots(1, len(steps), figsize=(min(2.6 * len(steps), 9.4), 2.9))  # no wider than the page
+    fig, axes = figure_panels(axes, (1, len(steps)), (min(2.6 * len(steps), 9.4), 2.9))  # no wider than the page
     axes = np.atleast_1d(axes)
     lab = lbl.initial_labels(mask)
     done = 0

@@ -45,6 +45,7 @@ import pandas as pd
 from numba import cuda, float32, njit, prange
 
 from .. import backend, validate
+from ..counts import saxpy_bytes, saxpy_flops  # the one table of counts, under the names this chapter uses
 from ..errors import ArgumentError, ArrayArgumentError, GPUOnlyError, LabError
 from ..launch import blocks_for, tiles_for
 from ..xp import xp as cp  # CuPy wherever backend.require_gpu(..., needs_cupy=True) passed
@@ -266,16 +267,6 @@ def saxpy_twice_reference(a: float, b: float, x: np.ndarray, y: np.ndarray) -> n
 def matmul_reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A @ B`` in float64 (the reference the float32 results are compared with)."""
     return np.asarray(A, dtype=np.float64) @ np.asarray(B, dtype=np.float64)
-
-
-def saxpy_bytes(n: int) -> int:
-    """Bytes one SAXPY moves through memory: read x and y, write y (12 per element)."""
-    return 12 * int(n)
-
-
-def saxpy_flops(n: int) -> int:
-    """Flops of one SAXPY: a multiply and an add per element."""
-    return 2 * int(n)
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:

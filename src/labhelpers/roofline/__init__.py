@@ -6,13 +6,14 @@ One module per job (``from labhelpers import roofline as rl`` gives every public
   time bounds, the flops and bytes of the chapter's worked examples, peaks at a clock. No GPU.
 * :mod:`~labhelpers.roofline.ceilings`: :class:`Ceilings`, datasheets, the reference GPU's ceilings, the
   per-device cache of measured ones.
-* :mod:`~labhelpers.roofline.measure`: measuring this GPU's ceilings with the kernels of
+* :mod:`~labhelpers.roofline.measure`: measuring, in one place: this GPU's ceilings with the kernels of
   :mod:`labhelpers.kernels.roofline`, including the one definition of the copy ceiling
-  (:func:`measure_dram_bandwidth`, every copy timed by :func:`time_copy`).
+  (:func:`measure_dram_bandwidth`, every copy timed by :func:`time_copy`), and a kernel's point
+  (:func:`measure_point`: time a checked launch, then record it).
 * :mod:`~labhelpers.roofline.points`: recording kernels on this GPU's roofline, refusing impossible
   measurements (:class:`~labhelpers.errors.ImpossibleMeasurement`), lab points kept apart.
-* :mod:`~labhelpers.roofline.plots`: the one roofline plotter (chapter 7's other figures and its widgets are in
-  :mod:`labhelpers.figures.roofline`);
+* :mod:`~labhelpers.roofline.draw`: drawing a roofline, in one place: :func:`draw_roofline` (chapter 7's
+  other figures and its widgets are in :mod:`labhelpers.figures.roofline`);
   :mod:`~labhelpers.roofline.tables`: tables formatted for reading.
 * :mod:`~labhelpers.roofline.cache`: where this machine keeps what it measured.
 
@@ -55,6 +56,7 @@ from .measure import (
     measure_fma_peak,
     measure_host_bandwidth,
     measure_l2_bandwidth,
+    measure_point,
     time_copy,
     time_host_copy,
 )
@@ -79,7 +81,7 @@ from .model import (
     stencil_counts,
     time_bounds,
 )
-from .plots import plot_roofline, roofline_title
+from .draw import draw_roofline, roofline_title
 from .points import (
     CEILING_TOLERANCE,
     POINT_COLUMNS,
@@ -107,8 +109,8 @@ __all__ = [
     "fraction_of_roof", "gemm_intensity", "intensity_table", "load_cached_ceilings", "load_points",
     "machine_balance", "matmul_ideal_counts", "matmul_naive_counts", "matmul_tiled_counts", "measure_ceilings",
     "measure_dram_bandwidth", "measure_fma_peak", "measure_host_bandwidth",
-    "measure_l2_bandwidth", "nbody_counts", "peak_at_clock_gflops",
-    "plot_roofline",
+    "measure_l2_bandwidth", "measure_point", "nbody_counts", "peak_at_clock_gflops",
+    "draw_roofline",
     "points_or_reference", "record_point", "reduction_counts", "reference_ceilings",
     "roofline_title", "save_cached_ceilings", "saxpy_counts", "stencil_counts", "time_bounds",
     "time_copy", "time_host_copy",

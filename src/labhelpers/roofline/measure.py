@@ -15,6 +15,10 @@ the roofline's device-memory ceiling and the yardstick of every chapter's benchm
 by :func:`measure_host_bandwidth`: a STREAM-style copy of a buffer far larger than the CPU's caches, by all of
 Numba's threads (:func:`labhelpers.kernels.roofline.host_copy`) and by NumPy (one thread), host clock. It runs
 on any machine.
+
+**A kernel's point** on this GPU's roofline is measured by :func:`measure_point` (time a checked launch, then
+record it through :func:`~labhelpers.roofline.points.record_point`): chapters and labs measure their points
+through it or record a timing they already have with ``record_point``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from ..measured import SOURCE_PREFIX, live_or_reference
 from ..sweep import progress_wanted
 from ..xp import HAS_CUPY
 from .cache import CEILINGS_FILE, device_cache_dir
+from .points import record_point
 from .ceilings import (
     LIBRARY,
     LIBRARY_COPY_NAME,
@@ -394,3 +399,32 @@ def ceilings_or_reference(*, progress: bool = True) -> Ceilings:
         c = ceilings_from_table(m.table, m.gpu, m.label, details=dict(m.reference.meta))
         line = m.source_line()
     return dataclasses.replace(c, details={**c.details, "source_line": line})
+
+
+def measure_point(name: str, launch: Callable[[], object], *, flops: float, nbytes: float, chapter: str,
+                  source: str = "chapter", precision: str = "fp32", tensor_cores: bool = False, record: bool = True,
+                  label: str | None = None, **benchmark_options) -> timing.Timing:
+    """Time the launch of a kernel whose result was checked, and put it on this GPU's roofline.
+
+    Call it only after the kernel's check passed: a wrong kernel's time is not a point on the roofline.
+
+    Args:
+        name: the point's name on the roofline (see :func:`~labhelpers.roofline.points.record_point`).
+        launch: one launch of the kernel, timed by :func:`~labhelpers.timing.benchmark`.
+        flops, nbytes: the work of one launch (from :mod:`labhelpers.counts` where it has the kernel).
+        chapter, source, precision, tensor_cores: as :func:`~labhelpers.roofline.points.record_point`.
+        record: record the point (only a GPU timing is recorded; the simulator's is returned as it is).
+        label: the timing's label (default ``name``).
+        **benchmark_options: ``number``, ``repeat``, ``warmup`` of :func:`~labhelpers.timing.benchmark`.
+
+    Returns:
+        The :class:`~labhelpers.timing.Timing` (no numbers under the simulator).
+
+    Raises:
+        ImpossibleMeasurement: a rate above a ceiling measured on this GPU (nothing is recorded).
+    """
+    measured = timing.benchmark(launch, nbytes=nbytes, flops=flops, label=label or name, **benchmark_options)
+    if record and measured.is_gpu_timing:
+        record_point(name, flops, nbytes, measured, chapter=chapter, source=source, checked=True,
+                     precision=precision, tensor_cores=tensor_cores)
+    return measured

@@ -1,8 +1,10 @@
-"""The one roofline plotter: :func:`plot_roofline` draws ceilings and measured points for chapters 5, 7, 8 and 9
-(:func:`roofline_title` names the GPU once). Chapter 7's other figures and its widgets are in
+"""Drawing a roofline, in one place: :func:`draw_roofline` draws ceilings and measured points on the axes it is given
+for chapters 5, 7, 8 and 9 (:func:`roofline_title` names the GPU once; :func:`table_ceilings` turns a chapter's
+bandwidth and peak into ceilings to draw). Chapter 7's other figures and its widgets are in
 :mod:`labhelpers.figures.roofline`.
 
-The plotter draws on the axes it is given and returns them; points with NaN (the simulator's sweeps) are skipped.
+:func:`draw_roofline` has the book's drawer signature, ``draw_x(ax, ...) -> None``; points with NaN (the
+simulator's sweeps) are skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ _POINT_SHAPES = {"fp32": ("o", "^", "v", "D"), "fp64": ("s", "P", "X", "h")}
 FONT, TITLE_FONT = 8, 10
 
 
-def _finite(v) -> bool:
+def finite_positive(v) -> bool:
+    """Whether ``v`` is a number worth drawing on a log axis: finite and above zero (not None, not NaN)."""
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
 
 
@@ -76,12 +79,12 @@ def _point_style(i: int, precision: str) -> tuple[str, str]:
     return _POINT_COLORS[i % len(_POINT_COLORS)], shapes[(i // len(_POINT_COLORS)) % len(shapes)]
 
 
-def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
+def draw_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
                   memory: Sequence[str] = ("dram_gbs", "l2_gbs"),
                   compute: Sequence[str] = ("fp32_gflops", "fp64_gflops"),
                   datasheet: Ceilings | None = None, points_label: str | None = None, highlight: str | None = None,
                   point_labels: str | None = "legend", xlim: tuple[float, float] | None = None,
-                  legend: str = "outside", roof_names: dict[str, str] | None = None):
+                  legend: str = "outside", roof_names: dict[str, str] | None = None) -> None:
     """Draw a roofline: bandwidth roofs (slanted), FMA roofs (flat), and measured points.
 
     Args:
@@ -107,8 +110,8 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
     if point_labels not in ("legend", "beside", None):
         raise ValueError(f"point_labels must be 'legend', 'beside' or None, got {point_labels!r}")
     names = roof_names or {}
-    mems = [(k, ceilings.value(k)) for k in memory if _finite(ceilings.value(k))]
-    comps = [(k, ceilings.value(k)) for k in compute if _finite(ceilings.value(k))]
+    mems = [(k, ceilings.value(k)) for k in memory if finite_positive(ceilings.value(k))]
+    comps = [(k, ceilings.value(k)) for k in compute if finite_positive(ceilings.value(k))]
     pts = None
     if points is not None and len(points):
         x = pd.to_numeric(points["intensity"], errors="coerce")
@@ -134,19 +137,19 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
     if mems and comps:
         dram = ceilings.value("dram_gbs")
         fp32 = ceilings.value("fp32_gflops")
-        if _finite(dram) and _finite(fp32) and "dram_gbs" in memory and "fp32_gflops" in compute:
+        if finite_positive(dram) and finite_positive(fp32) and "dram_gbs" in memory and "fp32_gflops" in compute:
             ridge = fp32 / dram
             ax.axvline(ridge, color="0.4", ls=":", lw=1, label=f"ridge: {ridge:.1f} FLOP/B")
     if datasheet is not None:
-        sheet_top = max([v for v in (datasheet.value(k) for k in compute) if _finite(v)], default=None)
+        sheet_top = max([v for v in (datasheet.value(k) for k in compute) if finite_positive(v)], default=None)
         for key in memory:
             bw = datasheet.value(key)
-            if _finite(bw):
+            if finite_positive(bw):
                 ax.plot(grid, bw * grid if sheet_top is None else np.minimum(bw * grid, sheet_top), ls="--",
                         lw=0.8, color="0.5")
         for key in compute:
             peak = datasheet.value(key)
-            if _finite(peak):
+            if finite_positive(peak):
                 ax.axhline(peak, ls="--", lw=0.8, color="0.5")
         ax.plot([], [], ls="--", lw=0.8, color="0.5", label=datasheet.label)
     title, points_name = roofline_title(ceilings, points_label)
@@ -184,7 +187,6 @@ def plot_roofline(ax, ceilings: Ceilings, points: pd.DataFrame | None = None, *,
             ax.legend(fontsize=font, loc=legend)
     if not mems and not comps:
         ax.text(0.5, 0.5, "no ceilings to draw (not measured yet)", transform=ax.transAxes, ha="center")
-    return ax
 
 
 #: Where a point's label may go, tried in order: right-above, right-below, left-above, left-below, then
