@@ -20,7 +20,7 @@ from labhelpers import racecheck as rc
 from labhelpers.kernels import matmul as mm
 from labhelpers.kernels import memory as mem
 from labhelpers.kernels import reduction as red
-from labhelpers.launchguard import SimulatorTooSlow
+from labhelpers.errors import SimulatorTooSlow
 from markers import SIM, gpu_only, sim_only
 
 BLOCK = 32

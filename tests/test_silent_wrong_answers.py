@@ -53,7 +53,7 @@ def test_scans_that_fit_do_not_warn():
 ])
 def test_a_gpu_sized_launch_under_the_simulator_says_so_at_once(run):
     start = time.perf_counter()
-    with pytest.raises(launchguard.SimulatorTooSlow, match=r"would take about [\d,]+ minutes.*lh\.problem_size"):
+    with pytest.raises(lh.SimulatorTooSlow, match=r"would take about [\d,]+ minutes.*lh\.problem_size"):
         run()
     assert time.perf_counter() - start < 20
 
@@ -65,9 +65,9 @@ def test_the_threshold_is_on_threads_launched():
         pass
 
     x = np.zeros(1, np.float32)
-    with pytest.raises(launchguard.SimulatorTooSlow, match="524,544 threads"):
+    with pytest.raises(lh.SimulatorTooSlow, match="524,544 threads"):
         nothing[launchguard.SIM_MAX_THREADS // 256 + 1, 256](x)  # 2049 blocks of 256
-    with pytest.raises(launchguard.SimulatorTooSlow):
+    with pytest.raises(lh.SimulatorTooSlow):
         nothing[(1024, 1024), (1, 1)](x)  # 2D grids count every block
     launchguard.check_simulator_size(launchguard.SIM_MAX_THREADS)  # at the threshold: allowed
 

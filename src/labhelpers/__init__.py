@@ -24,6 +24,7 @@ from .errors import (  # noqa: E402
     LabError,
     LaunchConfigError,
     NoGPUError,
+    SimulatorTooSlow,
 )
 from .launch import Launch1D, blocks_for, launch_1d  # noqa: E402
 from .validate import check_launch  # noqa: E402
@@ -45,7 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "ArrayArgumentError", "CheckFailed", "DeviceInfo", "GPUOnlyError", "LabError", "Launch1D",
-    "LaunchConfigError", "Measured", "NoGPUError", "Reference", "Timing", "awkward_sizes", "banner",
+    "LaunchConfigError", "Measured", "NoGPUError", "Reference", "SimulatorTooSlow", "Timing", "awkward_sizes", "banner",
     "benchmark", "blocks_for", "check_launch", "device_info", "fp64_problem_size",
     "interactive_figure", "is_gpu", "is_simulator", "launch_1d", "live_or_reference", "load_reference",
     "plot_comparison", "problem_size", "setup", "show_source", "sweep", "to_device", "to_host", "validate",

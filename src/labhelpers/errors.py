@@ -43,6 +43,11 @@ class ArrayArgumentError(ArgumentError):
     """An array argument has the wrong dtype, shape, size or memory layout."""
 
 
+class SimulatorTooSlow(LabError, RuntimeError):
+    """A launch (or a race check) the simulator would need minutes or hours for: a GPU-sized input; use
+    ``lh.problem_size``."""
+
+
 class CheckFailed(LabError, AssertionError):
     """A student's kernel disagreed with the reference. Subclasses AssertionError so pytest and nbval see it."""
 

@@ -29,16 +29,13 @@ from typing import Any, Callable
 import numpy as np
 
 from . import backend, patching, validate
-from .errors import LabError
+from .errors import SimulatorTooSlow
 
 #: Most threads (all blocks together) one launch may run under the simulator; more would take minutes.
 SIM_MAX_THREADS = 2**19
 #: Threads the simulator runs per second, roughly (for the estimate in the message).
 SIM_THREADS_PER_SECOND = 2000
 
-
-class SimulatorTooSlow(LabError, RuntimeError):
-    """A launch the simulator would need minutes (or hours) for: a GPU-sized input; use ``lh.problem_size``."""
 
 _installed: dict[type, Any] = {}
 _known_good: set = set()

@@ -88,7 +88,7 @@ import numpy as np
 
 from . import backend, patching, validate
 from .errors import ArgumentError, GPUOnlyError, LaunchConfigError
-from .launchguard import SimulatorTooSlow
+from .errors import SimulatorTooSlow
 from .racecheck_report import (KINDS, MAX_ACCESSES, SHOWN_IN_TEXT, BarrierProblem, Race, RaceReport,  # noqa: F401
                                SharedArray, SourceLine, advice)  # (re-exported: the report lives in racecheck_report)
 from .racecheck_gpu import (NOTICE_PREFIX, _child_process, _kernel_spec,  # noqa: F401  (on a GPU: the simulator
