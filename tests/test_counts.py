@@ -49,8 +49,9 @@ def counts_stated_elsewhere(path: Path) -> list[str]:
     functions, constants = _public_counts()
     text = path.read_text()
     problems = []
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
     for node in ast.walk(ast.parse(text, filename=str(path))):
-        where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{getattr(node, 'lineno', 0)}"
+        where = f"{name}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in functions:
             problems.append(f"{where}: defines {node.name} again (import it from labhelpers.counts)")
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
@@ -58,8 +59,8 @@ def counts_stated_elsewhere(path: Path) -> list[str]:
             named = [t.id for t in targets if isinstance(t, ast.Name) and any(t.id.endswith(c) for c in constants)]
             if named:
                 problems.append(f"{where}: gives {named[0]} a number again (import it from labhelpers.counts)")
-        elif isinstance(node, ast.Call):
-            launched = " ".join(ast.get_source_segment(text, a) or "" for a in node.args).lower()
+        elif isinstance(node, ast.Call) and any(kw.arg in ("flops", "nbytes") for kw in node.keywords):
+            launched = " ".join(ast.unparse(a) for a in node.args).lower()  # (unparse: get_source_segment is slow)
             if not any(k in launched for k in COUNTED_KERNELS):
                 continue
             for kw in node.keywords:

@@ -1,4 +1,5 @@
-"""Pieces the lab checkers that launch a student's kernel themselves share: is it a kernel, launch it, trim a trace.
+"""Pieces the lab checkers that launch a student's kernel themselves share: launch it, trim a trace (whether it
+is a kernel at all: :func:`labhelpers.exercises.harness.require_kernel`).
 
 A failure raises :class:`~labhelpers.errors.CheckFailed` (an AssertionError, so pytest and nbval see it) whose
 message says what to change. Kernel exercises are declared for :mod:`labhelpers.exercises.harness` instead
@@ -10,22 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import validate
-from .errors import ArgumentError, CheckFailed, LaunchConfigError
+from .errors import CheckFailed, LaunchConfigError
 
 #: Longest compiler message a checker passes on (Numba's typing errors run to pages).
 NUMBA_TRACE_LIMIT = 1500
-
-
-def require_kernel(kernel: Any, name: str) -> None:
-    """Raise CheckFailed unless ``kernel`` is a CUDA kernel (something launched with ``kernel[grid, block]``).
-
-    The test is :func:`labhelpers.validate.kernel`'s; a lab's check reports it as a failed check.
-    """
-    try:
-        validate.kernel(kernel, name)
-    except ArgumentError as exc:
-        raise CheckFailed(str(exc)) from None
 
 
 def launch_student_kernel(kernel: Any, grid, block, args: Sequence[Any], name: str) -> None:

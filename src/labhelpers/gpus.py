@@ -58,12 +58,8 @@ STUDENT_GPU_NAMES: dict[str, tuple[str, str]] = {
 }
 #: The GPUs Colab offers (free tier first).
 COLAB_GPUS = ("T4", "L4", "A100")
-#: FP32 results per clock per SM (the "CUDA cores" of an SM) by compute capability, from the CUDA C++ Programming
-#: Guide's table of arithmetic instruction throughput: the roofline's table (Maxwell on,
-#: :data:`labhelpers.roofline.model.FP32_LANES_PER_SM`) and the Fermi and Kepler GPUs chapter 1 compares with.
-FP32_LANES_PER_SM: dict[tuple[int, int], int] = {
-    (2, 0): 32, (2, 1): 48, (3, 0): 192, (3, 5): 192, (3, 7): 192, **_roofline_model.FP32_LANES_PER_SM,
-}
+#: FP32 results per clock per SM by compute capability: the roofline's one table (Fermi on).
+FP32_LANES_PER_SM: dict[tuple[int, int], int] = _roofline_model.FP32_LANES_PER_SM
 #: Below this FP64:FP32 ratio a GPU is *FP64-poor* (a T4 has 1/32, an L4 1/64; an A100 or H100 1/2).
 FP64_POOR_RATIO = 1 / 8
 

@@ -38,7 +38,7 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend
-from ..checkers import launch_student_kernel, require_kernel
+from ..checkers import launch_student_kernel
 from ..errors import CheckFailed
 from ..kernels import consistency as k
 from ..launch import blocks_for
@@ -183,7 +183,7 @@ def _race_check_block_counter(kernel, what: str, threads: int) -> None:
 
 
 def _check_counting(kernel, what: str, block_level: bool) -> None:
-    require_kernel(kernel, what)
+    h.require_kernel(kernel, what)
     # On a GPU the simulator's cases first (they watch every store to the counter), with the simulator's message.
     check_in_simulator(_check_counting, kernel, what, block_level)
     tree = _tree(kernel)
@@ -262,7 +262,7 @@ def check_float_max_cas(kernel) -> None:
     random inputs (where threads really compete). The kernel must use ``cuda.atomic.cas``.
     """
     what = "your compare-and-swap max"
-    require_kernel(kernel, what)
+    h.require_kernel(kernel, what)
     check_in_simulator(check_float_max_cas, kernel)  # on a GPU: the simulator's contended cases first
     tree = _tree(kernel)
     if tree is not None and not _calls(tree, "atomic.cas"):
@@ -390,7 +390,7 @@ def check_last_block_fences(kernel, *, threads: int = LAB_THREADS) -> None:
     on a GPU, 300 launches with the partial sums poisoned with NaN before each.
     """
     what = "your last-block sum"
-    require_kernel(kernel, what)
+    h.require_kernel(kernel, what)
     if threads == LAB_THREADS:
         check_in_simulator(check_last_block_fences, kernel)  # on a GPU: the relaxed simulator's two launches first
     tree = _tree(kernel)

@@ -197,9 +197,10 @@ def intensity_table(n_vector: int = 2**26, n_matrix: int = 4096, n_grid: int = 4
 
 # --------------------------------------------------------------------------------- peaks at a clock
 
-#: FP32 add/multiply/FMA results per clock per SM, by compute capability (CUDA C++ Programming Guide,
-#: "Arithmetic Instructions", throughput table).
-FP32_LANES_PER_SM = {(5, 0): 128, (5, 2): 128, (5, 3): 128, (6, 0): 64, (6, 1): 128, (6, 2): 128, (7, 0): 64,
+#: FP32 add/multiply/FMA results per clock per SM (the "CUDA cores" of an SM), by compute capability (CUDA C++
+#: Programming Guide, "Arithmetic Instructions", throughput table), with the Fermi (2.x) and Kepler (3.x) GPUs
+#: chapter 1 compares with. The one table: :mod:`labhelpers.gpus` reads it too.
+FP32_LANES_PER_SM = {(2, 0): 32, (2, 1): 48, (3, 0): 192, (3, 5): 192, (3, 7): 192, (5, 0): 128, (5, 2): 128, (5, 3): 128, (6, 0): 64, (6, 1): 128, (6, 2): 128, (7, 0): 64,
                      (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128,
                      (10, 0): 128, (12, 0): 128}
 #: FP64 results per clock per SM (same source).
