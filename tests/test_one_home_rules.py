@@ -48,8 +48,6 @@ HAND_RAISES_ALLOWED = {
     ("experiments/scan.py", "cub_scan"): "CUB missing from CuPy on a GPU machine",
     ("experiments/consistency.py", "racecheck_report"): "compute-sanitizer missing on a GPU machine",
     ("experiments/stencil.py", "racecheck_table"): "compute-sanitizer missing on a GPU machine",
-    ("roofline/measure.py", "time_copy"): "roofline/ is being merged into one home (issue 35): CuPy missing, to "
-                                          "become require_gpu(needs_cupy=True) there",
     ("roofline/points.py", "record_point"): "a timing that is not a GPU timing (chapter 7 prints the message)",
     ("roofline/points.py", "measure"): "nothing recorded on this GPU yet: the signal live_or_reference falls back "
                                        "on, not a guard",

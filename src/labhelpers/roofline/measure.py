@@ -35,7 +35,6 @@ from numba import cuda
 from tqdm.auto import tqdm
 
 from .. import backend, device, host, timing, validate
-from ..errors import GPUOnlyError
 from ..kernels import roofline as rk
 from ..launch import blocks_for
 from ..measured import SOURCE_PREFIX, live_or_reference
@@ -127,9 +126,8 @@ def time_copy(src, out=None, *, kernel: str = LIBRARY, dtype=None, threads: int 
         raise ValueError(f"kernel must be {LIBRARY!r} or one of {sorted(_COPY_KERNELS)}, got {kernel!r}")
     nbytes = int(src.nbytes)
     if kernel == LIBRARY:
-        if not HAS_CUPY:
-            raise GPUOnlyError("the library copy is CuPy's, and CuPy is not installed here (install labhelpers "
-                               "with the gpu-cu12 or gpu-cu13 extra), or there is no GPU")
+        backend.require_gpu("the library copy", because="is CuPy's copy on the GPU", needs_cupy=True,
+                            instead="Time one of the Numba copy kernels instead (kernel='stream_copy', for one).")
         import cupy as cp  # the optional GPU extra: imported only when a library copy is timed
 
         x = cp.asarray(src).reshape(-1).view(dtype or src.dtype)
