@@ -1317,3 +1317,22 @@ def test_measure_host_bandwidth_reports_the_best_copy_and_the_threads():
     threads = {r["kernel"]: r["threads"] for r in m.tried}
     n = host.host_cpu().numba_threads
     assert threads == {"numba_parallel": n, "numpy": 1, "numpy_threads": n}
+
+
+def test_the_saved_sanitizer_report_points_at_the_lines_it_names():
+    """Chapter 7 prints compute-sanitizer's report saved on a GPU (ch07_sanitizer): each ``roofline.py:N`` in it
+    must still be the access it reports, in the kernel it names, or the chapter quotes a line that moved."""
+    import re
+
+    ref = lh.load_reference("ch07_sanitizer")
+    source = Path(rk.__file__).read_text().splitlines()
+    named = 0
+    for kernel, line in zip(ref.table["kernel"], ref.table["line"]):
+        for number in re.findall(r"roofline\.py:(\d+)", str(line)):
+            text = source[int(number) - 1].strip()
+            start = next(i for i, s in enumerate(source) if s.startswith(f"def {kernel}("))
+            end = next((i for i in range(start + 1, len(source)) if source[i].startswith("def ")), len(source))
+            assert start < int(number) - 1 < end and ("x[i]" in text or "out[i]" in text), (
+                f"ch07_sanitizer names roofline.py:{number} in {kernel}, now {text!r}: keep the kernels' lines")
+            named += 1
+    assert named >= 5

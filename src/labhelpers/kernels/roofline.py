@@ -35,6 +35,7 @@ from ..arrays import to_host
 from ..errors import LaunchConfigError
 from ..launch import blocks_for, warps_for
 
+# Chapter 7 quotes line numbers of this file (its saved compute-sanitizer report, ch07_sanitizer): keep them.
 #: Independent FMA chains per thread in :func:`fma_chains`.
 FMA_CHAINS = 8
 #: FMAs per chain in one trip of :func:`fma_chains`'s inner, fully unrolled loop.
@@ -364,7 +365,8 @@ def full_grid(threads: int = 256, waves: int = 1) -> tuple[int, int]:
     if backend.is_simulator():
         return 2, threads
     info = device.device_info()
-    per_sm = info.resident_blocks(threads)  # this GPU's SM, from its driver: by its threads and block slots
+    # this GPU's SM, from its driver: the blocks it holds by their threads and its block slots
+    per_sm = info.resident_blocks(threads)
     return (info.sm_count or 1) * per_sm * waves, threads
 
 
