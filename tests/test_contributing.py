@@ -34,9 +34,6 @@ TOPIC_PACKAGES = ("kernels", "experiments", "exercises", "figures")
 BASES = (ROOT, PACKAGE, ROOT / "tests", ROOT / "tools")
 #: Files CONTRIBUTING.md names as *not* shipped: they must stay absent until the text changes.
 NOT_SHIPPED = ("src/labhelpers/data/cell_times.json",)
-#: Modules whose job issue 35 gives one home while this file is rewritten: their rows say "named at merge".
-#: Whoever merges fills those rows with the homes' names and empties this set.
-NAMED_AT_MERGE: frozenset[str] = frozenset()
 PATH_LIKE = re.compile(r"^[\w./<>*-]+$")
 SUFFIXES = (".py", ".sh", ".md", ".json", ".yml", ".ipynb", ".toml", ".cfg", ".bib")
 
@@ -88,12 +85,12 @@ def _uncovered_modules(table: str) -> list[str]:
         if rel.startswith(".") or rel in ("__pycache__", "__init__.py"):
             continue
         if path.is_file() and path.suffix == ".py":
-            if not named(rel) and rel not in NAMED_AT_MERGE:
+            if not named(rel):
                 uncovered.append(f"src/labhelpers/{rel}")
         elif path.is_dir() and rel in TOPIC_PACKAGES + ("models",):
             for module in sorted(path.iterdir()):
                 stem = module.stem
-                if stem in ("__init__", "__pycache__") or f"{rel}/{module.name}" in NAMED_AT_MERGE:
+                if stem in ("__init__", "__pycache__"):
                     continue
                 if (stem in TOPICS and named(f"{rel}/<topic>.py")) or (rel == "models" and named("models/<topic>.py")):
                     continue
@@ -105,7 +102,7 @@ def _uncovered_modules(table: str) -> list[str]:
                     continue
                 if not named(f"data/{item.name}"):
                     uncovered.append(f"src/labhelpers/data/{item.name}")
-        elif path.is_dir() and rel != "__pycache__" and not named(f"{rel}/") and f"{rel}/" not in NAMED_AT_MERGE:
+        elif path.is_dir() and rel != "__pycache__" and not named(f"{rel}/"):
             uncovered.append(f"src/labhelpers/{rel}/")
     return uncovered
 

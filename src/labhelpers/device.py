@@ -104,7 +104,7 @@ class DeviceInfo:
         """
         if self.max_threads_per_sm is None or self.max_blocks_per_sm is None:
             raise ArgumentError(f"{self.name} reports no threads or blocks per SM: use gpus.current().sm, "
-                                         "the reference GPU's SM under the simulator")
+                                "the reference GPU's SM under the simulator")
         return resident_blocks(threads, self.max_threads_per_sm, self.max_blocks_per_sm)
 
     def as_dict(self) -> dict:

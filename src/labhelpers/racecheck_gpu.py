@@ -260,6 +260,7 @@ class _SimulatorProcess:
         self._key: tuple = ()
         self._jobs = 0
         self._tmp: tempfile.TemporaryDirectory | None = None
+        self._stderr: Any = None  # the process's stderr, a file in _tmp (read when it stops)
 
     @staticmethod
     def _environment() -> dict:
@@ -275,9 +276,14 @@ class _SimulatorProcess:
         self._proc = subprocess.Popen([sys.executable, "-c", "from labhelpers.racecheck import _child_serve; "
                                        "_child_serve()"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._stderr, text=True, bufsize=1)
-        self._key = (sys.executable, tuple(sorted(env.items())))
+        self._key = self._key_of(env)
         self._jobs = 0
         return self._proc
+
+    @staticmethod
+    def _key_of(env: dict) -> tuple:
+        """What a kept process was started with: another interpreter or environment needs a fresh one."""
+        return sys.executable, tuple(sorted(env.items()))
 
     def stop(self) -> None:
         """End the process (at exit, or before a fresh one)."""
@@ -302,7 +308,7 @@ class _SimulatorProcess:
             env = self._environment()
             proc = self._proc
             if (proc is None or proc.poll() is not None or self._jobs >= JOBS_PER_PROCESS
-                    or self._key != (sys.executable, tuple(sorted(env.items())))):
+                    or self._key != self._key_of(env)):
                 proc = self._start(env)
             self._jobs += 1
             assert self._tmp is not None
@@ -356,7 +362,7 @@ class _SimulatorProcess:
             self._stderr.flush()
             self._stderr.seek(0)
             return self._stderr.read()
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError):
             return ""
 
     @property

@@ -28,10 +28,13 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import backend, device
+from .device import (  # noqa: F401  (the limits every CUDA GPU shares: stated in device.py, checked here)
+    DEFAULT_SHARED_PER_BLOCK,
+    MAX_BLOCK_DIMS,
+    MAX_GRID_DIMS,
+    MAX_THREADS_PER_BLOCK,
+)
 from .errors import ArgumentError, ArrayArgumentError, LaunchConfigError
-
-# The launch limits every CUDA GPU shares, stated once in the hardware description (device.py) and checked here.
-from .device import DEFAULT_SHARED_PER_BLOCK, MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_THREADS_PER_BLOCK  # noqa: E402
 
 _THREADS_FIX = ("choose threads per block between 1 and 1024, ideally a multiple of 32 (one warp) such as 128 "
                 "or 256, and launch more blocks for more threads")
