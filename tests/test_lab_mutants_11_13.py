@@ -194,6 +194,15 @@ CHECKERS_13 = {"count_atomic": ex13.check_count_atomic, "count_block": ex13.chec
                "max_cas": ex13.check_float_max_cas, "sum_last_block": ex13.check_last_block_fences}
 
 
+@pytest.mark.parametrize("name", list(CHECKERS_13))
+@pytest.mark.parametrize("bad", [None, {"kernel": 1}, "count_atomic"], ids=["None", "dict", "str"])
+def test_lab13_checkers_refuse_what_is_not_a_kernel(name, bad):
+    from labhelpers.exercises import harness as h
+
+    with pytest.raises(lh.CheckFailed, match=f"^{h.NOT_A_KERNEL}"):
+        CHECKERS_13[name](bad)
+
+
 @pytest.mark.parametrize("case", list(MUTANTS_13))
 def test_lab13_mutants_are_rejected(lab13, case):
     name, edits, message = MUTANTS_13[case]
