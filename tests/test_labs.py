@@ -5,7 +5,10 @@ A cell tagged ``skeleton`` defines one or more functions (kernels); the solution
 every non-placeholder line of the skeleton must appear, in order, in the solution. The
 lab's check cell calls a checker on the skeleton's function; here the same call is made
 on the solution and must pass (and the committed notebook records that it fails on the
-skeleton, which nbval keeps checking).
+skeleton, which nbval keeps checking). On a GPU the cells that time (tagged
+``nbval-ignore-output``) run in a test of their own, which the GPU suite runs alone on the GPU:
+a measured exercise's check raises below its target, so that test is also the one test that each
+lab's solution reaches its targets on the GPU in hand.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import nbformat
 import pytest
 
 import labhelpers as lh  # noqa: F401  (chooses the backend before the solutions import numba.cuda)
+from markers import SIM, gpu_only
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted((ROOT / "labs").glob("*.ipynb"))
@@ -92,44 +96,98 @@ def test_solutions_only_add_lines_to_the_skeletons(lab: Path):
             f"{lab.name}: the solution of {name!r} changes skeleton lines instead of only adding lines")
 
 
-@pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])
-def test_check_cells_pass_on_the_solutions(lab: Path):
-    """Re-run each check cell with the skeleton names bound to the solutions: each says "Correct" (or "GPU only",
-    for a kernel the simulator cannot run). The one test that every lab's solutions pass their checkers (the mutant
-    files test only rejections: a checker that rejects everything fails here)."""
-    module, _ = _load_solutions(lab)
-    nb = nbformat.read(lab, as_version=4)
-    names = {name for name, _ in _skeletons(lab)}
-    namespace: dict = {}
-    checks = 0
-    for cell in nb.cells:
+def _code_cells(lab: Path) -> list[tuple[str, str]]:
+    """The lab's code cells as the tests below run them: (source without magics, role). Roles: "skeleton", "pitfall"
+    (an error shown on purpose), "measured" (a machine-dependent cell, tagged ``nbval-ignore-output``, or one that
+    reads a name only such a cell sets: on a GPU these time), "check" (calls a checker), "plain" (the rest)."""
+    cells, measured_names = [], set()
+    for cell in nbformat.read(lab, as_version=4).cells:
         if cell.cell_type != "code" or cell.source.lstrip().startswith("# Setup"):
             continue
         tags = cell.metadata.get("tags", [])
         source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-        if "skeleton" in tags:
+        tree = ast.parse(source)
+        stores = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if "skeleton" in tags or "pitfall" in tags:
+            role = "skeleton" if "skeleton" in tags else "pitfall"
+        elif "nbval-ignore-output" in tags or loads & measured_names:
+            role = "measured"
+            measured_names |= stores
+        else:
+            role = "check" if _calls(source, "check") else "plain"
+            measured_names -= stores
+        cells.append((source, role))
+    return cells
+
+
+def _run_cells(lab: Path, roles: set[str]) -> int:
+    """Run the lab's cells of these roles in order, the skeleton names bound to the solutions; each that calls a
+    checker must say "Correct" (or "GPU only"), each that shows a prediction beside a measurement must show one.
+    Returns how many checker calls ran."""
+    module, _ = _load_solutions(lab)
+    names = {name for name, _ in _skeletons(lab)}
+    namespace: dict = {}
+    checks = 0
+    for source, role in _code_cells(lab):
+        if role == "skeleton":
             namespace.update({n: getattr(module, n) for n in names if hasattr(module, n)})
+        if role not in roles:
             continue
-        if "pitfall" in tags:
-            continue  # an error shown on purpose, not an exercise check
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            exec(compile(source, f"{lab.name}:cell", "exec"), namespace)
+            shown = _exec_cell(source, f"{lab.name}:cell", namespace)
         namespace.update({n: getattr(module, n) for n in names if hasattr(module, n)})
-        if _calls_a_checker(source):
+        out = printed.getvalue()
+        if _calls(source, "check"):
             checks += 1
-            out = printed.getvalue()
             assert "Correct" in out or "GPU only" in out, (
                 f"{lab.name}: a check cell ran on the solution without saying 'Correct' (or 'GPU only'):\n"
                 f"{source}\n--- it printed:\n{out}")
+        if _calls(source, "show_", but="show_source"):
+            text = out + ("" if shown is None else getattr(shown, "to_string", lambda: repr(shown))())
+            assert "Correct" in text and "easured" in text, (
+                f"{lab.name}: a prediction was not shown beside a measurement:\n{source}\n--- it showed:\n{text}")
+    return checks
+
+
+def _exec_cell(source: str, filename: str, namespace: dict):
+    """Run a cell as a notebook does; the value of its last line when that is an expression (what it displays)."""
+    tree = ast.parse(source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, filename, "exec"), namespace)  # noqa: S102  (the lab's own cells)
+    return None if last is None else eval(compile(ast.Expression(last.value), filename, "eval"), namespace)  # noqa: S307
+
+
+@pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])
+def test_check_cells_pass_on_the_solutions(lab: Path):
+    """Re-run the lab's cells with the skeleton names bound to the solutions: each check says "Correct" (or "GPU
+    only", for a kernel the simulator cannot run). The one test that every lab's solutions pass their checkers (the
+    mutant files test only rejections: a checker that rejects everything fails here). On a GPU the cells that time
+    (machine-dependent ones) are left to the next test, which the GPU suite runs alone on the GPU."""
+    roles = {"plain", "check"} | ({"measured"} if SIM else set())
+    _run_cells(lab, roles)
+    checks = sum(1 for source, role in _code_cells(lab) if role in ("check", "measured") and _calls(source, "check"))
     assert checks >= 3, f"{lab.name}: {checks} check cells (a lab has at least three exercises)"
 
 
-def _calls_a_checker(source: str) -> bool:
-    """Whether a cell calls a lab checker (``ex.check_...(...)``, ``check_...(...)``)."""
+@gpu_only
+@pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])
+def test_measured_cells_pass_on_the_solutions(lab: Path):
+    """On a GPU, the lab's machine-dependent cells on the solutions (after the plain cells they follow): a measured
+    exercise passes its target on this GPU (its check raises below it), a prediction is shown beside this GPU's
+    measurement. Under the simulator the test above runs these cells."""
+    _run_cells(lab, {"plain", "measured"})
+
+
+def _calls(source: str, prefix: str, but: str = "") -> bool:
+    """Whether a cell calls a function whose name starts with ``prefix`` (``ex.check_...(...)``, ``check_...(...)``),
+    other than ``but``."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name.startswith("check"):
+            if name.startswith(prefix) and name != (but or None):
                 return True
     return False
+
+

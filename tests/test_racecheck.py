@@ -836,3 +836,39 @@ def test_the_pairs_of_an_element_are_those_of_comparing_every_pair():
                              lines[int(rng.integers(0, len(lines)))], 0, (t, 0, 0)))
         accesses.sort(key=lambda a: (a[0], a[1]))
         assert rc._pairs(accesses) == _every_pair(accesses), accesses
+
+
+# A device function whose module is not the kernel's (a package's device function, a kernel rebuilt in the GPU
+# route's simulator process): built here in globals of its own.
+_OTHER_MODULE: dict = {"__name__": "another_module"}
+exec("def plus_one(x):\n    return x + 1\n", _OTHER_MODULE)  # noqa: S102
+_plus_one = cuda.jit(device=True)(_OTHER_MODULE["plus_one"])
+
+
+@cuda.jit
+def _calls_another_modules_device_function(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _plus_one(i)
+
+
+@sim_only  # the swap is the simulator's; on a GPU the same code runs in the simulator process
+def test_a_device_function_of_another_module_is_swapped_once_per_launch(monkeypatch):
+    """The simulator swaps a device function's module's ``cuda`` at every call: with another module than the
+    kernel's and hundreds of threads that cost minutes (lab 8's naive n-body, 256 threads). A checked launch swaps
+    each module once and gives it back at the end."""
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    entered = []
+    original = sim_kernel.swapped_cuda_module
+
+    def counting(fn, fake):
+        entered.append(fn.__globals__.get("__name__"))
+        return original(fn, fake)
+
+    monkeypatch.setattr(sim_kernel, "swapped_cuda_module", counting)
+    out = np.zeros(130, np.int32)
+    report = lh.check_races(_calls_another_modules_device_function, 3, 64, out)
+    assert report.ok and (out == np.arange(1, 131)).all()
+    assert sorted(entered) == ["another_module", __name__], entered  # once each, not once per thread and call
+    assert sim_kernel.swapped_cuda_module is counting and globals()["cuda"] is cuda  # all given back

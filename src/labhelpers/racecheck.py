@@ -734,6 +734,41 @@ def _make_block_run(recorder: _Recorder, original):
     return run
 
 
+class _StickyModuleSwap:
+    """A replacement for the simulator's ``swapped_cuda_module`` for the duration of one checked launch.
+
+    At every call of a device function the simulator swaps the ``cuda`` global of the function's module for the
+    launch's fake module (and back after the call), under a lock and with a scan of that module's globals whenever no
+    other call holds it. A kernel and its device functions in one module share the swap the launch holds; a device
+    function from another module (the package's, a lab solution's, a kernel rebuilt in the GPU route's simulator
+    process) pays for the lock and the scan at every call, and with a few hundred simulated threads contending for
+    the lock a check of seconds ran for many minutes (lab 8's naive n-body, 256 threads). Within one launch the fake
+    module is the same for every call, so here a module, once swapped, stays swapped until :meth:`release`.
+    """
+
+    def __init__(self, original) -> None:
+        self._original = original
+        self._held: dict = {}  # id of a module's globals -> the original's context, entered
+        self._lock = threading.Lock()
+        self._nothing = contextlib.nullcontext()
+
+    def __call__(self, fn, fake_cuda_module):
+        key = id(fn.__globals__)
+        if key not in self._held:
+            with self._lock:
+                if key not in self._held:
+                    context = self._original(fn, fake_cuda_module)
+                    context.__enter__()
+                    self._held[key] = context
+        return self._nothing
+
+    def release(self) -> None:
+        """Give every module its own ``cuda`` back (the launch has ended)."""
+        for context in reversed(list(self._held.values())):
+            context.__exit__(None, None, None)
+        self._held.clear()
+
+
 #: Recorders of the checks now running (at most one: guarded by :data:`patching.LOCK`).
 _ACTIVE: list = []
 
@@ -753,12 +788,16 @@ def _instrumented(griddim, blockdim, launch: str = "kernel") -> Iterator[_Record
                 kernelapi.__file__, __file__, os.path.abspath(__file__)}
         recorder = _Recorder(griddim, blockdim, skip, kernelapi.__file__, launch)
         _ACTIVE.append(recorder)
+        replacements = [
+            (kernelapi.FakeCUDAShared, "array", _make_shared_array(recorder, kernelapi.FakeCUDAShared.array)),
+            (sim_kernel.BlockThread, "syncthreads", _make_syncthreads(recorder, sim_kernel.BlockThread.syncthreads)),
+            (sim_kernel.BlockManager, "run", _make_block_run(recorder, sim_kernel.BlockManager.run))]
+        sticky = None
+        if hasattr(sim_kernel, "swapped_cuda_module"):  # numba-cuda 0.22 (Colab) and 0.30 both have it
+            sticky = _StickyModuleSwap(sim_kernel.swapped_cuda_module)
+            replacements.append((sim_kernel, "swapped_cuda_module", sticky))
         try:
-            with patching.patched(
-                    (kernelapi.FakeCUDAShared, "array", _make_shared_array(recorder, kernelapi.FakeCUDAShared.array)),
-                    (sim_kernel.BlockThread, "syncthreads",
-                     _make_syncthreads(recorder, sim_kernel.BlockThread.syncthreads)),
-                    (sim_kernel.BlockManager, "run", _make_block_run(recorder, sim_kernel.BlockManager.run))):
+            with patching.patched(*replacements):
                 recorder.progress.begin()
                 collecting = gc.isenabled()
                 gc.disable()  # the entries are acyclic; collecting while millions are made would cost a third more
@@ -767,6 +806,8 @@ def _instrumented(griddim, blockdim, launch: str = "kernel") -> Iterator[_Record
                 finally:
                     if collecting:
                         gc.enable()
+                    if sticky is not None:
+                        sticky.release()
                     recorder.progress.end()
         finally:
             _ACTIVE.pop()

@@ -354,7 +354,6 @@ def calibrate_iters(n: int, target_ms: float, *, probe_iters: int = 256) -> int:
     return iters
 
 
-@gpu_lock.measurement
 def copy_times(copies: Sequence[tuple], *, repeat: int = 5) -> list[float]:
     """Milliseconds from the start of ``copies`` to the end of the last one, each of ``repeat`` runs (GPU only).
 
@@ -370,11 +369,17 @@ def copy_times(copies: Sequence[tuple], *, repeat: int = 5) -> list[float]:
     for direction, _dst, _src, nbytes in copies:
         validate.choice(direction, "direction", ("H2D", "D2H"))
         validate.integer(nbytes, "nbytes", minimum=1)
+    repeat = validate.integer(repeat, "repeat", minimum=1)
     backend.require_gpu("copy_times", because=_STREAMS, instead=_MODEL)
+    return _time_copies(copies, repeat)  # checked first: a refusal takes no measurement
+
+
+@gpu_lock.measurement
+def _time_copies(copies: list[tuple], repeat: int) -> list[float]:
     cuda = _cuda()
     streams = [cuda.stream() for _ in copies]
     times = []
-    for _ in range(validate.integer(repeat, "repeat", minimum=1) + 1):
+    for _ in range(repeat + 1):
         start = cuda.event()
         start.record(stream=streams[0])
         for s in streams[1:]:
