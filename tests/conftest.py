@@ -40,6 +40,10 @@ def _gpu_measurements_run_alone(request, monkeypatch):
     ``labhelpers.gpu_lock.exclusive``: ``lh.benchmark``, chapter 11's event timings) skips the test and queues it for
     the serial phase. Where several processes share a GPU otherwise (``LABHELPERS_GPU_LOCK``), each test holds it
     shared and measurements wait for a quiet GPU. Both are no-ops in CI and in a plain ``pytest`` run."""
+    if DEFER and request.node.get_closest_marker("measures"):  # all it does is time: queued before any work
+        with open(DEFER, "a") as queue:
+            queue.write(request.node.nodeid + "\n")
+        pytest.skip("takes GPU measurements: runs in the serial phase, alone on the GPU")
     if DEFER:
         @contextlib.contextmanager
         def deferred():
@@ -64,6 +68,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "measures: a test whose work is mostly GPU timing; the GPU suite's parallel phase queues it for the "
+                   "serial phase before it starts, instead of at its first measurement")
     config.addinivalue_line(
         "markers", "backend_independent: the module's tests launch no kernel and measure nothing, so they give the same "
                    "verdict on every backend; tools/run_gpu_tests.sh leaves them to CI (the simulator run proves the "

@@ -109,6 +109,23 @@ def test_lab11_mutants_are_rejected(lab11, case):
         CHECKERS_11[name](bad)
 
 
+def test_lab11_names_the_stream_whatever_the_values(lab11, monkeypatch):
+    """On a GPU a kernel on another stream than its copy races with it and gives wrong values by chance (under the
+    simulator never): the checker names the stream first, whatever the values (the H200 once said "outputs are
+    wrong"). A GPU's wrong values are faked here by a reference that differs at one element."""
+    real = ex11.ks.fma_chain_reference
+
+    def racy(x, iters):
+        out = real(x, iters)
+        out[1:2] += 1.0
+        return out
+
+    monkeypatch.setattr(ex11.ks, "fma_chain_reference", racy)
+    name, *edits, _ = MUTANTS_11["kernel on another stream than its copies"]
+    with pytest.raises(lh.CheckFailed, match="another stream"):
+        ex11.check_chunked_pipeline(mutant(getattr(lab11, name), *edits, **PY))
+
+
 #: Other ways to wait for every stream, each accepted: an event per stream, a stream that waits for the others'
 #: events (the host waits for it alone), the whole device.
 WAITS_11 = {

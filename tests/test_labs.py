@@ -106,9 +106,7 @@ def _code_cells(lab: Path) -> list[tuple[str, str]]:
             continue
         tags = cell.metadata.get("tags", [])
         source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-        tree = ast.parse(source)
-        stores = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        stores, loads = _names(source)
         if "skeleton" in tags or "pitfall" in tags:
             role = "skeleton" if "skeleton" in tags else "pitfall"
         elif "nbval-ignore-output" in tags or loads & measured_names:
@@ -121,18 +119,44 @@ def _code_cells(lab: Path) -> list[tuple[str, str]]:
     return cells
 
 
-def _run_cells(lab: Path, roles: set[str]) -> int:
-    """Run the lab's cells of these roles in order, the skeleton names bound to the solutions; each that calls a
-    checker must say "Correct" (or "GPU only"), each that shows a prediction beside a measurement must show one.
-    Returns how many checker calls ran."""
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell sets (assignments, definitions, imports) and the names it reads."""
+    stores, loads = set(), set()
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Name):
+            (stores if isinstance(n.ctx, ast.Store) else loads).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            stores.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            stores |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    return stores, loads
+
+
+def _cells_the_measured_ones_need(cells: list[tuple[str, str]]) -> set[int]:
+    """The measured cells and the plain cells before them that set a name they (or such a cell) read."""
+    needed: set[int] = set()
+    wanted: set[str] = set()
+    for i in reversed(range(len(cells))):
+        source, role = cells[i]
+        stores, loads = _names(source)
+        if role == "measured" or (role == "plain" and stores & wanted):
+            needed.add(i)
+            wanted |= loads
+    return needed
+
+
+def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None) -> int:
+    """Run the lab's cells of these roles in order (of those numbered ``only``, if given), the skeleton names bound
+    to the solutions; each that calls a checker must say "Correct" (or "GPU only"), each that shows a prediction
+    beside a measurement must show one. Returns how many checker calls ran."""
     module, _ = _load_solutions(lab)
     names = {name for name, _ in _skeletons(lab)}
     namespace: dict = {}
     checks = 0
-    for source, role in _code_cells(lab):
+    for number, (source, role) in enumerate(_code_cells(lab)):
         if role == "skeleton":
             namespace.update({n: getattr(module, n) for n in names if hasattr(module, n)})
-        if role not in roles:
+        if role not in roles or (only is not None and number not in only):
             continue
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
@@ -172,12 +196,14 @@ def test_check_cells_pass_on_the_solutions(lab: Path):
 
 
 @gpu_only
+@pytest.mark.measures
 @pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])
 def test_measured_cells_pass_on_the_solutions(lab: Path):
     """On a GPU, the lab's machine-dependent cells on the solutions (after the plain cells they follow): a measured
     exercise passes its target on this GPU (its check raises below it), a prediction is shown beside this GPU's
-    measurement. Under the simulator the test above runs these cells."""
-    _run_cells(lab, {"plain", "measured"})
+    measurement. Only the plain cells they need run first: the rest ran in the test above. Under the simulator that
+    test runs these cells."""
+    _run_cells(lab, {"plain", "measured"}, _cells_the_measured_ones_need(_code_cells(lab)))
 
 
 def _calls(source: str, prefix: str, but: str = "") -> bool:
