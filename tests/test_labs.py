@@ -24,6 +24,7 @@ import nbformat
 import pytest
 
 import labhelpers as lh  # noqa: F401  (chooses the backend before the solutions import numba.cuda)
+from labhelpers.exercises import timed
 from markers import SIM, gpu_only
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,8 +99,9 @@ def test_solutions_only_add_lines_to_the_skeletons(lab: Path):
 
 def _code_cells(lab: Path) -> list[tuple[str, str]]:
     """The lab's code cells as the tests below run them: (source without magics, role). Roles: "skeleton", "pitfall"
-    (an error shown on purpose), "measured" (a machine-dependent cell, tagged ``nbval-ignore-output``, or one that
-    reads a name only such a cell sets: on a GPU these time), "check" (calls a checker), "plain" (the rest)."""
+    (an error shown on purpose), "timed check" (a machine-dependent cell, tagged ``nbval-ignore-output``, that calls
+    a checker: a measured exercise), "measured" (another machine-dependent cell, or one that reads a name only such a
+    cell sets: on a GPU these time), "check" (calls a checker), "plain" (the rest)."""
     cells, measured_names = [], set()
     for cell in nbformat.read(lab, as_version=4).cells:
         if cell.cell_type != "code" or cell.source.lstrip().startswith("# Setup"):
@@ -110,7 +112,8 @@ def _code_cells(lab: Path) -> list[tuple[str, str]]:
         if "skeleton" in tags or "pitfall" in tags:
             role = "skeleton" if "skeleton" in tags else "pitfall"
         elif "nbval-ignore-output" in tags or loads & measured_names:
-            role = "measured"
+            timed_check = "nbval-ignore-output" in tags and not loads & measured_names and _calls(source, "check")
+            role = "timed check" if timed_check else "measured"
             measured_names |= stores
         else:
             role = "check" if _calls(source, "check") else "plain"
@@ -139,16 +142,17 @@ def _cells_the_measured_ones_need(cells: list[tuple[str, str]]) -> set[int]:
     for i in reversed(range(len(cells))):
         source, role = cells[i]
         stores, loads = _names(source)
-        if role == "measured" or (role == "plain" and stores & wanted):
+        if role in ("measured", "timed check") or (role == "plain" and stores & wanted):
             needed.add(i)
             wanted |= loads
     return needed
 
 
-def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None) -> int:
+def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None,
+               said: tuple[str, ...] = ("Correct", "GPU only")) -> int:
     """Run the lab's cells of these roles in order (of those numbered ``only``, if given), the skeleton names bound
-    to the solutions; each that calls a checker must say "Correct" (or "GPU only"), each that shows a prediction
-    beside a measurement must show one. Returns how many checker calls ran."""
+    to the solutions; each that calls a checker must say one of ``said``, each that shows a prediction beside a
+    measurement must show one. Returns how many checker calls ran."""
     module, _ = _load_solutions(lab)
     names = {name for name, _ in _skeletons(lab)}
     namespace: dict = {}
@@ -165,8 +169,8 @@ def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None) -> int:
         out = printed.getvalue()
         if _calls(source, "check"):
             checks += 1
-            assert "Correct" in out or "GPU only" in out, (
-                f"{lab.name}: a check cell ran on the solution without saying 'Correct' (or 'GPU only'):\n"
+            assert any(word in out for word in said), (
+                f"{lab.name}: a check cell ran on the solution without saying any of {said}:\n"
                 f"{source}\n--- it printed:\n{out}")
         if _calls(source, "show_", but="show_source"):
             text = out + ("" if shown is None else getattr(shown, "to_string", lambda: repr(shown))())
@@ -184,26 +188,40 @@ def _exec_cell(source: str, filename: str, namespace: dict):
 
 
 @pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])
-def test_check_cells_pass_on_the_solutions(lab: Path):
+def test_check_cells_pass_on_the_solutions(lab: Path, monkeypatch):
     """Re-run the lab's cells with the skeleton names bound to the solutions: each check says "Correct" (or "GPU
     only", for a kernel the simulator cannot run). The one test that every lab's solutions pass their checkers (the
-    mutant files test only rejections: a checker that rejects everything fails here). On a GPU the cells that time
-    (machine-dependent ones) are left to the next test, which the GPU suite runs alone on the GPU."""
-    roles = {"plain", "check"} | ({"measured"} if SIM else set())
+    mutant files test only rejections: a checker that rejects everything fails here). On a GPU the timing is left to
+    the next test, which the GPU suite runs alone on the GPU: a measured exercise's correctness is checked here, side
+    by side with other tests, and the other machine-dependent cells run there."""
+    roles = {"plain", "check", "timed check"} | ({"measured"} if SIM else set())
+    if not SIM:
+        def correctness_only(ex, choice, *, correct, race, timeable=None):
+            correct()
+            return timed.Verdict(passed=True, ratio=None, text="timed by test_measured_cells_pass_on_the_solutions")
+
+        monkeypatch.setattr(timed, "check", correctness_only)
     _run_cells(lab, roles)
-    checks = sum(1 for source, role in _code_cells(lab) if role in ("check", "measured") and _calls(source, "check"))
+    checks = sum(1 for source, role in _code_cells(lab) if role != "plain" and _calls(source, "check"))
     assert checks >= 3, f"{lab.name}: {checks} check cells (a lab has at least three exercises)"
 
 
 @gpu_only
 @pytest.mark.measures
 @pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])
-def test_measured_cells_pass_on_the_solutions(lab: Path):
+def test_measured_cells_pass_on_the_solutions(lab: Path, monkeypatch):
     """On a GPU, the lab's machine-dependent cells on the solutions (after the plain cells they follow): a measured
     exercise passes its target on this GPU (its check raises below it), a prediction is shown beside this GPU's
-    measurement. Only the plain cells they need run first: the rest ran in the test above. Under the simulator that
-    test runs these cells."""
-    _run_cells(lab, {"plain", "measured"}, _cells_the_measured_ones_need(_code_cells(lab)))
+    measurement. Only the plain cells they need run first, and a measured exercise's correctness is not checked again:
+    the test above did both. Under the simulator that test runs these cells."""
+    real = timed.check
+
+    def timing_only(ex, choice, *, correct, race, timeable=None):
+        return real(ex, choice, correct=lambda: None, race=race, timeable=timeable)
+
+    monkeypatch.setattr(timed, "check", timing_only)
+    _run_cells(lab, {"plain", "measured", "timed check"}, _cells_the_measured_ones_need(_code_cells(lab)),
+               said=("Passed", "Not timed here"))
 
 
 def _calls(source: str, prefix: str, but: str = "") -> bool:
