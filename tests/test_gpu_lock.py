@@ -78,6 +78,11 @@ def test_takes_a_measurement():
         pass
 
 
+@pytest.mark.measures
+def test_marked_as_measuring():
+    """Stands for a test marked ``measures``: the next test's side-by-side phase queues it before it starts."""
+
+
 def test_the_gpu_suite_defers_a_measuring_test_then_runs_it_alone(tmp_path):
     """tools/run_gpu_tests.sh's two phases (tests/conftest.py): side by side the measuring test is skipped and its id
     queued; alone, only the queued tests run."""
@@ -86,6 +91,7 @@ def test_the_gpu_suite_defers_a_measuring_test_then_runs_it_alone(tmp_path):
     import sys
 
     node = "tests/test_gpu_lock.py::test_takes_a_measurement"
+    marked = "tests/test_gpu_lock.py::test_marked_as_measuring"
     other = "tests/test_gpu_lock.py::test_enabled_follows_the_variable"
     queue = tmp_path / "deferred"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LABHELPERS_GPU_")}
@@ -93,10 +99,10 @@ def test_the_gpu_suite_defers_a_measuring_test_then_runs_it_alone(tmp_path):
 
     def pytest_run(**extra):
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rs",
-                               node, other], cwd=root, env={**env, **extra}, capture_output=True, text=True, timeout=120)
+                               node, marked, other], cwd=root, env={**env, **extra}, capture_output=True, text=True, timeout=120)
 
     side_by_side = pytest_run(LABHELPERS_GPU_DEFER=str(queue))
-    assert "1 passed, 1 skipped" in side_by_side.stdout and "serial phase" in side_by_side.stdout, side_by_side.stdout
-    assert queue.read_text().split() == [node]
+    assert "1 passed, 2 skipped" in side_by_side.stdout and "serial phase" in side_by_side.stdout, side_by_side.stdout
+    assert sorted(queue.read_text().split()) == sorted([node, marked])
     alone = pytest_run(LABHELPERS_GPU_ONLY=str(queue))
-    assert "1 passed, 1 deselected" in alone.stdout, alone.stdout
+    assert "2 passed, 1 deselected" in alone.stdout, alone.stdout

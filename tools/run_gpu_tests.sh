@@ -61,7 +61,8 @@ if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
   echo "--> one at a time, alone on the GPU: the $(wc -l < "$LOCKS/deferred") tests that measure"
   if [ -s "$LOCKS/deferred" ]; then
     LABHELPERS_GPU_ONLY=$LOCKS/deferred MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider -p no:xdist \
-      -m "not backend_independent" --junitxml="$LOGS/package-alone.xml" tests || status=1
+      -m "not backend_independent" --junitxml="$LOGS/package-alone.xml" $(sed 's/::.*//' "$LOCKS/deferred" | sort -u) \
+      || status=1   # only the queued tests' modules are collected
   fi
   echo "==> package tests: $(minutes $((SECONDS - t0))) min"
 fi
@@ -70,7 +71,7 @@ if [ "$WHAT" = alone ]; then
     echo "==> round $round of $TIMES: the $(wc -l < "$LIST") tests of $LIST, one at a time, alone on the GPU"
     t0=$SECONDS
     LABHELPERS_GPU_ONLY=$LIST MPLBACKEND=Agg "$PY" -m pytest -q -p no:cacheprovider -p no:xdist \
-      --junitxml="$LOGS/alone-$round.xml" tests || status=1
+      --junitxml="$LOGS/alone-$round.xml" $(sed 's/::.*//' "$LIST" | sort -u) || status=1
     echo "==> round $round: $(minutes $((SECONDS - t0))) min"
   done
 fi
