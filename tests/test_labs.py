@@ -172,6 +172,10 @@ def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None,
             assert any(word in out for word in said), (
                 f"{lab.name}: a check cell ran on the solution without saying any of {said}:\n"
                 f"{source}\n--- it printed:\n{out}")
+        if SIM and role == "timed check":  # a measured exercise: the reference GPU's numbers, and what a GPU does
+            assert "Reference: " in out and "On a GPU this check times" in out and (
+                "reference data '" in out or "no 2-GPU measurement is shipped" in out), (
+                f"{lab.name}: a measured check under the simulator did not show the reference data:\n{out}")
         if _calls(source, "show_", but="show_source"):
             text = out + ("" if shown is None else getattr(shown, "to_string", lambda: repr(shown))())
             assert "Correct" in text and "easured" in text, (

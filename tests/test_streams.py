@@ -305,13 +305,6 @@ def solutions():
     return load_solutions(LAB)
 
 
-def test_checkers_accept_the_solutions(solutions):
-    ex.check_pinned_buffers(solutions.make_buffers)
-    ex.check_chunked_pipeline(solutions.chunked_pipeline)
-    ex.check_prediction(solutions.predict_ms)
-    ex.check_no_hidden_sync(solutions.fixed_pipeline)
-
-
 def test_pinned_checker_rejects_pageable_buffers(solutions):
     pageable = mutant(solutions.make_buffers, ("h_in = cuda.pinned_array(n, dtype=np.float32)",
                                                "h_in = np.empty(n, dtype=np.float32)"), **PY)
