@@ -178,6 +178,11 @@ class Recording:
         out += self._cross_stream(where)
         return list(dict.fromkeys(out))
 
+    def unordered(self) -> bool:
+        """Whether a kernel or a copy back runs on another stream than the work it depends on, with nothing ordering
+        the two (one of :meth:`problems`): on a GPU a race whose values are wrong by chance, under the simulator never."""
+        return bool(self._cross_stream(str))
+
     def unwaited(self) -> list[Call]:
         """The last copy or kernel of every stream that no host wait covered when the recording ended.
 

@@ -236,9 +236,9 @@ def _pipeline_diagnosis(got: np.ndarray, expected: np.ndarray, n: int, chunks: i
 def _slices_line_up(rec: streamrecord.Recording) -> bool:
     """Whether each kernel reads the device slice that the copy queued just before it filled.
 
-    Then a stream problem (say, the kernel on another stream than its copy) is the bug to report, whatever the
-    values: on a GPU the race it opens gives wrong values by chance, under the simulator never, and the class must be
-    the same on both. When the slices do not line up, the values are wrong on both and say so first."""
+    Then an unordered pair of streams (say, the kernel on another stream than its copy) is the bug to report,
+    whatever the values: on a GPU the race it opens gives wrong values by chance, under the simulator never, and the
+    class must be the same on both. When the slices do not line up, the values are wrong on both and say so first."""
     copied = None
     for c in rec.work():
         if c.kind == "h2d":
@@ -272,7 +272,7 @@ def check_chunked_pipeline(pipeline) -> None:
                                   f"streams={streams}: {str(exc)[:400]}") from None
         cuda.synchronize()
         where = f"n={n}, chunks={chunks}, streams={streams}"
-        if _slices_line_up(rec):  # a stream problem first: on a GPU it may give wrong values, never under the
+        if rec.unordered() and _slices_line_up(rec):  # the race first: on a GPU its values are wrong by chance
             _require_overlap(rec, "your pipeline", getattr(pipeline, "__name__", ""), where, chunks, streams)
         if not np.array_equal(whole_in[GUARD:GUARD + n], x):
             raise CheckFailed(f"{where}: the input h_in changed. An H2D copy written the wrong way "
