@@ -188,7 +188,9 @@ def _exec_cell(source: str, filename: str, namespace: dict):
     tree = ast.parse(source)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     exec(compile(tree, filename, "exec"), namespace)  # noqa: S102  (the lab's own cells)
-    return None if last is None else eval(compile(ast.Expression(last.value), filename, "eval"), namespace)  # noqa: S307
+    if last is None:
+        return None
+    return eval(compile(ast.Expression(last.value), filename, "eval"), namespace)  # noqa: S307
 
 
 @pytest.mark.parametrize("lab", LABS, ids=[p.name for p in LABS])

@@ -12,10 +12,10 @@
 # One GPU is shared by several test processes, because compiling kernels and drawing figures keep many CPU cores
 # busy while the GPU idles; measurements still never share the GPU. Package tests run in two phases: side by side in
 # pytest-xdist workers, where a test that takes a GPU measurement is skipped and queued (tests/conftest.py; one
-# marked `measures` before it starts), then the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU per GPU, 4 by default) with one lock file
-# per GPU (src/labhelpers/gpu_lock.py): every cell holds its GPU shared, and a cell that measures holds it alone to
-# its end. So a measured exercise gets the verdict of an idle GPU. With several GPUs, each worker and each lane sees
-# one GPU through CUDA_VISIBLE_DEVICES.
+# marked `measures` before it starts), then the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU
+# per GPU, 4 by default) with one lock file per GPU (src/labhelpers/gpu_lock.py): every cell holds its GPU shared,
+# and a cell that measures holds it alone to its end. So a measured exercise gets the verdict of an idle GPU. With
+# several GPUs, each worker and each lane sees one GPU through CUDA_VISIBLE_DEVICES.
 #
 # Which package tests: every module not marked `backend_independent` (those launch no kernel and measure nothing;
 # CI runs them, and the simulator run proves the mark: tests/conftest.py fails such a test if it launches a kernel).

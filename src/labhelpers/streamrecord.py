@@ -179,8 +179,9 @@ class Recording:
         return list(dict.fromkeys(out))
 
     def unordered(self) -> bool:
-        """Whether a kernel or a copy back runs on another stream than the work it depends on, with nothing ordering
-        the two (one of :meth:`problems`): on a GPU a race whose values are wrong by chance, under the simulator never."""
+        """Whether a kernel or a copy back runs on another stream than the work it depends on, with nothing
+        ordering the two (one of :meth:`problems`): on a GPU a race whose values are wrong by chance, under the
+        simulator never."""
         return bool(self._cross_stream(str))
 
     def unwaited(self) -> list[Call]:
