@@ -40,16 +40,17 @@ def _gpu_measurements_run_alone(request, monkeypatch):
     ``labhelpers.gpu_lock.exclusive``: ``lh.benchmark``, chapter 11's event timings) skips the test and queues it for
     the serial phase. Where several processes share a GPU otherwise (``LABHELPERS_GPU_LOCK``), each test holds it
     shared and measurements wait for a quiet GPU. Both are no-ops in CI and in a plain ``pytest`` run."""
-    if DEFER and request.node.get_closest_marker("measures"):  # all it does is time: queued before any work
+    def queue_for_the_serial_phase():
         with open(DEFER, "a") as queue:
             queue.write(request.node.nodeid + "\n")
-        pytest.skip("takes GPU measurements: runs in the serial phase, alone on the GPU")
+        pytest.skip("takes a GPU measurement: runs in the serial phase, alone on the GPU")
+
+    if DEFER and request.node.get_closest_marker("measures"):  # all it does is time: queued before any work
+        queue_for_the_serial_phase()
     if DEFER:
         @contextlib.contextmanager
         def deferred():
-            with open(DEFER, "a") as queue:
-                queue.write(request.node.nodeid + "\n")
-            pytest.skip("takes a GPU measurement: runs again in the serial phase, alone on the GPU")
+            queue_for_the_serial_phase()
             yield
 
         monkeypatch.setattr(gpu_lock, "exclusive", deferred)

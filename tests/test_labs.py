@@ -149,14 +149,13 @@ def _cells_the_measured_ones_need(cells: list[tuple[str, str]]) -> set[int]:
 
 
 def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None,
-               said: tuple[str, ...] = ("Correct", "GPU only")) -> int:
+               said: tuple[str, ...] = ("Correct", "GPU only")) -> None:
     """Run the lab's cells of these roles in order (of those numbered ``only``, if given), the skeleton names bound
     to the solutions; each that calls a checker must say one of ``said``, each that shows a prediction beside a
-    measurement must show one. Returns how many checker calls ran."""
+    measurement must show one."""
     module, _ = _load_solutions(lab)
     names = {name for name, _ in _skeletons(lab)}
     namespace: dict = {}
-    checks = 0
     for number, (source, role) in enumerate(_code_cells(lab)):
         if role == "skeleton":
             namespace.update({n: getattr(module, n) for n in names if hasattr(module, n)})
@@ -168,7 +167,6 @@ def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None,
         namespace.update({n: getattr(module, n) for n in names if hasattr(module, n)})
         out = printed.getvalue()
         if _calls(source, "check"):
-            checks += 1
             assert any(word in out for word in said), (
                 f"{lab.name}: a check cell ran on the solution without saying any of {said}:\n"
                 f"{source}\n--- it printed:\n{out}")
@@ -180,7 +178,6 @@ def _run_cells(lab: Path, roles: set[str], only: set[int] | None = None,
             text = out + ("" if shown is None else getattr(shown, "to_string", lambda: repr(shown))())
             assert "Correct" in text and "easured" in text, (
                 f"{lab.name}: a prediction was not shown beside a measurement:\n{source}\n--- it showed:\n{text}")
-    return checks
 
 
 def _exec_cell(source: str, filename: str, namespace: dict):
