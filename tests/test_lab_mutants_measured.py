@@ -121,6 +121,25 @@ def test_faked_gpu_at_target_passes(fake_gpu, capsys):
     assert "Passed: ratio 0.80" in capsys.readouterr().out
 
 
+def test_faked_gpu_without_what_the_race_needs_says_what_is_missing(fake_gpu, capsys):
+    """Lab 12's OpenCL GPU, lab 14's second GPU: a GPU is here but the race cannot run, so the check says why."""
+    v = timed.check(EX, 256, correct=lambda: None, race=lambda: pytest.fail("timed"), timeable=lambda: False,
+                    why_not="no second GPU")
+    assert v.passed and v.ratio is None
+    assert "Not timed here (no second GPU): On a GPU this check times" in capsys.readouterr().out
+
+
+def test_lab12_is_timed_only_where_opencl_sees_a_gpu(fake_gpu, monkeypatch):
+    from labhelpers.kernels import portability as pt
+    from labhelpers.exercises import portability as ex12
+
+    def missing(kind="cpu"):
+        raise pt.ToolMissing(f"no OpenCL {kind} device here")
+
+    monkeypatch.setattr(pt, "opencl_target", missing)
+    assert ex12._opencl_gpu_here() is False
+
+
 @pytest.mark.parametrize("value, cls", [(None, a.WRONG_TYPE), ("256", a.WRONG_TYPE), (256.0, a.WRONG_TYPE),
                                         (100, timed.NOT_ALLOWED), (2048, timed.NOT_ALLOWED)])
 def test_choices_of_the_wrong_type_or_value_are_refused(value, cls):

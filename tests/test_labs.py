@@ -199,7 +199,7 @@ def test_check_cells_pass_on_the_solutions(lab: Path, monkeypatch):
     by side with other tests, and the other machine-dependent cells run there."""
     roles = {"plain", "check", "timed check"} | ({"measured"} if SIM else set())
     if not SIM:
-        def correctness_only(ex, choice, *, correct, race, timeable=None):
+        def correctness_only(ex, choice, *, correct, race, **where):
             correct()
             return timed.Verdict(passed=True, ratio=None, text="timed by test_measured_cells_pass_on_the_solutions")
 
@@ -219,8 +219,8 @@ def test_measured_cells_pass_on_the_solutions(lab: Path, monkeypatch):
     the test above did both. Under the simulator that test runs these cells."""
     real = timed.check
 
-    def timing_only(ex, choice, *, correct, race, timeable=None):
-        return real(ex, choice, correct=lambda: None, race=race, timeable=timeable)
+    def timing_only(ex, choice, *, correct, race, **where):
+        return real(ex, choice, correct=lambda: None, race=race, **where)
 
     monkeypatch.setattr(timed, "check", timing_only)
     _run_cells(lab, {"plain", "measured", "timed check"}, _cells_the_measured_ones_need(_code_cells(lab)),

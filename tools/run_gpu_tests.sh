@@ -13,7 +13,7 @@
 # busy while the GPU idles; measurements still never share the GPU. Package tests run in two phases: side by side in
 # pytest-xdist workers, where a test that takes a GPU measurement is skipped and queued (tests/conftest.py; one
 # marked `measures` before it starts), then the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU
-# per GPU, 4 by default) with one lock file per GPU (src/labhelpers/gpu_lock.py): every cell holds its GPU shared,
+# per GPU, 6 by default) with one lock file per GPU (src/labhelpers/gpu_lock.py): every cell holds its GPU shared,
 # and a cell that measures holds it alone to its end. So a measured exercise gets the verdict of an idle GPU. With
 # several GPUs, each worker and each lane sees one GPU through CUDA_VISIBLE_DEVICES.
 #
@@ -79,7 +79,7 @@ if [ "$WHAT" = all ] || [ "$WHAT" = notebooks ]; then
   echo "==> notebook regression tests with the GPU backend (nbval, strict) over ${NOTEBOOKS[*]}"
   queue=$(mktemp)   # the largest notebooks first, so that no long one starts last
   find "${NOTEBOOKS[@]}" -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -printf '%s %p\n' | sort -rn | cut -d' ' -f2- > "$queue"
-  PER_GPU=${NB_PER_GPU:-4}; NLANES=$(( LANES * PER_GPU ))
+  PER_GPU=${NB_PER_GPU:-6}; NLANES=$(( LANES * PER_GPU ))
   echo "    $(wc -l < "$queue") notebooks on $NLANES lanes ($PER_GPU per GPU)"
   t0=$SECONDS
   lane() {

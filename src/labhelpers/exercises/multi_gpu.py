@@ -326,4 +326,5 @@ def check_two_gpu_rows(predict_step_ms: Callable, choose_rows: Callable) -> time
         print(f"Your model predicts a 2-GPU speedup of {predicted_speedup(predict_step_ms, rows):.2f} for a grid of "
               f"{rows} x {TUNED_NX} on the lab's machine (no host issue cost in the model).")
 
-    return timed.check(SCALING_TUNED, rows, correct=correct, race=lambda: _race_scaling(rows), timeable=_two_gpus)
+    return timed.check(SCALING_TUNED, rows, correct=correct, race=lambda: _race_scaling(rows), timeable=_two_gpus,
+                       why_not="one GPU here, and this check needs two")

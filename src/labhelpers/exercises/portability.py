@@ -776,6 +776,22 @@ DIFF_TUNED = timed.MeasuredExercise(
     yardstick="the copy ceiling (a CUDA device-to-device copy of the same bytes)", reference=_diff_reference)
 
 
+#: Why the measured exercise is not timed on a CUDA GPU whose OpenCL driver is not visible (printed).
+NO_OPENCL_GPU = ("no OpenCL GPU device here: NVIDIA's OpenCL is seen only through an ICD file, "
+                 "/etc/OpenCL/vendors/nvidia.icd holding the line libnvidia-opencl.so.1")
+
+
+def _opencl_gpu_here() -> bool:
+    """Whether the race can run: a CUDA GPU, and an OpenCL device of type GPU (NVIDIA's driver, named by an ICD)."""
+    if not timed.can_time():
+        return False
+    try:
+        pt.opencl_target("gpu")
+    except pt.ToolMissing:
+        return False
+    return True
+
+
 def _race_diff(source: str, local_size: int) -> tuple[Timing, Timing]:
     x = np.random.default_rng(0).standard_normal(TUNED_N).astype(np.float32)
     got, times = _diff_events("gpu", source, x, local_size, repeat=20)
@@ -802,7 +818,8 @@ def check_diff_local_size(source_fn: Callable[[], str], global_size_fn: Callable
         _check_local_size(_source(source_fn, "diff_opencl"), local_size)
 
     return timed.check(DIFF_TUNED, local_size, correct=correct,
-                          race=lambda: _race_diff(_source(source_fn, "diff_opencl"), local_size))
+                       race=lambda: _race_diff(_source(source_fn, "diff_opencl"), local_size),
+                       timeable=_opencl_gpu_here, why_not=NO_OPENCL_GPU)
 
 
 # ------------------------------------------------------------------------------ predict, then measure (issue 26)

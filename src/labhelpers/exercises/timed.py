@@ -117,7 +117,8 @@ def can_time() -> bool:
 
 
 def check(ex: MeasuredExercise, choice: Any, *, correct: Callable[[], None],
-          race: Callable[[], tuple[Timing, Timing]], timeable: Callable[[], bool] | None = None) -> Verdict:
+          race: Callable[[], tuple[Timing, Timing]], timeable: Callable[[], bool] | None = None,
+          why_not: str = "not on this machine") -> Verdict:
     """Check correctness, then (on a GPU) time the choice against the yardstick; print what was found.
 
     Args:
@@ -126,6 +127,7 @@ def check(ex: MeasuredExercise, choice: Any, *, correct: Callable[[], None],
         correct: raises CheckFailed when the student's code is wrong (the harness); prints its own line.
         race: times the student's choice and the yardstick, in that order, in the same run (GPU only).
         timeable: whether ``race`` can run here (default :func:`can_time`); e.g. "a GPU and a second one".
+        why_not: what is missing when there is a GPU but ``timeable()`` says no (printed), e.g. "one GPU here".
 
     Raises:
         CheckFailed: the code is wrong (the harness's class), or the ratio is below the target
@@ -134,7 +136,7 @@ def check(ex: MeasuredExercise, choice: Any, *, correct: Callable[[], None],
     correct()
     if not (timeable() if timeable is not None else can_time()):
         print(f"Reference: {ex.reference(choice)}")
-        print(f"Not timed here ({'no GPU' if not can_time() else 'not on this machine'}): {ex.promise()}")
+        print(f"Not timed here ({'no GPU' if not can_time() else why_not}): {ex.promise()}")
         return Verdict(passed=True, ratio=None, text=ex.promise())
     student, yardstick = race()  # each timing waits for a quiet GPU when test processes share it (gpu_lock)
     result = verdict(ex, choice, student, yardstick)
