@@ -33,16 +33,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ -e "$VENDORS/pocl.icd" ] && gcc_ok || { echo "error: installing ${missing[*]} did not help" >&2; exit 1; }
 fi
 # NVIDIA's OpenCL: the driver ships libnvidia-opencl.so.1; the ICD loader finds it only through an .icd file.
-if ! grep -qs libnvidia-opencl "$VENDORS"/*.icd; then
-  if ldconfig -p 2>/dev/null | grep -q 'libnvidia-opencl\.so\.1' || ls /usr/lib*/libnvidia-opencl.so.1 \
-       /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 /usr/local/nvidia/lib64/libnvidia-opencl.so.1 >/dev/null 2>&1; then
-    if [ -w "$VENDORS" ] || { [ "$(id -u)" = 0 ] && mkdir -p "$VENDORS"; }; then
-      echo libnvidia-opencl.so.1 > "$VENDORS/nvidia.icd"
-      echo "==> OpenCL: wrote $VENDORS/nvidia.icd (NVIDIA's OpenCL library was there, unnamed)"
-    else
-      echo "note: NVIDIA's OpenCL library is installed but no ICD file names it; as root:" \
-           "echo libnvidia-opencl.so.1 > $VENDORS/nvidia.icd" >&2
-    fi
+nvidia_opencl() {   # the library's path, or its name when only the linker's cache knows it
+  local f
+  for f in /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 /usr/lib64/libnvidia-opencl.so.1 \
+           /usr/lib/libnvidia-opencl.so.1 /usr/local/nvidia/lib64/libnvidia-opencl.so.1; do
+    [ -e "$f" ] && { echo "$f"; return 0; }
+  done
+  ldconfig -p 2>/dev/null | grep -q 'libnvidia-opencl\.so\.1' && { echo libnvidia-opencl.so.1; return 0; }
+  return 1
+}
+if ! grep -qs libnvidia-opencl "$VENDORS"/*.icd && lib=$(nvidia_opencl); then
+  if [ -w "$VENDORS" ] || { [ "$(id -u)" = 0 ] && mkdir -p "$VENDORS"; }; then
+    echo "$lib" > "$VENDORS/nvidia.icd"
+    echo "==> OpenCL: wrote $VENDORS/nvidia.icd ($lib: NVIDIA's OpenCL library was there, unnamed)"
+  else
+    echo "note: NVIDIA's OpenCL library is installed but no ICD file names it; as root:" \
+         "echo $lib > $VENDORS/nvidia.icd" >&2
   fi
 fi
 echo "==> OpenCL drivers: $(cd "$VENDORS" && ls ./*.icd | tr '\n' ' ')| $(gcc --version | head -1) with -fopenacc"

@@ -51,7 +51,9 @@ LOGS=${GPU_SUITE_LOGS:-$LOCKS}; mkdir -p "$LOGS"   # each test's seconds (JUnit 
 minutes() { awk -v s="$1" 'BEGIN { printf "%.1f", s / 60 }'; }
 if [ "$WHAT" = all ] || [ "$WHAT" = package ]; then
   echo "==> package tests with the GPU backend (pytest tests/, modules not marked backend_independent)"
-  XDIST=(); "$PY" -c "import xdist" 2>/dev/null && XDIST=(-n "${JOBS:-$(( $(nproc) > 14 ? 12 : ($(nproc) > 3 ? $(nproc) - 2 : 2) ))}" --dist worksteal)
+  # One test at a time to whichever worker is free (tests take 0.01 to 70 s: a worker given a batch, or robbed by count
+  # as worksteal does, can finish a minute after the others); two cores left to the workers' simulator processes.
+  XDIST=(); "$PY" -c "import xdist" 2>/dev/null && XDIST=(-n "${JOBS:-$(( $(nproc) > 16 ? 14 : ($(nproc) > 3 ? $(nproc) - 2 : 2) ))}" --dist load --maxschedchunk 1)
   t0=$SECONDS; : > "$LOCKS/deferred"
   echo "--> side by side: correctness; a test that measures is deferred to the serial phase"
   LABHELPERS_GPU_DEFER=$LOCKS/deferred LABHELPERS_GPU_LANES=$LANES MPLBACKEND=Agg "$PY" -m pytest -q \
