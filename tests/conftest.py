@@ -35,11 +35,12 @@ ONLY = os.environ.get("LABHELPERS_GPU_ONLY")
 
 @pytest.fixture(autouse=True)
 def _gpu_measurements_run_alone(request, monkeypatch):
-    """A measurement never shares the GPU with another test process. In the GPU suite's parallel phase
-    (``LABHELPERS_GPU_DEFER`` set) the first measurement of a test (anything that would take
+    """A measurement that a test judges never shares the GPU with another test process. In the GPU suite's
+    parallel phase (``LABHELPERS_GPU_DEFER`` set) the first measurement of a test (anything that would take
     ``labhelpers.gpu_lock.exclusive``: ``lh.benchmark``, chapter 11's event timings) skips the test and queues it for
-    the serial phase. Where several processes share a GPU otherwise (``LABHELPERS_GPU_LOCK``), each test holds it
-    shared and measurements wait for a quiet GPU. Both are no-ops in CI and in a plain ``pytest`` run."""
+    the serial phase, unless the test is marked ``judges_no_timing`` (what it asserts no busy GPU can change). Where
+    several processes share a GPU otherwise (``LABHELPERS_GPU_LOCK``), each test holds it shared and measurements
+    wait for a quiet GPU. Both are no-ops in CI and in a plain ``pytest`` run."""
     def queue_for_the_serial_phase():
         with open(DEFER, "a") as queue:
             queue.write(request.node.nodeid + "\n")
@@ -47,7 +48,7 @@ def _gpu_measurements_run_alone(request, monkeypatch):
 
     if DEFER and request.node.get_closest_marker("measures"):  # all it does is time: queued before any work
         queue_for_the_serial_phase()
-    if DEFER:
+    if DEFER and not request.node.get_closest_marker("judges_no_timing"):
         @contextlib.contextmanager
         def deferred():
             queue_for_the_serial_phase()
@@ -72,6 +73,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "measures: a test whose work is mostly GPU timing; the GPU suite's parallel phase queues it for the "
                    "serial phase before it starts, instead of at its first measurement")
+    config.addinivalue_line(
+        "markers", "judges_no_timing: a test that takes GPU measurements but asserts nothing a busy GPU could change "
+                   "(a table's columns, variants and correctness, labels, times above zero); the GPU suite keeps it in "
+                   "its parallel phase")
     config.addinivalue_line(
         "markers", "backend_independent: the module's tests launch no kernel and measure nothing, so they give the same "
                    "verdict on every backend; tools/run_gpu_tests.sh leaves them to CI (the simulator run proves the "

@@ -85,6 +85,7 @@ def test_throttle_blocks_follow_the_sm(on_a_t4):
     assert sched_exp.throttle_blocks(gpus.student_gpu("H100")) == sched_exp.THROTTLE_BLOCKS
 
 
+@pytest.mark.judges_no_timing
 def test_slackness_fill_counts_the_t4s_thread_slots(on_a_t4):
     table = bsp_exp.measure_slackness(200, [(1, 32), (2, 32)], sm_count=40, progress=False)
     assert list(table["fill"]) == [32 / (40 * 1024), 64 / (40 * 1024)]
@@ -178,6 +179,7 @@ def test_the_home_page_quotes_the_t4_estimates():
     assert rt.markdown_table("T4") in text
 
 
+@pytest.mark.judges_no_timing
 def test_lab_2_timing_fills_the_t4s_thread_slots(on_a_t4, monkeypatch):
     """The blocks per SM that fill every thread slot come from the GPU described (a T4's SM holds 4 blocks of 256, the
     reference GPU's 8); the SM count is the machine's own, so the launch stays small under the simulator (one SM)

@@ -357,6 +357,7 @@ def test_shuffle_kernel_matches_the_tiled_one(n):
     np.testing.assert_allclose(got, nb.run_tiled(pos, tile=64, unroll=1), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.judges_no_timing
 @gpu_only
 def test_alternatives_table_runs_small():
     table = exp.alternatives_table(sizes=(256, 8192))

@@ -486,6 +486,7 @@ def test_gpu_tables_need_a_gpu():
         ep.data_clause_table(1024)
 
 
+@pytest.mark.judges_no_timing
 @gpu_only
 def test_gpu_tables_run_small_on_a_gpu():
     from labhelpers.experiments import portability as ep

@@ -540,6 +540,7 @@ def test_figures_without_measurements_say_so():
     plt.close("all")
 
 
+@pytest.mark.judges_no_timing
 @gpu_only
 def test_live_tables_have_the_reference_columns():
     """What the chapter measures on a GPU has the columns of the reference tables it replaces."""

@@ -675,6 +675,7 @@ def test_segmented_table_needs_a_gpu():
         ex.segmented_table(64)
 
 
+@pytest.mark.judges_no_timing
 @gpu_only
 def test_segmented_table_runs_small():
     from labhelpers.experiments import scan as ex

@@ -392,6 +392,7 @@ def test_measure_throttle_under_the_simulator():
         ks_exp.measure_throttle(100, blocks_per_sm=(8,), ilps=(1,), progress=False, shared_for=lambda k: 10**6)
 
 
+@pytest.mark.judges_no_timing
 def test_measure_block_sizes_gives_each_block_sizes_occupancy():
     table = ks_exp.measure_block_sizes(300, threads=(32, 768), ilps=(1,), progress=False)
     assert list(table["threads"]) == [32, 768]

@@ -432,6 +432,7 @@ def test_gpu_measurements_say_gpu_only():
         st.cupy_jacobi_step(np.ones((3, 3), np.float32), np.ones((3, 3), np.float32))
 
 
+@pytest.mark.judges_no_timing
 @gpu_only
 def test_experiments_run_small_on_a_gpu():
     from labhelpers.experiments import stencil as exp

@@ -718,6 +718,7 @@ def test_queue_model_table_matches_the_model():
     assert row["model_concurrency"] == pytest.approx(model.queue_concurrency(16, 2, 8))
 
 
+@pytest.mark.judges_no_timing
 @gpu_only
 def test_queue_table_runs_small():
     from labhelpers.experiments import streams as exs

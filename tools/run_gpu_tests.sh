@@ -10,9 +10,10 @@
 #                                                      # measurements a package run kept), alone, TIMES times over
 #
 # One GPU is shared by several test processes, because compiling kernels and drawing figures keep many CPU cores
-# busy while the GPU idles; measurements still never share the GPU. Package tests run in two phases: side by side in
-# pytest-xdist workers, where a test that takes a GPU measurement is skipped and queued (tests/conftest.py; one
-# marked `measures` before it starts), then the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU
+# busy while the GPU idles; a measurement that is judged still never shares the GPU. Package tests run in two phases:
+# side by side in pytest-xdist workers, where a test that takes a GPU measurement is skipped and queued
+# (tests/conftest.py; one marked `measures` before it starts; none marked `judges_no_timing`, whose assertions no busy
+# GPU can change), then the queued ones one at a time. Notebooks run in nbval lanes (NB_PER_GPU
 # per GPU, 6 by default) with one lock file per GPU (src/labhelpers/gpu_lock.py): every cell holds its GPU shared,
 # and a cell that measures holds it alone to its end. So a measured exercise gets the verdict of an idle GPU. With
 # several GPUs, each worker and each lane sees one GPU through CUDA_VISIBLE_DEVICES.
