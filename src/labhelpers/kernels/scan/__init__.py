@@ -20,8 +20,9 @@ use are re-exported here (``from labhelpers.kernels import scan as sk; sk.scan(.
                                    decoupled look-back (single pass, the fast one), tiled compaction and
                                    radix kernels
  :mod:`.planner`                   :class:`Scan` with ``method`` = scan-then-propagate, reduce-then-scan
-                                   (three kernels), chained, decoupled look-back; :func:`scan`,
-                                   :func:`block_scan`
+                                   (three kernels), chained, decoupled look-back (``lookback`` =
+                                   ``"block"``, the chapter's, or ``"warp"``, the candidate built as
+                                   CUB's); :func:`scan`, :func:`block_scan`
  :mod:`.patterns`                  :func:`compact`, :func:`radix_split`, :class:`RadixSorter`,
                                    :func:`histogram`
  :mod:`.sparse`                    :func:`spmv` (scalar, warp per row, segmented scan, merge-based), CSR
@@ -50,10 +51,11 @@ from .scans import (
     hillis_steele_scan, hillis_steele_single_buffer, warp_inclusive_scan,
 )
 from .tiled import (
-    block_exclusive_scan, lookback, radix_downsweep, radix_upsweep, tile_compact, tile_kernels, tile_scan_lookback,
+    block_exclusive_scan, lookback, lookback_warp, radix_downsweep, radix_upsweep, tile_compact, tile_kernels,
+    tile_scan_lookback, tile_scan_warp_lookback,
 )
 from .planner import (
-    METHODS, SIMULATOR_METHODS, Scan, block_scan, block_scan_reference, scan,
+    LOOKBACKS, METHODS, SIMULATOR_METHODS, Scan, block_scan, block_scan_reference, scan,
 )
 from .patterns import (
     Compactor, RadixSorter, SPLIT_KEYS, enumerate_flags, enumerate_reference, SPLIT_TABLE, compact, compact_reference, histogram,
@@ -69,18 +71,20 @@ from .sparse import (
 )
 
 __all__ = [
-    "CSR", "Compactor", "IntegerOverflowWarning", "LaunchConfigError", "MERGE_ITEMS", "METHODS", "OPERATORS",
-    "RadixSorter", "SIMULATOR_METHODS", "SLIDE_CSR_INDEX", "SLIDE_CSR_VALUES", "SLIDE_INPUT",
+    "CSR", "Compactor", "IntegerOverflowWarning", "LaunchConfigError", "LOOKBACKS", "MERGE_ITEMS", "METHODS",
+    "OPERATORS", "RadixSorter", "SIMULATOR_METHODS", "SLIDE_CSR_INDEX", "SLIDE_CSR_VALUES", "SLIDE_INPUT",
     "SLIDE_OUTPUT_AS_PRINTED", "SLIDE_ROW_PTR", "SLIDE_ROW_PTR_AS_PRINTED", "SPLIT_KEYS", "SPLIT_TABLE",
     "SPMV_METHODS", "Scan", "SpMV", "UnknownMethodError", "add_block_offsets", "blelloch_scan",
     "blelloch_scan_unpadded", "blelloch_sweeps", "block_exclusive_scan", "block_scan", "block_scan_reference",
     "block_scan_shuffle", "chained_scan", "check_csr", "compact", "compact_reference", "csr_from_dense",
     "empty_and_long_rows", "hillis_steele_scan", "hillis_steele_single_buffer", "histogram",
     "histogram_global_atomics", "histogram_shared_atomics", "integer_valued", "laplacian_2d", "lookback",
-    "merge_stage_tile", "power_law_matrix", "radix_counter_bytes", "radix_downsweep", "radix_pass_bytes",
-    "radix_passes", "radix_sort", "radix_split", "radix_upsweep", "scan", "scan_error_bound", "scan_reference",
+    "lookback_warp", "merge_stage_tile", "power_law_matrix", "radix_counter_bytes", "radix_downsweep",
+    "radix_pass_bytes", "radix_passes", "radix_sort", "radix_split", "radix_upsweep", "scan", "scan_error_bound",
+    "scan_reference",
     "scatter_kept", "SegmentedScan", "distribute", "distribute_reference", "enumerate_flags",
     "enumerate_reference", "plan_segmented_scan", "segmented_scan", "segmented_scan_reference", "segmented_scan_block", "sequential_scan", "split_reference", "split_table", "spmv",
     "spmv_bytes", "spmv_csr_scalar", "spmv_error_bound", "spmv_gather_row_ends", "spmv_merge", "spmv_reference",
-    "tile_compact", "tile_kernels", "tile_scan_lookback", "warn_if_wraps", "warp_inclusive_scan",
+    "tile_compact", "tile_kernels", "tile_scan_lookback", "tile_scan_warp_lookback", "warn_if_wraps",
+    "warp_inclusive_scan",
 ]

@@ -66,6 +66,13 @@ METHODS: dict[str, Method] = {m.key: m for m in [
 #: Methods that run on the simulator too.
 SIMULATOR_METHODS = tuple(k for k, m in METHODS.items() if not m.gpu_only)
 
+#: The look-backs of method ``"lookback"`` (:class:`Scan`'s ``lookback``): ``"block"``, the chapter's
+#: (:func:`~.tiled.lookback`: flags and values in separate arrays, fences, the whole block per window);
+#: ``"warp"``, the candidate built as CUB's (:func:`~.tiled.lookback_warp`: status and value in one 64-bit
+#: word, warp 0 alone, relaxed loads, no fence); ``"warp_atomic"``, the candidate reading the words with
+#: 64-bit atomics instead (to measure what the read costs).
+LOOKBACKS = ("block", "warp", "warp_atomic")
+
 
 def method_info(key: str) -> Method:
     """Look up a scan method by key (raises :class:`UnknownMethodError` listing the valid ones)."""
@@ -146,8 +153,11 @@ class Scan:
         items: items per thread of the tiled methods (4, 8, 16 or 32).
         out: where to write the result (default: a new device array; may be ``x`` itself).
         vector: 16-byte loads and stores in the tiled methods (default; 4-byte ones with False).
+        lookback: which look-back method ``"lookback"`` uses, one of :data:`LOOKBACKS` (default
+            ``"block"``, the chapter's; ``"warp"``: the candidate built as CUB's).
 
     Raises:
+        ArgumentError: ``lookback`` is not one of :data:`LOOKBACKS`, or is given for another method.
         ArrayArgumentError: ``x`` is not a 1-D contiguous int32/float32 array, or ``out`` does not match it.
         LaunchConfigError: a block size the method cannot use.
         UnknownMethodError: no such method.
@@ -155,11 +165,14 @@ class Scan:
     """
 
     def __init__(self, x, method: str = "lookback", inclusive: bool = True, threads: int | None = None,
-                 items: int | None = None, out=None, vector: bool = True) -> None:
+                 items: int | None = None, out=None, vector: bool = True, *, lookback: str = "block") -> None:
         _check_data(x, "x", DTYPES + (np.dtype(np.uint32),))
         info = method_info(method)
         if not isinstance(inclusive, (bool, np.bool_)):
             raise ArgumentError(f"inclusive must be True or False, got {inclusive!r}")
+        self.lookback = validate.choice(lookback, "lookback", LOOKBACKS)
+        if self.lookback != "block" and info.key != "lookback":
+            raise ArgumentError(f"lookback={lookback!r} applies to method 'lookback' only, not to {method!r}")
         if info.gpu_only:
             backend.require_gpu(f"method {method!r} ({info.title})",
                                 because=f"uses {info.needs}, which Numba's CUDA simulator does not have",
@@ -205,11 +218,17 @@ class Scan:
             flags, prefixes, counter = self._state
             self._add_epoch_launch(Launch("chained_scan", chained_scan.for_dtype(self.dtype), tiles, self.threads,
                                           (self.x, self.out, flags, prefixes, counter)), flag)
-        elif info.key == "lookback":
+        elif info.key == "lookback" and self.lookback == "block":
             tiles = tiles_for(self.n, self.tiles.config.tile)
             self._state = (_zeros(tiles, np.int32), cuda.device_array(tiles, dtype=self.dtype),
                            cuda.device_array(tiles, dtype=self.dtype), _zeros(1, np.int32))
             self._add_epoch_launch(Launch("tile_scan_lookback", self.tiles.tile_scan_lookback, tiles, self.threads,
+                                          (self.x, self.out) + self._state), flag)
+        elif info.key == "lookback":  # the candidate: one uint64 word per tile (zeros: "nothing yet"), a counter
+            tiles = tiles_for(self.n, self.tiles.config.tile)
+            self._state = (_zeros(tiles, np.uint64), _zeros(1, np.int32))
+            name = "tile_scan_warp_lookback" if self.lookback == "warp" else "tile_scan_warp_lookback_atomic"
+            self._add_epoch_launch(Launch(name, getattr(self.tiles, name), tiles, self.threads,
                                           (self.x, self.out) + self._state), flag)
         else:  # tiled_reduce_then_scan
             tiles = tiles_for(self.n, self.tiles.config.tile)
@@ -293,16 +312,17 @@ class Scan:
 
 
 def scan(x, method: str = "lookback", inclusive: bool = True, threads: int | None = None,
-         items: int | None = None) -> np.ndarray:
+         items: int | None = None, *, lookback: str = "block") -> np.ndarray:
     """Scan ``x`` (int32 or float32, 1-D) on the GPU or the simulator; returns a NumPy array.
 
-    See :class:`Scan` for the arguments and :data:`METHODS` for the methods.
+    See :class:`Scan` for the arguments, :data:`METHODS` for the methods and :data:`LOOKBACKS` for the
+    look-backs of method ``"lookback"``.
 
     Example:
         >>> scan(np.array([3, 1, 7, 0, 4, 1, 6, 3], np.int32), inclusive=False)   # doctest: +SKIP
         array([ 0,  3,  4, 11, 11, 15, 16, 22], dtype=int32)
     """
-    return Scan(x, method, inclusive, threads, items)()
+    return Scan(x, method, inclusive, threads, items, lookback=lookback)()
 
 
 def block_scan(x, kernel: str = "blelloch", inclusive: bool = True, threads: int | None = None) -> np.ndarray:

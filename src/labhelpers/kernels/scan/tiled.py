@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from numba import cuda, int32, uint32
+from numba import cuda, int32, uint32, uint64
 
 from ... import backend, validate
 from ...errors import ArrayArgumentError, LaunchConfigError
@@ -94,6 +94,113 @@ def _vector_access4():
 
 
 load4, store4 = _vector_access4()
+
+
+def _descriptor_access():
+    """``(pack_descriptor, unpack_descriptor, load_relaxed)``: a tile's status and value in ONE 64-bit word.
+
+    ``pack_descriptor(status, value, zero)`` returns the uint64 word ``status << 32 | bits(value)``:
+    ``value`` is first converted to ``zero``'s type (int32, uint32 or float32; Numba adds int32s in
+    int64, and the conversion wraps as int32 adds would), and ``bits`` are its 32 bits as they are (a
+    float32's bit pattern, not its integer part: the word must give the same float back).
+    ``unpack_descriptor(word, zero)`` returns ``(status, value)``: the high 32 bits as an int64 and the
+    low 32 bits as a value of ``zero``'s type. ``load_relaxed(a, i)`` reads the uint64 ``a[i]`` with
+    ``ld.relaxed.gpu``: a strong (memory-model) load, never torn, never served from a stale L1 line,
+    never hoisted out of a polling loop (inline PTX with side effects and a memory clobber), as CUB reads
+    its tile descriptors; cheaper than the atomic read-modify-write ``cuda.atomic.add(a, i, 0)``. It
+    needs sm_70 or newer.
+
+    One word is what makes the fences unnecessary: a reader that sees the status sees the value that
+    was stored with it, because a 64-bit aligned access is single-copy atomic. Under the simulator they
+    are NumPy.
+    """
+    if backend.is_simulator():
+        def pack_descriptor(status, value, zero):
+            v = np.asarray(value).astype(np.asarray(zero).dtype)  # (astype wraps an integer, as the GPU does)
+            return np.uint64((int(status) << 32) | int(v.view(np.uint32)))
+
+        def unpack_descriptor(word, zero):
+            w = int(word)
+            bits = np.asarray(np.uint32(w & 0xFFFFFFFF))
+            return w >> 32, bits.view(np.asarray(zero).dtype)[()]
+
+        def load_relaxed(a, i):
+            return a[i]
+
+        return pack_descriptor, unpack_descriptor, load_relaxed
+
+    from llvmlite import ir  # the compiler's extension API: only where an intrinsic is defined
+    from numba import types  # the compiler's extension API: only where an intrinsic is defined
+    from numba.cuda.core.errors import TypingError  # the compiler's extension API: only where an intrinsic is defined
+    from numba.cuda.extending import intrinsic  # the compiler's extension API: only where an intrinsic is defined
+
+    values = (types.int32, types.uint32, types.float32)
+    words = (types.uint64, types.int64)
+
+    def low_bits(builder, value, value_type):
+        """The 32 bits of an int32, uint32 or float32 as an i32 (a bitcast for the float)."""
+        return builder.bitcast(value, ir.IntType(32)) if value_type == types.float32 else value
+
+    @intrinsic
+    def pack_descriptor(typingctx, status, value, zero):
+        if not isinstance(status, types.Integer):
+            raise TypingError(f"pack_descriptor takes an integer status, got {status}")
+        if not isinstance(value, (types.Integer, types.Float)):
+            raise TypingError(f"pack_descriptor packs a number, got {value}")
+        if zero not in values:
+            raise TypingError(f"pack_descriptor packs an int32, uint32 or float32 value, got {zero} for its type")
+        sig = types.uint64(status, value, zero)
+
+        def codegen(context, builder, sig, args):
+            i64 = ir.IntType(64)
+            status32 = context.cast(builder, args[0], sig.args[0], types.uint32)
+            value = context.cast(builder, args[1], sig.args[1], sig.args[2])
+            high = builder.shl(builder.zext(status32, i64), ir.Constant(i64, 32))
+            return builder.or_(high, builder.zext(low_bits(builder, value, sig.args[2]), i64))
+
+        return sig, codegen
+
+    @intrinsic
+    def unpack_descriptor(typingctx, word, zero):
+        if word not in words:
+            raise TypingError(f"unpack_descriptor takes a uint64 word, got {word}")
+        if zero not in values:
+            raise TypingError(f"unpack_descriptor returns an int32, uint32 or float32 value, got {zero}")
+        sig = types.Tuple((types.int64, zero))(word, zero)
+
+        def codegen(context, builder, sig, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            status = builder.lshr(args[0], ir.Constant(i64, 32))
+            bits = builder.trunc(args[0], i32)
+            value = builder.bitcast(bits, ir.FloatType()) if sig.args[1] == types.float32 else bits
+            return context.make_tuple(builder, sig.return_type, [status, value])
+
+        return sig, codegen
+
+    @intrinsic
+    def load_relaxed(typingctx, a, i):
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C" and a.dtype in words):
+            raise TypingError(f"load_relaxed takes a 1D C-contiguous uint64 or int64 array, got {a}")
+        if not isinstance(i, types.Integer):
+            raise TypingError(f"load_relaxed takes an integer index, got {i}")
+        sig = a.dtype(a, i)
+
+        def codegen(context, builder, sig, args):
+            i64 = ir.IntType(64)
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            index = context.cast(builder, args[1], sig.args[1], types.uint64)
+            address = builder.gep(data, [index], inbounds=True)
+            # side_effect and the memory clobber: the compiler may neither drop, merge nor hoist the load.
+            load = ir.InlineAsm(ir.FunctionType(i64, [address.type]), "ld.relaxed.gpu.u64 $0, [$1];",
+                                "=l,l,~{memory}", side_effect=True)
+            return builder.call(load, [address])
+
+        return sig, codegen
+
+    return pack_descriptor, unpack_descriptor, load_relaxed
+
+
+pack_descriptor, unpack_descriptor, load_relaxed = _descriptor_access()
 
 #: The tiled family's functions, in definition order: name -> ("device" | "kernel", Python function).
 _TILE_FUNCTIONS: dict[str, tuple[str, Callable]] = {}
@@ -349,6 +456,169 @@ def tile_scan_lookback(x, out, flags, aggregates, inclusives, counter, epoch, in
             items[j] = run
             run += v
     store_tile(out, base, n, s, items)
+
+
+@tile_device
+def warp_votes(waiting, inclusive, votes):
+    """``(ballot(waiting), ballot(inclusive))`` over warp 0's lanes (bit k: lane k), returned to every caller.
+
+    On a GPU (``SHUFFLE``) two ``cuda.ballot_sync`` of warp 0, which alone calls it. Under the simulator
+    (no warp intrinsics) warp 0 writes its votes to the shared array ``votes`` (2 x WARP int32) between
+    two block barriers, so every thread of the block must call it; all of them get warp 0's votes and
+    take warp 0's decisions in step.
+    """
+    if SHUFFLE:
+        return cuda.ballot_sync(FULL_MASK, waiting), cuda.ballot_sync(FULL_MASK, inclusive)
+    tid = cuda.threadIdx.x
+    if tid < WARP:
+        votes[0, tid] = 1 if waiting else 0
+        votes[1, tid] = 1 if inclusive else 0
+    cuda.syncthreads()  # RAW: warp 0's votes are in shared memory
+    a = 0
+    b = 0
+    for k in range(WARP):
+        a |= int(votes[0, k]) << k
+        b |= int(votes[1, k]) << k
+    cuda.syncthreads()  # WAR: every thread has read the votes before the next window's overwrite them
+    return uint32(a), uint32(b)
+
+
+@tile_device
+def warp_total(v, vals):
+    """The sum of ``v`` over warp 0's lanes, returned to every caller.
+
+    On a GPU (``SHUFFLE``) a butterfly of five ``cuda.shfl_xor_sync`` (warp 0 alone calls it): after
+    the step with distance k, lanes i and i ^ k hold the same sum (addition is commutative, in floating
+    point too), so every lane ends with the same bits. Under the simulator through the shared array
+    ``vals`` (WARP elements) between two block barriers: every thread of the block must call it. ``v``
+    is of the element type ``T``.
+    """
+    if SHUFFLE:
+        for k in (16, 8, 4, 2, 1):
+            v = T(v + cuda.shfl_xor_sync(FULL_MASK, v, k))  # T(): Numba adds int32s in int64 (two words a shuffle)
+        return v
+    tid = cuda.threadIdx.x
+    if tid < WARP:
+        vals[tid] = v
+    cuda.syncthreads()  # RAW: warp 0's values are in shared memory
+    total = vals[0]
+    for k in range(1, WARP):
+        total += vals[k]
+    cuda.syncthreads()  # WAR: every thread has read the values before the next window's overwrite them
+    return total
+
+
+@tile_device
+def lookback_warp(tile, aggregate, descriptors, epoch, votes, vals, relaxed):
+    """The decoupled look-back as CUB does it (one 64-bit word per tile, one warp, no fence): the tiles before ``tile``.
+
+    Every thread must call it, with its tile's total ``aggregate``; every thread gets the prefix.
+    ``descriptors[t]`` is tile t's status and value in one uint64 word (:func:`pack_descriptor`):
+    status ``2*epoch + 1`` (A: its aggregate), ``2*epoch + 2`` (P: its inclusive prefix), anything
+    smaller: nothing yet in this call (old epochs' words never need clearing).
+
+    1. Thread 0 publishes (A, aggregate), tile 0 (P, aggregate), with one 64-bit atomic exchange.
+    2. Warp 0 alone looks back, 32 tiles per window, nearest first: lane k reads the word of tile
+       ``end - 1 - k`` (``load_relaxed`` if ``relaxed``, else a 64-bit atomic read; lanes before tile 0
+       count as "P, value 0"); one ballot finds the lanes with nothing yet, one the lanes with a P.
+       If a lane nearer than the nearest P (any lane, without a P) has nothing yet, the warp reads the
+       window again; otherwise a shuffle reduction adds the values of the lanes up to the nearest P
+       (all 32 without one), and the warp stops (P found) or moves the window 32 tiles back.
+    3. Thread 0 publishes (P, prefix + aggregate); ONE ``syncthreads()`` hands the prefix to the block.
+    No block barrier inside the loop, and no serial scan of the flags.
+
+    Why no fence: a status and its value are written by one 64-bit atomic and read by one 64-bit
+    strong load of the same aligned word (single-copy atomic), so a reader never sees a status without
+    its value, and nothing else the publisher wrote is read through the status: relaxed operations at
+    GPU scope suffice (CUB's are relaxed too). Under the simulator (no warp intrinsics, ``SHUFFLE``
+    false) the whole block runs the loop and the ballots and the reduction go through the shared arrays
+    ``votes`` (2 x WARP int32) and ``vals`` (WARP elements), deciding from warp 0's lanes only, so
+    every thread takes the same path. Values are of the element type ``T``.
+    """
+    tid = cuda.threadIdx.x
+    lane = int32(tid % WARP)
+    status_a = 2 * epoch + 1
+    status_p = 2 * epoch + 2
+    zero = T(0)
+    prefix = zero
+    if tid < WARP or not SHUFFLE:
+        if tid == 0:
+            first = status_p if tile == 0 else status_a
+            cuda.atomic.exch(descriptors, tile, pack_descriptor(first, aggregate, zero))
+        end = int32(tile)  # the window covers tiles end - 1 (lane 0), end - 2 (lane 1), ..., end - WARP
+        while end > 0:
+            j = int32(end - 1 - lane)
+            status = status_p  # before tile 0: "P, value 0"
+            value = zero
+            if j >= 0 and tid < WARP:
+                if relaxed:
+                    word = load_relaxed(descriptors, j)
+                else:
+                    word = cuda.atomic.add(descriptors, j, uint64(0))
+                status, value = unpack_descriptor(word, zero)
+            waiting, inclusive = warp_votes(status < status_a, status >= status_p, votes)
+            first_waiting = cuda.ffs(waiting)  # 1 + the nearest lane with nothing yet (0: none)
+            first_p = cuda.ffs(inclusive)  # 1 + the nearest lane with a P (0: none)
+            if first_waiting != 0 and (first_p == 0 or first_waiting < first_p):
+                continue  # a tile nearer than the nearest P has published nothing yet: read the window again
+            last = first_p - 1 if first_p != 0 else WARP - 1
+            prefix = T(prefix + warp_total(value if lane <= last else zero, vals))
+            if first_p != 0:
+                break
+            end = int32(end - WARP)
+        if tid == 0:
+            if tile > 0:
+                cuda.atomic.exch(descriptors, tile, pack_descriptor(status_p, prefix + aggregate, zero))
+            vals[0] = prefix  # (the simulator's last warp_total ended with a barrier: vals is free)
+    cuda.syncthreads()  # RAW: the prefix is in shared memory (the look-back's one block barrier)
+    return vals[0]
+
+
+@tile_device
+def scan_tile_warp_lookback(x, out, descriptors, counter, epoch, inclusive, relaxed):
+    """The body of :func:`tile_scan_warp_lookback`: :func:`tile_scan_lookback` with :func:`lookback_warp`."""
+    s = cuda.shared.array(PADDED_TILE, T)
+    scratch = cuda.shared.array((2, THREADS), T)
+    ctl = cuda.shared.array(CONTROL, int32)
+    votes = cuda.shared.array((2, WARP), int32)
+    vals = cuda.shared.array(WARP, T)
+    items = cuda.local.array(ITEMS, T)
+    tile = take_tile_number(counter, ctl)
+    n = np.uint64(x.size)
+    base = np.uint64(tile) * np.uint64(TILE)
+    load_tile(x, base, n, s, items)
+    total = T(0)
+    for j in range(ITEMS):
+        total += items[j]
+    before, tile_total = block_exclusive_scan(total, scratch, T(0))
+    run = lookback_warp(tile, tile_total, descriptors, epoch, votes, vals, relaxed) + before
+    if inclusive:
+        for j in range(ITEMS):
+            run += items[j]
+            items[j] = run
+    else:
+        for j in range(ITEMS):
+            v = items[j]
+            items[j] = run
+            run += v
+    store_tile(out, base, n, s, items)
+
+
+@tile_kernel
+def tile_scan_warp_lookback(x, out, descriptors, counter, epoch, inclusive):
+    """The single-pass scan with CUB's look-back (:func:`lookback_warp`): a candidate beside :func:`tile_scan_lookback`.
+
+    The same tile work (tile number, :func:`load_tile`, block scan, :func:`store_tile`); the look-back
+    reads one uint64 word per tile (``descriptors``, status and value together, zeros before the first
+    call) with ``ld.relaxed.gpu``, in warp 0 only. ``out`` may be ``x``. ``inclusive`` is 1 or 0.
+    """
+    scan_tile_warp_lookback(x, out, descriptors, counter, epoch, inclusive, True)
+
+
+@tile_kernel
+def tile_scan_warp_lookback_atomic(x, out, descriptors, counter, epoch, inclusive):
+    """:func:`tile_scan_warp_lookback` with 64-bit atomic reads (``atomic.add(d, j, 0)``): what the reads cost."""
+    scan_tile_warp_lookback(x, out, descriptors, counter, epoch, inclusive, False)
 
 
 @tile_kernel
