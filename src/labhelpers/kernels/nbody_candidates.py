@@ -1,0 +1,301 @@
+"""Candidate n-body kernels for the FP32-peak target (not yet in the chapter; timed by ``bench/tuning/dense.py``).
+
+Static evidence at sm_90 (``.gpurun/static_counts/dense_report.txt``): the chapter's best kernel
+(:data:`labhelpers.kernels.nbody.BEST`, tile 512, unroll 4, 4 bodies per thread) issues 13.75 SASS instructions
+per interaction: the 13 of the formula (3 FADD, 6 FFMA, 3 FMUL, 1 MUFU.RSQ; none of them removable: four factors
+``m_j inv_r^3`` take three multiplies), 0.25 LDS.128 and 0.5 of loop control (a 64-bit counter on the uniform
+datapath, 8 instructions per trip of 16 interactions). Issue-slot ceiling: ``20 / (2 x 13.75) = 0.727`` of the
+FMA peak. Asking :func:`~labhelpers.kernels.nbody.make_tiled` for more unrolling makes it worse (unroll 8 or 16:
+LLVM no longer unrolls Numba's inner ``range`` loop completely, 17 instructions per interaction). And at
+n = 2^18 a block of 512 threads x 4 bodies is 2048 bodies: 128 blocks for the 132 SMs of an H100/H200, one block
+per SM, 4 SMs idle (0.970 of the machine; every power-of-two block has the same loss at this n).
+
+Two candidates, one remedy each:
+
+* :func:`make_unrolled`: the same tile, the ``jstep`` bodies of a trip written out as explicit calls (no inner
+  ``range`` loop left for LLVM to decline), the loop counter 32-bit: loop control per interaction falls from
+  0.5 to ``8 / (4 jstep)`` or less.
+* :func:`make_streamk`: the unrolled inner loop, with the work (i-block, j-tile) pairs shared out *evenly* over a
+  grid of exactly as many blocks as fit on the GPU at once (the "stream-K" decomposition of GEMM libraries):
+  every SM gets the same number of tiles, give or take one; a block whose range covers part of an i-block's
+  tiles adds its partial sums into ``acc`` with atomic adds (``acc`` zeroed first). Float atomics make the
+  order of the last few additions vary from run to run (the result varies in the last bits, within
+  :data:`~labhelpers.kernels.nbody.ACC_RTOL`).
+
+Both take AoS ``pos (n, 4)`` and 4 bodies per thread (held in registers), ``rsqrt`` math, and are correct for
+every ``n`` (zero-mass padding of the last tile, as in the chapter's kernel).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda, float32, int32
+
+from .. import backend, validate
+from ..arrays import to_host
+from ..errors import ArgumentError
+from . import nbody as nb
+
+#: Tiles (threads per block) the candidates are built for.
+TILES: tuple[int, ...] = (32, 64, 128, 256, 512)
+#: j-bodies per trip of the inner loop, written out explicitly.
+JSTEPS: tuple[int, ...] = (4, 8, 16)
+#: Bodies per thread: fixed, the chapter's best.
+BODIES = 4
+#: Blocks per SM of the stream-K grid by default: 512 threads x 56 registers fit twice in 65,536 registers.
+STREAMK_PER_SM = 2
+#: SMs assumed under the simulator (a small number: the tests want blocks that split an i-block's tiles).
+SIM_SMS = 3
+
+_ALIGN = None if backend.is_simulator() else 16  # one 128-bit shared load per body on a GPU
+_interact = nb.interaction_rsqrt
+
+
+@cuda.jit(device=True)
+def _one(sh, k, eps2, xi, yi, zi, ax, ay, az):
+    """Body ``k`` of the tile against this thread's 4 bodies: one shared load, 4 interactions."""
+    xk, yk, zk, mk = sh[k, 0], sh[k, 1], sh[k, 2], sh[k, 3]
+    for p in range(BODIES):  # 4: LLVM unrolls this one completely (as in the chapter's kernel)
+        fx, fy, fz = _interact(xi[p], yi[p], zi[p], xk, yk, zk, mk, eps2)
+        ax[p] += fx
+        ay[p] += fy
+        az[p] += fz
+
+
+# j-bodies k, k+1, ... as explicit calls: nothing left for the unroller to refuse.
+@cuda.jit(device=True)
+def _two(sh, k, eps2, xi, yi, zi, ax, ay, az):
+    _one(sh, k, eps2, xi, yi, zi, ax, ay, az)
+    _one(sh, k + 1, eps2, xi, yi, zi, ax, ay, az)
+
+
+@cuda.jit(device=True)
+def _four(sh, k, eps2, xi, yi, zi, ax, ay, az):
+    _two(sh, k, eps2, xi, yi, zi, ax, ay, az)
+    _two(sh, k + 2, eps2, xi, yi, zi, ax, ay, az)
+
+
+@cuda.jit(device=True)
+def _eight(sh, k, eps2, xi, yi, zi, ax, ay, az):
+    _four(sh, k, eps2, xi, yi, zi, ax, ay, az)
+    _four(sh, k + 4, eps2, xi, yi, zi, ax, ay, az)
+
+
+@cuda.jit(device=True)
+def _sixteen(sh, k, eps2, xi, yi, zi, ax, ay, az):
+    _eight(sh, k, eps2, xi, yi, zi, ax, ay, az)
+    _eight(sh, k + 8, eps2, xi, yi, zi, ax, ay, az)
+
+
+_STEP = {4: _four, 8: _eight, 16: _sixteen}
+
+
+def _check(tile: int, jstep: int) -> tuple[int, int]:
+    tile = validate.choice(tile, "tile", TILES)
+    jstep = validate.choice(jstep, "jstep", JSTEPS)
+    if tile % jstep:
+        raise ArgumentError(f"jstep={jstep} must divide tile={tile}")
+    return tile, jstep
+
+
+@functools.lru_cache(maxsize=None)
+def make_unrolled(tile: int = 512, jstep: int = 8):
+    """The chapter's tiled kernel (AoS, 4 bodies per thread, rsqrt), ``jstep`` j-bodies per trip written out.
+
+    ``kernel(pos, eps2, acc)``, launched with ``tile`` threads per block and ``ceil(n / (4 tile))`` blocks
+    (:func:`launch_unrolled`). Same barriers, guards and zero-mass padding as
+    :func:`~labhelpers.kernels.nbody.make_tiled`.
+    """
+    T, J = _check(tile, jstep)
+    P = BODIES
+    step = _STEP[J]
+    align = _ALIGN
+    T32, J32 = int32(T), int32(J)
+
+    @cuda.jit(fastmath=True)
+    def nbody_unrolled(pos, eps2, acc):
+        sh = cuda.shared.array((T, 4), float32, alignment=align)
+        xi = cuda.local.array(P, float32)
+        yi = cuda.local.array(P, float32)
+        zi = cuda.local.array(P, float32)
+        ax = cuda.local.array(P, float32)
+        ay = cuda.local.array(P, float32)
+        az = cuda.local.array(P, float32)
+        n = pos.shape[0]
+        t = cuda.threadIdx.x
+        first = cuda.blockIdx.x * (T * P) + t
+        for p in range(P):
+            i = first + p * T
+            x, y, z = float32(0), float32(0), float32(0)
+            if i < n:  # guard the load, not the work: every thread reaches the barriers
+                x, y, z = pos[i, 0], pos[i, 1], pos[i, 2]
+            xi[p], yi[p], zi[p] = x, y, z
+            ax[p], ay[p], az[p] = float32(0), float32(0), float32(0)
+        for start in range(0, n, T):  # the same trip count in every thread
+            j = start + t
+            x, y, z, m = float32(0), float32(0), float32(0), float32(0)
+            if j < n:  # past the end: a zero-mass body, which adds exactly 0
+                x, y, z, m = pos[j, 0], pos[j, 1], pos[j, 2], pos[j, 3]
+            sh[t, 0], sh[t, 1], sh[t, 2], sh[t, 3] = x, y, z, m
+            cuda.syncthreads()  # RAW
+            k = int32(0)
+            while k < T32:  # 32-bit counter, compile-time bound: one add, one compare, one branch per trip
+                step(sh, k, eps2, xi, yi, zi, ax, ay, az)
+                k += J32
+            cuda.syncthreads()  # WAR
+        for p in range(P):
+            i = first + p * T
+            if i < n:
+                acc[i, 0] = ax[p]
+                acc[i, 1] = ay[p]
+                acc[i, 2] = az[p]
+
+    return nbody_unrolled
+
+
+@functools.lru_cache(maxsize=None)
+def make_streamk(tile: int = 512, jstep: int = 8):
+    """:func:`make_unrolled`'s inner loop with the (i-block, j-tile) work split evenly over the grid, any grid size.
+
+    ``kernel(pos, eps2, acc)``: ``acc (n, 3)`` must be zero before the launch (:func:`launch_streamk` zeroes it).
+    The work is ``blocks_i x tiles`` units, ``blocks_i = ceil(n / (4 tile))`` groups of bodies and
+    ``tiles = ceil(n / tile)`` tiles of j-bodies, numbered i-block-major; block ``g`` of ``G`` takes units
+    ``[g W / G, (g + 1) W / G)``. Its range is walked as segments within one i-block; after each segment its
+    threads add their partial sums into ``acc`` atomically. Every quantity that decides the loops (``n``, ``g``,
+    ``G``) is the same in all threads of a block, so every thread reaches every barrier.
+    """
+    T, J = _check(tile, jstep)
+    P = BODIES
+    step = _STEP[J]
+    align = _ALIGN
+    T32, J32 = int32(T), int32(J)
+
+    @cuda.jit(fastmath=True)
+    def nbody_streamk(pos, eps2, acc):
+        sh = cuda.shared.array((T, 4), float32, alignment=align)
+        xi = cuda.local.array(P, float32)
+        yi = cuda.local.array(P, float32)
+        zi = cuda.local.array(P, float32)
+        ax = cuda.local.array(P, float32)
+        ay = cuda.local.array(P, float32)
+        az = cuda.local.array(P, float32)
+        n = pos.shape[0]
+        t = cuda.threadIdx.x
+        tiles = (n + T - 1) // T
+        work = ((n + T * P - 1) // (T * P)) * tiles
+        g, grid = cuda.blockIdx.x, cuda.gridDim.x
+        u = (g * work) // grid  # int64: no overflow for any n a GPU can hold
+        end = ((g + 1) * work) // grid
+        while u < end:  # one segment: tiles t0 .. t1-1 of i-block b
+            b = u // tiles
+            t0 = u - b * tiles
+            t1 = min(tiles, t0 + (end - u))
+            first = b * (T * P) + t
+            for p in range(P):
+                i = first + p * T
+                x, y, z = float32(0), float32(0), float32(0)
+                if i < n:
+                    x, y, z = pos[i, 0], pos[i, 1], pos[i, 2]
+                xi[p], yi[p], zi[p] = x, y, z
+                ax[p], ay[p], az[p] = float32(0), float32(0), float32(0)
+            for tl in range(t0, t1):
+                j = tl * T + t
+                x, y, z, m = float32(0), float32(0), float32(0), float32(0)
+                if j < n:
+                    x, y, z, m = pos[j, 0], pos[j, 1], pos[j, 2], pos[j, 3]
+                sh[t, 0], sh[t, 1], sh[t, 2], sh[t, 3] = x, y, z, m
+                cuda.syncthreads()  # RAW
+                k = int32(0)
+                while k < T32:
+                    step(sh, k, eps2, xi, yi, zi, ax, ay, az)
+                    k += J32
+                cuda.syncthreads()  # WAR (also before the next segment reloads the tile)
+            for p in range(P):  # partial sums of this segment: other blocks may add to the same bodies
+                i = first + p * T
+                if i < n:
+                    cuda.atomic.add(acc, (i, 0), ax[p])
+                    cuda.atomic.add(acc, (i, 1), ay[p])
+                    cuda.atomic.add(acc, (i, 2), az[p])
+            u += t1 - t0
+
+    return nbody_streamk
+
+
+@cuda.jit
+def zero_rows(acc):
+    """``acc[:] = 0`` for an ``(n, 3)`` float32 array (the stream-K kernel accumulates into it)."""
+    i = cuda.grid(1)
+    if i < acc.shape[0]:
+        acc[i, 0] = float32(0)
+        acc[i, 1] = float32(0)
+        acc[i, 2] = float32(0)
+
+
+def blocks_unrolled(n: int, tile: int) -> int:
+    """Blocks of :func:`make_unrolled` for ``n`` bodies: ``ceil(n / (4 tile))``."""
+    return -(-int(n) // (tile * BODIES))
+
+
+def streamk_grid(per_sm: int = STREAMK_PER_SM, sms: int | None = None) -> int:
+    """Blocks of the stream-K grid: ``sms x per_sm`` (``sms``: the GPU's SM count; :data:`SIM_SMS` simulated)."""
+    per_sm = validate.integer(per_sm, "per_sm", minimum=1)
+    if sms is None:
+        sms = SIM_SMS if backend.is_simulator() else cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return validate.integer(sms, "sms", minimum=1) * per_sm
+
+
+def launch_unrolled(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8) -> None:
+    """Launch :func:`make_unrolled` on device arrays (no checks: the timing path)."""
+    make_unrolled(tile, jstep)[blocks_unrolled(pos_d.shape[0], tile), tile](pos_d, eps2, acc_d)
+
+
+def launch_streamk(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, blocks: int) -> None:
+    """Zero ``acc_d`` and launch :func:`make_streamk` with ``blocks`` blocks (no checks: the timing path)."""
+    n = acc_d.shape[0]
+    zero_rows[-(-n // 256), 256](acc_d)
+    make_streamk(tile, jstep)[blocks, tile](pos_d, eps2, acc_d)
+
+
+def run_unrolled(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: int = 8) -> np.ndarray:
+    """Accelerations with :func:`make_unrolled` (AoS), as a NumPy array; validation as the chapter's ``run_tiled``."""
+    n = nb.check_positions(pos, "aos")
+    e = nb._eps2(eps2)
+    _check(tile, jstep)
+    acc = cuda.device_array((n, 3), dtype=np.float32)
+    launch_unrolled(nb._device(pos), e, acc, tile=tile, jstep=jstep)
+    return to_host(acc)
+
+
+def run_streamk(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: int = 8,
+                blocks: int | None = None) -> np.ndarray:
+    """Accelerations with :func:`make_streamk` (AoS), as a NumPy array.
+
+    ``blocks``: the grid (default :func:`streamk_grid`: as many blocks as fit on the GPU at once). Any positive
+    number is correct; the even split only pays when they all run at once.
+    """
+    n = nb.check_positions(pos, "aos")
+    e = nb._eps2(eps2)
+    _check(tile, jstep)
+    blocks = streamk_grid() if blocks is None else validate.integer(blocks, "blocks", minimum=1)
+    acc = cuda.device_array((n, 3), dtype=np.float32)
+    launch_streamk(nb._device(pos), e, acc, tile=tile, jstep=jstep, blocks=blocks)
+    return to_host(acc)
+
+
+def static_kernels():
+    """``(label, kernel, signature)`` of the candidates for the static-count script (compile backend)."""
+    from numba import types
+
+    a2 = types.Array(types.float32, 2, "C")
+    sig = types.void(a2, types.float32, a2)
+    out = [(f"unrolled 512 j{j} b4", make_unrolled(512, j), sig) for j in JSTEPS]
+    out += [(f"unrolled 256 j{j} b4", make_unrolled(256, j), sig) for j in (8, 16)]
+    out += [(f"streamk 512 j{j} b4", make_streamk(512, j), sig) for j in (8, 16)]
+    return out
+
+
+__all__ = ["BODIES", "JSTEPS", "STREAMK_PER_SM", "TILES", "blocks_unrolled", "launch_streamk", "launch_unrolled",
+           "make_streamk", "make_unrolled", "run_streamk", "run_unrolled", "static_kernels", "streamk_grid",
+           "zero_rows"]

@@ -1,0 +1,56 @@
+"""Candidate n-body kernels (kernels/nbody_candidates.py): correctness under the simulator on awkward sizes.
+
+Each candidate must match the chapter's float64 NumPy specification within the chapter's tolerance
+(:data:`labhelpers.kernels.nbody.ACC_RTOL`, relative to the size of each body's terms) for sizes that leave the
+last tile (and, for the stream-K kernel, the last i-block) partial, and grids that cut an i-block's tiles between
+blocks. ``@sim_only``: the GPU suite has not run these kernels yet (``bench/tuning/dense.py`` checks them on a GPU
+before timing them). Small tiles and sizes: the simulator runs about a thousand threads a second.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from labhelpers.errors import ArgumentError
+from labhelpers.kernels import nbody as nb
+from labhelpers.kernels import nbody_candidates as nc
+from markers import sim_only
+
+
+@sim_only
+@pytest.mark.parametrize("n, tile, jstep", [(1, 32, 4), (70, 32, 8), (150, 32, 16)])
+def test_unrolled_matches_numpy(n, tile, jstep):
+    pos = nb.random_bodies(n, np.random.default_rng(n))
+    got = nc.run_unrolled(pos, tile=tile, jstep=jstep)
+    assert nb.acceleration_error(got, pos) < nb.ACC_RTOL
+
+
+@sim_only
+@pytest.mark.parametrize("n, blocks", [(1, 1), (140, 3), (100, 7), (140, 1)])
+def test_streamk_matches_numpy(n, blocks):
+    """140 bodies, tile 32: 2 i-blocks x 5 tiles. 3 blocks cut both i-blocks (one block spans the boundary); 1 block
+    walks both i-blocks as two segments; 7 blocks over 4 units leave some blocks idle."""
+    pos = nb.random_bodies(n, np.random.default_rng(n + 1))
+    got = nc.run_streamk(pos, tile=32, jstep=8, blocks=blocks)
+    assert nb.acceleration_error(got, pos) < nb.ACC_RTOL
+
+
+@sim_only
+def test_streamk_more_blocks_than_work():
+    """Blocks with an empty range (more blocks than work units) must leave the result alone."""
+    pos = nb.random_bodies(5, np.random.default_rng(3))
+    got = nc.run_streamk(pos, tile=32, jstep=4, blocks=4)  # 1 i-block x 1 tile = 1 unit, 4 blocks
+    assert nb.acceleration_error(got, pos) < nb.ACC_RTOL
+
+
+def test_candidates_validate_like_the_chapter():
+    pos = nb.random_bodies(8)
+    with pytest.raises(ArgumentError):
+        nc.run_unrolled(pos, eps2=0.0)
+    with pytest.raises(ArgumentError):
+        nc.run_unrolled(pos, tile=100)
+    with pytest.raises(ArgumentError):
+        nc.run_streamk(pos, blocks=0)
+    with pytest.raises(ArgumentError):
+        nc.run_streamk(nb.to_soa(pos))
