@@ -36,6 +36,7 @@ from numba import cuda, float32, int32
 from .. import backend, validate
 from ..arrays import to_host
 from ..errors import ArgumentError
+from ..launch import blocks_for
 from . import nbody as nb
 
 #: Tiles (threads per block) the candidates are built for.
@@ -235,7 +236,7 @@ def zero_rows(acc):
 
 def blocks_unrolled(n: int, tile: int) -> int:
     """Blocks of :func:`make_unrolled` for ``n`` bodies: ``ceil(n / (4 tile))``."""
-    return -(-int(n) // (tile * BODIES))
+    return blocks_for(int(n), tile, BODIES)
 
 
 def streamk_grid(per_sm: int = STREAMK_PER_SM, sms: int | None = None) -> int:
@@ -254,7 +255,7 @@ def launch_unrolled(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8) -> N
 def launch_streamk(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, blocks: int) -> None:
     """Zero ``acc_d`` and launch :func:`make_streamk` with ``blocks`` blocks (no checks: the timing path)."""
     n = acc_d.shape[0]
-    zero_rows[-(-n // 256), 256](acc_d)
+    zero_rows[blocks_for(n, 256), 256](acc_d)
     make_streamk(tile, jstep)[blocks, tile](pos_d, eps2, acc_d)
 
 
@@ -286,7 +287,7 @@ def run_streamk(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: i
 
 def static_kernels():
     """``(label, kernel, signature)`` of the candidates for the static-count script (compile backend)."""
-    from numba import types
+    from numba import types  # the compiler's type objects: only the static-count script needs them
 
     a2 = types.Array(types.float32, 2, "C")
     sig = types.void(a2, types.float32, a2)
