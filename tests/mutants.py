@@ -111,3 +111,16 @@ def mutant(kernel: Any, *edits: Any, name: str | None = None, jit: Callable | No
 
 
 __all__ = ["ROOT", "lab_skeletons", "load_solutions", "mutant", "source"]
+
+
+def judge_only(monkeypatch) -> None:
+    """Make ``timed.check`` judge the timings only: a faked-GPU test of a measured exercise's verdict then skips
+    the correctness checks, which ``test_labs`` (on the solutions) and the wrong-code tests (on mutants) make."""
+    from labhelpers.exercises import timed  # here, not at the top: only the verdict tests patch it
+
+    real = timed.check
+
+    def timing_only(ex, choice, *, correct, race, **where):
+        return real(ex, choice, correct=lambda: None, race=race, **where)
+
+    monkeypatch.setattr(timed, "check", timing_only)

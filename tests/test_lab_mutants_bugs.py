@@ -36,7 +36,7 @@ from labhelpers.exercises import scan as ex10
 from labhelpers.exercises import harness as h
 from labhelpers.timing import Timing
 from markers import sim_only
-from mutants import lab_skeletons, load_solutions, mutant
+from mutants import judge_only, lab_skeletons, load_solutions, mutant
 
 # lab: (the checker's module, the checker's call on the function f, the skeleton's name, the class it must report)
 BUGS = {
@@ -145,6 +145,7 @@ def test_measured_faked_gpu_judges(lab, slow, fake_gpu, monkeypatch):
     check, ex, module, race = MEASURED[lab]
     student_ms = 1.0 / (ex.target * (0.5 if slow else 1.25))  # ratio = yardstick time / student time
     monkeypatch.setattr(module, race, lambda *args: (fake(student_ms), fake(1.0)))
+    judge_only(monkeypatch)
     if slow:
         with pytest.raises(CheckFailed, match=f"^{timed.BELOW_TARGET}"):
             check()

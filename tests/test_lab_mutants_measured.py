@@ -41,7 +41,7 @@ from labhelpers.exercises import stencil as ex9
 from labhelpers.exercises import streams as ex11
 from labhelpers.timing import Timing
 from markers import sim_only
-from mutants import load_solutions, mutant
+from mutants import judge_only, load_solutions, mutant
 
 S1 = load_solutions("01_cuda_in_python_lab")
 S2 = load_solutions("02_bsp_and_amdahl_lab")
@@ -224,11 +224,13 @@ def test_faked_gpu_judges_each_lab(lab, slow, fake_gpu, monkeypatch, capsys):
     yard_ms = 1.0
     student_ms = yard_ms / (target * (0.5 if slow else 1.25))  # ratio = yardstick time / student time
     monkeypatch.setattr(module, race, lambda *args: (fake(student_ms), fake(yard_ms)))
+    judge_only(monkeypatch)
     if slow:
         with pytest.raises(CheckFailed, match=f"^{timed.BELOW_TARGET}"):
             check(solution, choice)
     else:
-        assert check(solution, choice).passed
+        verdict = check(solution, choice)
+        assert verdict.passed and verdict.ratio is not None, verdict.text  # timed, not "Not timed here"
 
 
 @sim_only
