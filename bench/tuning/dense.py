@@ -11,7 +11,9 @@ minutes apart:
   time (GFLOP/s), yardstick = the FP32 FMA peak measured in this run (:func:`labhelpers.roofline.measure_fma_peak`,
   as ``bench/nbody.py`` does). Target of the next session: ratio >= 0.72.
 * ``matmul`` at 4096^3: the chapter's ``register`` and ``double_buffered`` kernels (128x128x8, 8x8 per thread)
-  against ``cupy.matmul`` with TF32 off (``CUPY_TF32=0``, set here before CuPy loads). Rate = 2 n^3 / time.
+  against ``cupy.matmul`` with TF32 off (``CUPY_TF32=0``, set here before CuPy loads), and the candidates of
+  :mod:`labhelpers.kernels.matmul_candidates` (the same kernels with the k-steps of a tile written out, double-
+  and single-buffered, with the chapter's phase loop or peeled at one block per SM). Rate = 2 n^3 / time.
   Target: ratio >= 0.85.
 
 Every kernel is checked before it is timed: n-body on 64 sampled bodies against float64 NumPy (the chapter's
@@ -51,6 +53,7 @@ from numba import cuda  # noqa: E402
 from labhelpers import counts  # noqa: E402
 from labhelpers import roofline as rl  # noqa: E402
 from labhelpers.kernels import matmul as mm  # noqa: E402
+from labhelpers.kernels import matmul_candidates as mc  # noqa: E402
 from labhelpers.kernels import nbody as nb  # noqa: E402
 from labhelpers.kernels import nbody_candidates as nc  # noqa: E402
 
@@ -162,6 +165,14 @@ def matmul_rows(repeat: int) -> list[dict]:
     for variant in ("register", "double_buffered"):
         p = mm.plan(variant, n, n, n)
         row = {**base, "kernel": f"matmul {variant}", "config": p.config + (" guarded" if p.guarded else "")}
+        rows.append(_measure(row, lambda p=p: p.launch(a_d, b_d, c_d), ok, flops, yard, repeat))
+        print(f"  {row['kernel']:16s} {row['config']:40s} ratio {row['ratio']:.3f} ok {row['ok']} {row['note']}")
+    for double_buffered, peeled in ((True, False), (False, False), (True, True), (False, True)):
+        # the candidates: the same kernels, the k-steps of a tile written out; peeled: no branch in the phase loop,
+        # 187-195 registers at sm_90, so one block per SM (mc.PEELED)
+        p = mc.plan_candidate(n, n, n, tiling=mc.PEELED if peeled else mm.REGISTER, double_buffered=double_buffered,
+                              peeled=peeled)
+        row = {**base, "kernel": f"matmul {p.variant}", "config": p.config + (" guarded" if p.guarded else "")}
         rows.append(_measure(row, lambda p=p: p.launch(a_d, b_d, c_d), ok, flops, yard, repeat))
         print(f"  {row['kernel']:16s} {row['config']:40s} ratio {row['ratio']:.3f} ok {row['ok']} {row['note']}")
     return rows
