@@ -114,8 +114,9 @@ __all__ = ["ROOT", "lab_skeletons", "load_solutions", "mutant", "source"]
 
 
 def judge_only(monkeypatch) -> None:
-    """Make ``timed.check`` judge the timings only: a faked-GPU test of a measured exercise's verdict then skips
-    the correctness checks, which ``test_labs`` (on the solutions) and the wrong-code tests (on mutants) make."""
+    """Make ``timed.check`` judge the timings only, for a test whose correctness checks are made elsewhere: a
+    faked-GPU test of a measured exercise's verdict, or ``test_labs``' timing of the solutions on a GPU (their
+    correctness is checked side by side first; the wrong-code tests check the mutants)."""
     from labhelpers.exercises import timed  # here, not at the top: only the verdict tests patch it
 
     real = timed.check

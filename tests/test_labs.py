@@ -26,6 +26,7 @@ import pytest
 import labhelpers as lh  # noqa: F401  (chooses the backend before the solutions import numba.cuda)
 from labhelpers.exercises import timed
 from markers import SIM, gpu_only
+from mutants import judge_only
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted((ROOT / "labs").glob("*.ipynb"))
@@ -217,12 +218,7 @@ def test_measured_cells_pass_on_the_solutions(lab: Path, monkeypatch):
     exercise passes its target on this GPU (its check raises below it), a prediction is shown beside this GPU's
     measurement. Only the plain cells they need run first, and a measured exercise's correctness is not checked again:
     the test above did both. Under the simulator that test runs these cells."""
-    real = timed.check
-
-    def timing_only(ex, choice, *, correct, race, **where):
-        return real(ex, choice, correct=lambda: None, race=race, **where)
-
-    monkeypatch.setattr(timed, "check", timing_only)
+    judge_only(monkeypatch)
     _run_cells(lab, {"plain", "measured", "timed check"}, _cells_the_measured_ones_need(_code_cells(lab)),
                said=("Passed", "Not timed here"))
 

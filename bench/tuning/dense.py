@@ -24,29 +24,18 @@ Columns: kernel, config, n, median_ms, rate, yardstick, ratio, ok, note.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Callable
 
-os.environ.setdefault("LABHELPERS_BACKEND", "gpu")  # before labhelpers is imported: it chooses the backend
 os.environ["CUPY_TF32"] = "0"  # cuBLAS SGEMM in true FP32: the yardstick the chapter's kernels compete with
+
+from _cli import import_labhelpers, run  # bench/tuning/_cli.py: the backend, the import, the command line
+
+lh = import_labhelpers(__file__)
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-NEEDS_GPU = "error: bench/tuning/dense.py needs a CUDA GPU"
-
-try:
-    import labhelpers as lh  # noqa: E402
-except ModuleNotFoundError as exc:
-    if exc.name != "labhelpers":
-        raise
-    sys.exit("error: the sweep imports the package: install it (`pip install -e .`) or set PYTHONPATH=src")
-except RuntimeError as exc:  # LABHELPERS_BACKEND=gpu and no GPU: labhelpers' NoGPUError
-    if type(exc).__name__ != "NoGPUError":
-        raise
-    sys.exit(f"{NEEDS_GPU}: the CUDA driver reports none")
 
 from numba import cuda  # noqa: E402
 
@@ -186,22 +175,12 @@ def sweep(quick: bool = False, *, repeat: int = 5) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few configurations")
-    parser.add_argument("--out", default=None, help="write the table as CSV to this path")
-    args = parser.parse_args()
-    if lh.is_simulator():
-        sys.exit(f"{NEEDS_GPU}: this is Numba's CUDA simulator, whose timings say nothing about a GPU")
-    print(lh.banner())
-    table = sweep(args.quick)
+
+def show(table: pd.DataFrame) -> None:
+    """Print the table, best first."""
     with pd.option_context("display.max_rows", None, "display.width", 250, "display.max_colwidth", 60):
         print(table.sort_values(["kernel", "ratio"], ascending=[True, False]).to_string(index=False))
-    if args.out:
-        table.to_csv(args.out, index=False)
-        print(f"wrote {args.out}")
-    return 0 if table["ok"].all() else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__file__, __doc__, sweep, show, quick_help="a few configurations"))

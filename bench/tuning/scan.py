@@ -24,28 +24,15 @@ ratio_to_copy (same dtype and n), ok. Printed sorted by ratio_to_cub; ``--out`` 
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 
-os.environ.setdefault("LABHELPERS_BACKEND", "gpu")  # before labhelpers is imported: it chooses the backend
+from _cli import import_labhelpers, run  # bench/tuning/_cli.py: the backend, the import, the command line
+
+lh = import_labhelpers(__file__)
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-NEEDS_GPU = "error: bench/tuning/scan.py needs a CUDA GPU (with CuPy)"
-
-try:
-    import labhelpers as lh  # noqa: E402
-except ModuleNotFoundError as exc:  # not installed: say how, instead of a traceback
-    if exc.name != "labhelpers":
-        raise
-    sys.exit("error: the sweep imports the package: install it (`pip install -e .`) or set PYTHONPATH=src")
-except RuntimeError as exc:  # LABHELPERS_BACKEND=gpu (the default here) and no GPU: labhelpers' NoGPUError
-    if type(exc).__name__ != "NoGPUError":
-        raise
-    sys.exit(f"{NEEDS_GPU}: the CUDA driver reports none")
 
 from labhelpers import backend  # noqa: E402
 from labhelpers.experiments import scan as ex  # noqa: E402
@@ -125,22 +112,13 @@ def sweep(quick: bool = False, *, repeat: int = 10, number: int = 5) -> pd.DataF
     return table[["kernel", "config", "dtype", "n", "median_ms", "gbps", "ratio_to_cub", "ratio_to_copy", "ok"]]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2**24 elements only, two tile shapes")
-    parser.add_argument("--out", default=None, help="write the table as CSV to this path")
-    args = parser.parse_args()
-    if lh.is_simulator():
-        sys.exit(f"{NEEDS_GPU}: this is Numba's CUDA simulator")
-    table = sweep(args.quick)
+
+def show(table: pd.DataFrame) -> None:
+    """Print the table, best first."""
     table = table.sort_values(["ratio_to_cub"], ascending=False).reset_index(drop=True)
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
         print(format_table(table, {"ratio_to_cub": "{:.3f}", "ratio_to_copy": "{:.3f}", "median_ms": "{:.4f}"}))
-    if args.out:
-        table.to_csv(args.out, index=False)
-        print(f"wrote {args.out}")
-    return 0 if table["ok"].all() else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__file__, __doc__, sweep, show, quick_help="2**24 elements only, two tile shapes"))

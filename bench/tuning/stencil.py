@@ -32,29 +32,16 @@ of the copy, and a 3D marching kernel at least as fast as the naive one.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from typing import Callable
 
-os.environ.setdefault("LABHELPERS_BACKEND", "gpu")  # before labhelpers is imported: it chooses the backend
+from _cli import import_labhelpers, run  # bench/tuning/_cli.py: the backend, the import, the command line
+
+lh = import_labhelpers(__file__)
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-NEEDS_GPU = "error: bench/tuning/stencil.py needs a CUDA GPU"
-
-try:
-    import labhelpers as lh  # noqa: E402
-except ModuleNotFoundError as exc:  # not installed: say how, instead of a traceback
-    if exc.name != "labhelpers":
-        raise
-    sys.exit("error: the sweep imports the package: install it (`pip install -e .`) or set PYTHONPATH=src")
-except RuntimeError as exc:  # LABHELPERS_BACKEND=gpu (the default here) and no GPU: labhelpers' NoGPUError
-    if type(exc).__name__ != "NoGPUError":
-        raise
-    sys.exit(f"{NEEDS_GPU}: the CUDA driver reports none")
 
 from numba import cuda  # noqa: E402  (after labhelpers chose the backend)
 
@@ -355,15 +342,9 @@ def sweep(quick: bool = False, *, repeat: int = 10) -> pd.DataFrame:
     return table[COLUMNS]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few configurations per problem")
-    parser.add_argument("--out", default=None, help="write the table as CSV to this path")
-    args = parser.parse_args()
-    if lh.is_simulator():
-        sys.exit(f"{NEEDS_GPU}: this is Numba's CUDA simulator, whose timings say nothing about a GPU")
-    print(lh.banner())
-    table = sweep(args.quick)
+
+def show(table: pd.DataFrame) -> None:
+    """Print the table, best first."""
     table = table.sort_values(["ratio_to_copy"], ascending=False).reset_index(drop=True)
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 250,
                            "display.max_colwidth", 60):
@@ -373,11 +354,7 @@ def main() -> int:
         if len(good):
             top = good.iloc[0]
             print(f"best {problem}: {top['kernel']} {top['config']}: {top['ratio_to_copy']:.3f} of the copy")
-    if args.out:
-        table.to_csv(args.out, index=False)
-        print(f"wrote {args.out}")
-    return 0 if table["ok"].all() else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__file__, __doc__, sweep, show, quick_help="a few configurations per problem"))
