@@ -99,8 +99,14 @@ def sweep(quick: bool = False, *, repeat: int = 10, number: int = 5) -> pd.DataF
                 runs.append(("lookback_warp", "warp", threads, items))
                 runs.append(("lookback_warp_atomic", "warp_atomic", threads, items))
             for kernel, lookback, threads, items in runs:
-                row = _time_scan(x, lookback, threads, items, repeat, number)
+                try:
+                    row = _time_scan(x, lookback, threads, items, repeat, number)
+                except Exception as exc:  # noqa: BLE001  (one shape that fails to compile must not end the sweep)
+                    row = {"median_ms": float("nan"), "ok": False}
+                    print(f"  {kernel} {threads}x{items}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
                 rows.append({"kernel": kernel, "config": f"{threads}x{items}", "dtype": name, "n": n, **row})
+                print(f"  {kernel:22s} {threads}x{items:<3d} {name} 2^{int(np.log2(n))}: {row['median_ms']:.4f} ms "
+                      f"(CUB {timing.median_ms:.4f}) ok {row['ok']}", flush=True)
             del x
             print(f"   {name} n=2^{int(np.log2(n))}: {time.time() - start:.1f} s", flush=True)
     table = pd.DataFrame(rows)

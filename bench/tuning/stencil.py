@@ -129,6 +129,8 @@ def _measure(row: dict, check: Callable[[], bool], launch: Callable[[], None], n
     except Exception as exc:  # noqa: BLE001  (one bad configuration must not end the sweep)
         row["ok"] = False
         row["note"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
+    print(f"  {row['problem']:9s} {row['kernel']:24s} {row['config']:44s} {row['gbps']:7.0f} GB/s ok {row['ok']} "
+          f"{row['note']}", flush=True)  # as it goes: a run cut short still tells what it measured
     return row
 
 
