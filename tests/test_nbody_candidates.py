@@ -27,12 +27,13 @@ def test_unrolled_matches_numpy(n, tile, jstep):
 
 
 @sim_only
-@pytest.mark.parametrize("n, blocks", [(1, 1), (140, 3), (100, 7), (140, 1)])
-def test_streamk_matches_numpy(n, blocks):
+@pytest.mark.parametrize("n, blocks, bodies", [(1, 1, 4), (140, 3, 4), (100, 7, 4), (140, 1, 4), (300, 3, 8)])
+def test_streamk_matches_numpy(n, blocks, bodies):
     """140 bodies, tile 32: 2 i-blocks x 5 tiles. 3 blocks cut both i-blocks (one block spans the boundary); 1 block
-    walks both i-blocks as two segments; 7 blocks over 4 units leave some blocks idle."""
+    walks both i-blocks as two segments; 7 blocks over 4 units leave some blocks idle. 300 bodies at 8 per thread:
+    2 i-blocks of 256 (the second partial) x 10 tiles, cut by 3 blocks."""
     pos = nb.random_bodies(n, np.random.default_rng(n + 1))
-    got = nc.run_streamk(pos, tile=32, jstep=8, blocks=blocks)
+    got = nc.run_streamk(pos, tile=32, jstep=8, blocks=blocks, bodies=bodies)
     assert nb.acceleration_error(got, pos) < nb.ACC_RTOL
 
 
@@ -52,5 +53,7 @@ def test_candidates_validate_like_the_chapter():
         nc.run_unrolled(pos, tile=100)
     with pytest.raises(ArgumentError):
         nc.run_streamk(pos, blocks=0)
+    with pytest.raises(ArgumentError):
+        nc.run_unrolled(pos, bodies=3)
     with pytest.raises(ArgumentError):
         nc.run_streamk(nb.to_soa(pos))

@@ -61,6 +61,24 @@ def nbody_configs(quick: bool = False) -> list[tuple[str, dict]]:
             for j in ((16,) if quick else (8, 16))]
     out += [("streamk", {"tile": t, "jstep": j, "per_sm": s}) for t in ((512,) if quick else (256, 512))
             for j in ((16,) if quick else (8, 16)) for s in ((2,) if quick else (1, 2, 4) if t == 256 else (1, 2))]
+    if not quick:  # 8 bodies per thread: one shared load per 8 interactions instead of 4
+        out += [("unrolled", {"tile": t, "jstep": 16, "bodies": 8}) for t in (128, 256)]
+        out += [("streamk", {"tile": t, "jstep": j, "per_sm": s, "bodies": 8}) for t in (128, 256, 512)
+                for j in (8, 16) for s in ((1, 2) if t == 512 else (2, 4))]
+    return out
+
+
+def matmul_candidates() -> list[tuple[mm.RegisterTiling, bool, bool]]:
+    """``(tiling, double_buffered, peeled)`` of the SGEMM candidates: the chapter's 128 x 128 x 8 tiles with the
+    k-steps written out (double- and single-buffered, peeled at one block per SM), then other block tiles, slices
+    of k and register bounds: ``bk = 16`` halves the barriers and the phase overhead per FFMA; 128 x 64 and
+    64 x 128 blocks of 128 threads make 2x the blocks (4 per SM); 8 x 16 and 16 x 8 per thread (128 x 256, 256 x
+    128 blocks) halve the shared loads per FFMA at one block per SM."""
+    out = [(mm.REGISTER, True, False), (mm.REGISTER, False, False), (mc.PEELED, True, True), (mc.PEELED, False, True)]
+    for shape in ((128, 128, 16, 8, 8, 2), (128, 128, 8, 8, 8, 1), (128, 128, 16, 8, 8, 1), (128, 64, 8, 8, 8, 4),
+                  (64, 128, 8, 8, 8, 4), (128, 64, 16, 8, 8, 4), (128, 256, 8, 8, 16, 1), (256, 128, 8, 16, 8, 1)):
+        tiling = mm.RegisterTiling(*shape)
+        out += [(tiling, True, False), (tiling, False, False)]
     return out
 
 
@@ -125,7 +143,8 @@ def nbody_rows(fma_gflops: float, quick: bool, repeat: int) -> list[dict]:
             blocks = nc.streamk_grid(p["per_sm"])
             row["config"] += f", blocks {blocks}"
             launch = lambda p=p, b=blocks: nc.launch_streamk(pos_d, eps2, acc_d, tile=p["tile"],  # noqa: E731
-                                                             jstep=p["jstep"], blocks=b)
+                                                             jstep=p["jstep"], blocks=b,
+                                                             bodies=p.get("bodies", nc.BODIES))
         rows.append(_measure(row, launch, ok, flops, fma_gflops, repeat))
         print(f"  {row['kernel']:16s} {row['config']:40s} ratio {row['ratio']:.3f} ok {row['ok']} {row['note']}")
     return rows
@@ -156,11 +175,13 @@ def matmul_rows(repeat: int) -> list[dict]:
         row = {**base, "kernel": f"matmul {variant}", "config": p.config + (" guarded" if p.guarded else "")}
         rows.append(_measure(row, lambda p=p: p.launch(a_d, b_d, c_d), ok, flops, yard, repeat))
         print(f"  {row['kernel']:16s} {row['config']:40s} ratio {row['ratio']:.3f} ok {row['ok']} {row['note']}")
-    for double_buffered, peeled in ((True, False), (False, False), (True, True), (False, True)):
-        # the candidates: the same kernels, the k-steps of a tile written out; peeled: no branch in the phase loop,
-        # 187-195 registers at sm_90, so one block per SM (mc.PEELED)
-        p = mc.plan_candidate(n, n, n, tiling=mc.PEELED if peeled else mm.REGISTER, double_buffered=double_buffered,
-                              peeled=peeled)
+    for tiling, double_buffered, peeled in matmul_candidates():
+        try:
+            p = mc.plan_candidate(n, n, n, tiling=tiling, double_buffered=double_buffered, peeled=peeled)
+        except Exception as exc:  # noqa: BLE001  (a tiling the kernels refuse: recorded, the sweep goes on)
+            rows.append({**base, "kernel": "matmul candidate", "config": tiling.label(),
+                         "note": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            continue
         row = {**base, "kernel": f"matmul {p.variant}", "config": p.config + (" guarded" if p.guarded else "")}
         rows.append(_measure(row, lambda p=p: p.launch(a_d, b_d, c_d), ok, flops, yard, repeat))
         print(f"  {row['kernel']:16s} {row['config']:40s} ratio {row['ratio']:.3f} ok {row['ok']} {row['note']}")

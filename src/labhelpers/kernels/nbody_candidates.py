@@ -22,7 +22,7 @@ Two candidates, one remedy each:
   order of the last few additions vary from run to run (the result varies in the last bits, within
   :data:`~labhelpers.kernels.nbody.ACC_RTOL`).
 
-Both take AoS ``pos (n, 4)`` and 4 bodies per thread (held in registers), ``rsqrt`` math, and are correct for
+Both take AoS ``pos (n, 4)`` and ``bodies`` bodies per thread (4 by default; held in registers), ``rsqrt`` math, and are correct for
 every ``n`` (zero-mass padding of the last tile, as in the chapter's kernel).
 """
 
@@ -43,8 +43,10 @@ from . import nbody as nb
 TILES: tuple[int, ...] = (32, 64, 128, 256, 512)
 #: j-bodies per trip of the inner loop, written out explicitly.
 JSTEPS: tuple[int, ...] = (4, 8, 16)
-#: Bodies per thread: fixed, the chapter's best.
+#: Bodies per thread by default: the chapter's best.
 BODIES = 4
+#: Bodies per thread the candidates are built for (held in registers; 8 halves the shared loads per interaction).
+BODIES_CHOICES: tuple[int, ...] = (2, 4, 8)
 #: Blocks per SM of the stream-K grid by default: 512 threads x 56 registers fit twice in 65,536 registers.
 STREAMK_PER_SM = 2
 #: SMs assumed under the simulator (a small number: the tests want blocks that split an i-block's tiles).
@@ -54,46 +56,49 @@ _ALIGN = None if backend.is_simulator() else 16  # one 128-bit shared load per b
 _interact = nb.interaction_rsqrt
 
 
-@cuda.jit(device=True)
-def _one(sh, k, eps2, xi, yi, zi, ax, ay, az):
-    """Body ``k`` of the tile against this thread's 4 bodies: one shared load, 4 interactions."""
-    xk, yk, zk, mk = sh[k, 0], sh[k, 1], sh[k, 2], sh[k, 3]
-    for p in range(BODIES):  # 4: LLVM unrolls this one completely (as in the chapter's kernel)
-        fx, fy, fz = _interact(xi[p], yi[p], zi[p], xk, yk, zk, mk, eps2)
-        ax[p] += fx
-        ay[p] += fy
-        az[p] += fz
+@functools.lru_cache(maxsize=None)
+def _steps(bodies: int) -> dict:
+    """Device functions for ``jstep`` j-bodies of the tile against this thread's ``bodies`` bodies, by ``jstep``.
+
+    The j-bodies k, k+1, ... are explicit calls: nothing is left for the unroller to refuse. Each j-body is one
+    shared load and ``bodies`` interactions (a loop over ``bodies`` that LLVM unrolls completely).
+    """
+    P = bodies
+
+    @cuda.jit(device=True)
+    def one(sh, k, eps2, xi, yi, zi, ax, ay, az):
+        xk, yk, zk, mk = sh[k, 0], sh[k, 1], sh[k, 2], sh[k, 3]
+        for p in range(P):
+            fx, fy, fz = _interact(xi[p], yi[p], zi[p], xk, yk, zk, mk, eps2)
+            ax[p] += fx
+            ay[p] += fy
+            az[p] += fz
+
+    @cuda.jit(device=True)
+    def two(sh, k, eps2, xi, yi, zi, ax, ay, az):
+        one(sh, k, eps2, xi, yi, zi, ax, ay, az)
+        one(sh, k + 1, eps2, xi, yi, zi, ax, ay, az)
+
+    @cuda.jit(device=True)
+    def four(sh, k, eps2, xi, yi, zi, ax, ay, az):
+        two(sh, k, eps2, xi, yi, zi, ax, ay, az)
+        two(sh, k + 2, eps2, xi, yi, zi, ax, ay, az)
+
+    @cuda.jit(device=True)
+    def eight(sh, k, eps2, xi, yi, zi, ax, ay, az):
+        four(sh, k, eps2, xi, yi, zi, ax, ay, az)
+        four(sh, k + 4, eps2, xi, yi, zi, ax, ay, az)
+
+    @cuda.jit(device=True)
+    def sixteen(sh, k, eps2, xi, yi, zi, ax, ay, az):
+        eight(sh, k, eps2, xi, yi, zi, ax, ay, az)
+        eight(sh, k + 8, eps2, xi, yi, zi, ax, ay, az)
+
+    return {4: four, 8: eight, 16: sixteen}
 
 
-# j-bodies k, k+1, ... as explicit calls: nothing left for the unroller to refuse.
-@cuda.jit(device=True)
-def _two(sh, k, eps2, xi, yi, zi, ax, ay, az):
-    _one(sh, k, eps2, xi, yi, zi, ax, ay, az)
-    _one(sh, k + 1, eps2, xi, yi, zi, ax, ay, az)
-
-
-@cuda.jit(device=True)
-def _four(sh, k, eps2, xi, yi, zi, ax, ay, az):
-    _two(sh, k, eps2, xi, yi, zi, ax, ay, az)
-    _two(sh, k + 2, eps2, xi, yi, zi, ax, ay, az)
-
-
-@cuda.jit(device=True)
-def _eight(sh, k, eps2, xi, yi, zi, ax, ay, az):
-    _four(sh, k, eps2, xi, yi, zi, ax, ay, az)
-    _four(sh, k + 4, eps2, xi, yi, zi, ax, ay, az)
-
-
-@cuda.jit(device=True)
-def _sixteen(sh, k, eps2, xi, yi, zi, ax, ay, az):
-    _eight(sh, k, eps2, xi, yi, zi, ax, ay, az)
-    _eight(sh, k + 8, eps2, xi, yi, zi, ax, ay, az)
-
-
-_STEP = {4: _four, 8: _eight, 16: _sixteen}
-
-
-def _check(tile: int, jstep: int) -> tuple[int, int]:
+def _check(tile: int, jstep: int, bodies: int = BODIES) -> tuple[int, int]:
+    validate.choice(bodies, "bodies", BODIES_CHOICES)
     tile = validate.choice(tile, "tile", TILES)
     jstep = validate.choice(jstep, "jstep", JSTEPS)
     if tile % jstep:
@@ -102,16 +107,16 @@ def _check(tile: int, jstep: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=None)
-def make_unrolled(tile: int = 512, jstep: int = 8):
+def make_unrolled(tile: int = 512, jstep: int = 8, bodies: int = BODIES):
     """The chapter's tiled kernel (AoS, 4 bodies per thread, rsqrt), ``jstep`` j-bodies per trip written out.
 
     ``kernel(pos, eps2, acc)``, launched with ``tile`` threads per block and ``ceil(n / (4 tile))`` blocks
     (:func:`launch_unrolled`). Same barriers, guards and zero-mass padding as
     :func:`~labhelpers.kernels.nbody.make_tiled`.
     """
-    T, J = _check(tile, jstep)
-    P = BODIES
-    step = _STEP[J]
+    T, J = _check(tile, jstep, bodies)
+    P = bodies
+    step = _steps(P)[J]
     align = _ALIGN
     T32, J32 = int32(T), int32(J)
 
@@ -157,7 +162,7 @@ def make_unrolled(tile: int = 512, jstep: int = 8):
 
 
 @functools.lru_cache(maxsize=None)
-def make_streamk(tile: int = 512, jstep: int = 8):
+def make_streamk(tile: int = 512, jstep: int = 8, bodies: int = BODIES):
     """:func:`make_unrolled`'s inner loop with the (i-block, j-tile) work split evenly over the grid, any grid size.
 
     ``kernel(pos, eps2, acc)``: ``acc (n, 3)`` must be zero before the launch (:func:`launch_streamk` zeroes it).
@@ -167,9 +172,9 @@ def make_streamk(tile: int = 512, jstep: int = 8):
     threads add their partial sums into ``acc`` atomically. Every quantity that decides the loops (``n``, ``g``,
     ``G``) is the same in all threads of a block, so every thread reaches every barrier.
     """
-    T, J = _check(tile, jstep)
-    P = BODIES
-    step = _STEP[J]
+    T, J = _check(tile, jstep, bodies)
+    P = bodies
+    step = _steps(P)[J]
     align = _ALIGN
     T32, J32 = int32(T), int32(J)
 
@@ -234,9 +239,9 @@ def zero_rows(acc):
         acc[i, 2] = float32(0)
 
 
-def blocks_unrolled(n: int, tile: int) -> int:
-    """Blocks of :func:`make_unrolled` for ``n`` bodies: ``ceil(n / (4 tile))``."""
-    return blocks_for(int(n), tile, BODIES)
+def blocks_unrolled(n: int, tile: int, bodies: int = BODIES) -> int:
+    """Blocks of :func:`make_unrolled` for ``n`` bodies: ``ceil(n / (bodies tile))``."""
+    return blocks_for(int(n), tile, bodies)
 
 
 def streamk_grid(per_sm: int = STREAMK_PER_SM, sms: int | None = None) -> int:
@@ -247,30 +252,32 @@ def streamk_grid(per_sm: int = STREAMK_PER_SM, sms: int | None = None) -> int:
     return validate.integer(sms, "sms", minimum=1) * per_sm
 
 
-def launch_unrolled(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8) -> None:
+def launch_unrolled(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, bodies: int = BODIES) -> None:
     """Launch :func:`make_unrolled` on device arrays (no checks: the timing path)."""
-    make_unrolled(tile, jstep)[blocks_unrolled(pos_d.shape[0], tile), tile](pos_d, eps2, acc_d)
+    make_unrolled(tile, jstep, bodies)[blocks_unrolled(pos_d.shape[0], tile, bodies), tile](pos_d, eps2, acc_d)
 
 
-def launch_streamk(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, blocks: int) -> None:
+def launch_streamk(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, blocks: int,
+                   bodies: int = BODIES) -> None:
     """Zero ``acc_d`` and launch :func:`make_streamk` with ``blocks`` blocks (no checks: the timing path)."""
     n = acc_d.shape[0]
     zero_rows[blocks_for(n, 256), 256](acc_d)
-    make_streamk(tile, jstep)[blocks, tile](pos_d, eps2, acc_d)
+    make_streamk(tile, jstep, bodies)[blocks, tile](pos_d, eps2, acc_d)
 
 
-def run_unrolled(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: int = 8) -> np.ndarray:
+def run_unrolled(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: int = 8,
+                 bodies: int = BODIES) -> np.ndarray:
     """Accelerations with :func:`make_unrolled` (AoS), as a NumPy array; validation as the chapter's ``run_tiled``."""
     n = nb.check_positions(pos, "aos")
     e = nb._eps2(eps2)
-    _check(tile, jstep)
+    _check(tile, jstep, bodies)
     acc = cuda.device_array((n, 3), dtype=np.float32)
-    launch_unrolled(nb._device(pos), e, acc, tile=tile, jstep=jstep)
+    launch_unrolled(nb._device(pos), e, acc, tile=tile, jstep=jstep, bodies=bodies)
     return to_host(acc)
 
 
 def run_streamk(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: int = 8,
-                blocks: int | None = None) -> np.ndarray:
+                blocks: int | None = None, bodies: int = BODIES) -> np.ndarray:
     """Accelerations with :func:`make_streamk` (AoS), as a NumPy array.
 
     ``blocks``: the grid (default :func:`streamk_grid`: as many blocks as fit on the GPU at once). Any positive
@@ -278,10 +285,10 @@ def run_streamk(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: i
     """
     n = nb.check_positions(pos, "aos")
     e = nb._eps2(eps2)
-    _check(tile, jstep)
+    _check(tile, jstep, bodies)
     blocks = streamk_grid() if blocks is None else validate.integer(blocks, "blocks", minimum=1)
     acc = cuda.device_array((n, 3), dtype=np.float32)
-    launch_streamk(nb._device(pos), e, acc, tile=tile, jstep=jstep, blocks=blocks)
+    launch_streamk(nb._device(pos), e, acc, tile=tile, jstep=jstep, blocks=blocks, bodies=bodies)
     return to_host(acc)
 
 
@@ -297,6 +304,6 @@ def static_kernels():
     return out
 
 
-__all__ = ["BODIES", "JSTEPS", "STREAMK_PER_SM", "TILES", "blocks_unrolled", "launch_streamk", "launch_unrolled",
-           "make_streamk", "make_unrolled", "run_streamk", "run_unrolled", "static_kernels", "streamk_grid",
+__all__ = ["BODIES", "BODIES_CHOICES", "JSTEPS", "STREAMK_PER_SM", "TILES", "blocks_unrolled", "launch_streamk",
+           "launch_unrolled", "make_streamk", "make_unrolled", "run_streamk", "run_unrolled", "static_kernels", "streamk_grid",
            "zero_rows"]
