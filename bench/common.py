@@ -21,6 +21,17 @@ except ModuleNotFoundError as exc:  # not installed: say how, instead of a trace
         raise
     sys.exit("error: the benchmarks import the package: install it (`pip install -e .`) or set PYTHONPATH=src")
 
+def wanted(table: str) -> bool:
+    """Whether this run collects reference table ``table`` (e.g. ``"ch09_jacobi"``).
+
+    Every table, unless ``LABHELPERS_COLLECT_ONLY`` names some (comma-separated): then only those, so that one
+    GPU call can re-measure the tables a change touched (``LABHELPERS_COLLECT_ONLY=ch09_jacobi bash
+    tools/device_collect.sh stencil``). A ``collect(out_dir)`` guards each table's measurement with it.
+    """
+    only = [t.strip() for t in os.environ.get("LABHELPERS_COLLECT_ONLY", "").split(",") if t.strip()]
+    return not only or table in only
+
+
 #: How rows name the copy ceiling they are compared with (:meth:`Context.copy_bandwidth_gbs`).
 COPY_CEILING = "copy ceiling (best D2D copy, 1 GiB, read+write)"
 
