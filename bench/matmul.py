@@ -3,17 +3,19 @@
 ``collect(out_dir)`` writes the chapter's reference tables:
 
 * ``ch05_matmul_sweep``: GFLOP/s of every kernel (naive, tiled 8/16/32, coarsened, register, double
-  buffered) and of cuBLAS FP32 and FP64 for ``n x n`` products, n = 256 ... 4096
+  buffered, unrolled) and of cuBLAS FP32 and FP64 for ``n x n`` products, n = 256 ... 4096
   (:func:`labhelpers.experiments.matmul.measure_sweep`);
 * ``ch05_ceilings``: the roofline of this GPU, measured in the same run: device-to-device copy bandwidth
   and cuBLAS FP32 / FP64 at n = 4096 and 8192;
-* ``ch05_register_configs``: the register-tiled and double-buffered kernels for several tile shapes at
-  n = 4096, with the registers per thread the compiler gave them;
+* ``ch05_register_configs``: the register-tiled, double-buffered and unrolled kernels for several tile shapes
+  at n = 4096 (and the unrolled kernel's own shape, :data:`~labhelpers.kernels.matmul.UNROLLED`), with the
+  registers per thread the compiler gave them;
 * ``ch05_cpu_loop_order``: the CPU side, the ijk / ikj / blocked loops (Numba ``njit``) and NumPy's BLAS,
   timed with the host clock on the GPU machine's CPU.
 
 ``bench(ctx)`` times the kernels at n = 4096 and returns rows with the two targets of the chapter: the
-best Numba kernel at least 50% of cuBLAS FP32, and at least 10x the naive kernel. Every kernel's
+best Numba kernel at least 0.85 of cuBLAS FP32 without TF32 (issue 33), and at least 10x the naive kernel.
+``collect`` measures only the tables :func:`common.wanted` names (all by default). Every kernel's
 result is checked against an FP64 product first (relative error of the norm within 1e-5), and so is
 cuBLAS FP32: TF32 tensor cores (10-bit mantissa) would miss that by two orders of magnitude, so a
 passing check proves the yardstick is plain FP32.
@@ -36,7 +38,7 @@ os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from common import Context, Row, lh  # noqa: E402
+from common import Context, Row, lh, wanted  # noqa: E402
 
 from labhelpers.experiments import matmul as mm_exp  # noqa: E402
 from labhelpers.kernels import matmul as mm  # noqa: E402
@@ -51,6 +53,13 @@ CONFIGS: tuple[mm.RegisterTiling, ...] = (
     mm.RegisterTiling(bm=64, bn=128, bk=8, tm=8, tn=8, min_blocks=4),
     mm.COARSENED,
 )
+#: The kernels of the tile-shape table: (name in the table, factory); every one for every shape of CONFIGS.
+CONFIG_KERNELS = (("register", mm.register_tiled_kernel), ("double_buffered", mm.double_buffered_kernel),
+                  ("unrolled", mm.unrolled_kernel))
+#: Shapes measured for the unrolled kernel only: its own (one block per SM).
+UNROLLED_ONLY: tuple[mm.RegisterTiling, ...] = (mm.UNROLLED,)
+#: Shared buffers of each kernel of the table.
+BUFFERS = {"register": 1, "double_buffered": 2, "unrolled": 2}
 #: CPU sizes: the ijk order takes seconds at 1024 (one repetition) and is not run at 2048.
 CPU_SIZES = (128, 256, 512, 1024, 2048)
 
@@ -108,16 +117,22 @@ def verify(n: int = N) -> dict[str, float]:
         c = cp.empty((n, n), dtype=cp.float32)
         mm.plan(variant, n, n, n).launch(cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(c))
         errors[variant] = _rel_error(c, ref)
-    for tiling in CONFIGS:
-        for factory in (mm.register_tiled_kernel, mm.double_buffered_kernel):
-            c = cp.empty((n, n), dtype=cp.float32)
-            factory(tiling, not mm.whole_tiles(tiling, n, n, n))[tiling.grid(n, n), tiling.block](
-                cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(c))
-            errors[f"{factory.__name__}[{tiling.label()}]"] = _rel_error(c, ref)
+    for name, factory, tiling in config_kernels():
+        c = cp.empty((n, n), dtype=cp.float32)
+        factory(tiling, not mm.whole_tiles(tiling, n, n, n))[tiling.grid(n, n), tiling.block](
+            cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(c))
+        errors[f"{factory.__name__}[{tiling.label()}, min_blocks {tiling.min_blocks}]"] = _rel_error(c, ref)
     bad = {k: v for k, v in errors.items() if not v <= mm.RELATIVE_TOLERANCE}
     assert not bad, (f"results outside the tolerance {mm.RELATIVE_TOLERANCE} at n={n}: {bad} "
                      "(cublas_fp32 failing means TF32 is on)")
     return errors
+
+
+def config_kernels() -> list[tuple[str, object, mm.RegisterTiling]]:
+    """``(name, factory, tiling)`` of the tile-shape table: :data:`CONFIG_KERNELS` x :data:`CONFIGS`, then the
+    unrolled kernel's own shapes (:data:`UNROLLED_ONLY`)."""
+    out = [(name, factory, tiling) for tiling in CONFIGS for name, factory in CONFIG_KERNELS]
+    return out + [("unrolled", mm.unrolled_kernel, tiling) for tiling in UNROLLED_ONLY]
 
 
 def registers_per_thread(kernel) -> int:
@@ -132,7 +147,7 @@ def registers_per_thread(kernel) -> int:
 
 
 def measure_configs(n: int = N) -> pd.DataFrame:
-    """GFLOP/s of the register-tiled and double-buffered kernels for each tile shape of :data:`CONFIGS`.
+    """GFLOP/s of the register-tiled, double-buffered and unrolled kernels for each shape (:func:`config_kernels`).
 
     Under the simulator: the same columns, nothing launched, NaN timings and registers -1.
     """
@@ -143,21 +158,19 @@ def measure_configs(n: int = N) -> pd.DataFrame:
         a_d, b_d, _keep = mm_exp.random_square(n)
         c_d = cuda.device_array((n, n), dtype=np.float32)
     rows = []
-    for tiling in CONFIGS:
-        for name, factory in (("register", mm.register_tiled_kernel), ("double_buffered", mm.double_buffered_kernel)):
-            kernel = factory(tiling, not mm.whole_tiles(tiling, n, n, n))
-            regs = -1
-            if sim:
-                t = lh.Timing(label=name, times_ms=None)
-            else:
-                launch = kernel[tiling.grid(n, n), tiling.block]
-                t = lh.benchmark(lambda: launch(a_d, b_d, c_d), flops=2 * n**3, warmup=1, repeat=10,
-                                 label=f"{name} {tiling.label()}")
-                regs = registers_per_thread(kernel)
-            rows.append(dict(kernel=name, bm=tiling.bm, bn=tiling.bn, bk=tiling.bk, tm=tiling.tm, tn=tiling.tn,
-                             threads=tiling.threads, min_blocks=tiling.min_blocks, registers=regs,
-                             shared_bytes=tiling.shared_bytes(2 if name == "double_buffered" else 1), n=n,
-                             **t.as_row()))
+    for name, factory, tiling in config_kernels():
+        kernel = factory(tiling, not mm.whole_tiles(tiling, n, n, n))
+        regs = -1
+        if sim:
+            t = lh.Timing(label=name, times_ms=None)
+        else:
+            launch = kernel[tiling.grid(n, n), tiling.block]
+            t = lh.benchmark(lambda: launch(a_d, b_d, c_d), flops=2 * n**3, warmup=1, repeat=10,
+                             label=f"{name} {tiling.label()}")
+            regs = registers_per_thread(kernel)
+        rows.append(dict(kernel=name, bm=tiling.bm, bn=tiling.bn, bk=tiling.bk, tm=tiling.tm, tn=tiling.tn,
+                         threads=tiling.threads, min_blocks=tiling.min_blocks, registers=regs,
+                         shared_bytes=tiling.shared_bytes(BUFFERS[name]), n=n, **t.as_row()))
     return pd.DataFrame(rows)
 
 
@@ -201,17 +214,21 @@ def collect(out_dir) -> None:
     errors = verify()
     meta["relative_errors_n4096"] = {k: float(f"{v:.3g}") for k, v in errors.items()}
     t0 = time.time()
-    sweep = mm_exp.measure_sweep(progress=False)
-    save_reference("ch05_matmul_sweep", sweep, out_dir, meta=meta,
-                   notes="n x n float32 products (cuBLAS FP64: float64), CUDA events, compilation excluded")
-    save_reference("ch05_ceilings", measure_ceilings(Context()), out_dir, meta=meta,
-                   notes="copy bandwidth: CuPy device-to-device copy of 1 GiB, bytes read + written")
-    save_reference("ch05_register_configs", measure_configs(), out_dir, meta=meta)
+    if wanted("ch05_matmul_sweep"):
+        sweep = mm_exp.measure_sweep(progress=False)
+        save_reference("ch05_matmul_sweep", sweep, out_dir, meta=meta,
+                       notes="n x n float32 products (cuBLAS FP64: float64), CUDA events, compilation excluded")
+    if wanted("ch05_ceilings"):
+        save_reference("ch05_ceilings", measure_ceilings(Context()), out_dir, meta=meta,
+                       notes="copy bandwidth: CuPy device-to-device copy of 1 GiB, bytes read + written")
+    if wanted("ch05_register_configs"):
+        save_reference("ch05_register_configs", measure_configs(), out_dir, meta=meta)
     print(f"-- {TOPIC}: GPU tables in {time.time() - t0:.1f} s", flush=True)
-    cpu_meta = dict(meta)
-    cpu_meta["cpu"] = _cpu_name()
-    save_reference("ch05_cpu_loop_order", measure_cpu(), out_dir, meta=cpu_meta,
-                   notes="host clock (time.perf_counter) on the CPU of the GPU machine; numba njit, float32")
+    if wanted("ch05_cpu_loop_order"):
+        cpu_meta = dict(meta)
+        cpu_meta["cpu"] = _cpu_name()
+        save_reference("ch05_cpu_loop_order", measure_cpu(), out_dir, meta=cpu_meta,
+                       notes="host clock (time.perf_counter) on the CPU of the GPU machine; numba njit, float32")
 
 
 def _cpu_name() -> str:
@@ -243,12 +260,14 @@ def bench(ctx: Context) -> list[Row]:
         rates[variant] = mm_exp.time_kernel(variant, N).gflops
     configs = measure_configs(N)
     for _, r in configs.iterrows():
-        rates[f"{r['kernel']} {r['bm']}x{r['bn']}x{r['bk']}, {r['tm']}x{r['tn']}/thread"] = r["gflops"]
+        rates[f"{r['kernel']} {r['bm']}x{r['bn']}x{r['bk']}, {r['tm']}x{r['tn']}/thread, "
+              f"min_blocks {r['min_blocks']}"] = r["gflops"]
     for name, value in rates.items():
         rows.append(Row(TOPIC, name, size, value, "GFLOP/s", "cuBLAS FP32", cublas32))
     best_name = max((k for k in rates if k != "naive"), key=lambda k: rates[k])
     best = rates[best_name]
-    rows.append(Row(TOPIC, f"best: {best_name}", size, best, "GFLOP/s", "cuBLAS FP32 (no TF32)", cublas32, target=0.5))
+    rows.append(Row(TOPIC, f"best / cuBLAS (no TF32), 4096: {best_name}", size, best, "GFLOP/s",
+                    "cuBLAS FP32 (no TF32, checked, same run)", cublas32, target=0.85))
     rows.append(Row(TOPIC, f"best vs naive: {best_name}", size, best, "GFLOP/s", "naive kernel", rates["naive"],
                     target=10.0))
     return rows

@@ -7,7 +7,8 @@
   all in one run;
 * ``ch12_cpu``: the same kernels on the machine's host CPU: NumPy, Numba ``parallel=True`` (every Numba
   thread: the CPU's best SAXPY), OpenCL C through PoCL, OpenACC C (``gcc -fopenacc``, host fallback) and the
-  same C without ``-fopenacc``, and the host copy ceiling (``roofline.measure_host_bandwidth``, STREAM-style);
+  same C without ``-fopenacc``, and the host memory ceiling (``roofline.measure_host_bandwidth``: the best of
+  STREAM-style copies and an in-place add, which reads every line it writes as SAXPY does);
 * ``ch12_directives``: every version of ``saxpy_acc.c`` and ``matmul_acc.c`` on the host, with GCC's report;
 * ``ch12_data_clauses``: the copies each SAXPY version's data clauses ask for, done with CuPy around CUDA C;
 * ``ch12_toolchain``: what ran where (compiler, OpenCL platforms and devices).
@@ -15,10 +16,11 @@
 ``bench(ctx)``: on the GPU, the OpenCL and CUDA C tiled matmul as ratios to chapter 5's Numba kernel and to
 cuBLAS, every model's SAXPY against the copy ceiling ``ctx.copy_bandwidth_gbs()`` and against the CPU's
 best SAXPY (Numba ``parallel=True``, same run: "times faster than the CPU"); on the CPU, every model's SAXPY
-against the host copy ceiling, and every model's SAXPY and matmul against NumPy (ratio = NumPy's time / the
+against the host memory ceiling, and every model's SAXPY and matmul against NumPy (ratio = NumPy's time / the
 model's time).
 
-Run: ``python bench/run_all.py --only portability [--collect src/labhelpers/data/reference]``. On the lent GPU
+Run: ``python bench/run_all.py --only portability [--collect src/labhelpers/data/reference]``
+(``LABHELPERS_COLLECT_ONLY=ch12_cpu`` collects that table alone). On the lent GPU
 machines run ``bash tools/ensure_opencl.sh`` first (it writes the NVIDIA ICD file when the library is there).
 """
 
@@ -28,7 +30,7 @@ import traceback
 
 import pandas as pd
 
-from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
+from common import Row, lh, wanted  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
 
 from labhelpers import host
 from labhelpers.experiments import portability as ex
@@ -87,20 +89,29 @@ def toolchain_table() -> pd.DataFrame:
 
 
 def collect(out_dir) -> None:
-    """Measure and save the chapter's reference tables (names prefixed ch12_)."""
-    save_reference("ch12_gpu", _gpu(), out_dir,
-                   notes="SAXPY y = a*x + y, 12 bytes per element; matmul n x n x n float32, tile 16; CUDA events "
-                         "(Numba, CUDA C, cuBLAS, copy) or OpenCL profiling events; copy = CuPy D2D copy of one "
-                         "array, bytes read + written; every result checked against NumPy first")
-    save_reference("ch12_cpu", _cpu(), out_dir,
-                   notes="host CPU of the GPU machine; host clock (NumPy, Numba, C) or OpenCL profiling events "
-                         "(PoCL); Numba CPU = parallel=True on every Numba thread (device names the count); "
-                         "OpenACC = gcc -fopenacc host fallback (one thread); C -O3 = same file without "
-                         "-fopenacc; copy / host copy (STREAM) = the host copy ceiling, best of a Numba prange "
-                         "copy and np.copyto of 512 MiB, bytes read + written",
-                   meta={**current_meta(), **host.host_cpu().as_meta()})
+    """Measure and save the chapter's reference tables (names prefixed ch12_), each only when ``wanted``."""
+    if wanted("ch12_gpu"):
+        save_reference("ch12_gpu", _gpu(), out_dir,
+                       notes="SAXPY y = a*x + y, 12 bytes per element; matmul n x n x n float32, tile 16; CUDA events "
+                             "(Numba, CUDA C, cuBLAS, copy) or OpenCL profiling events; copy = CuPy D2D copy of one "
+                             "array, bytes read + written; every result checked against NumPy first")
+    if wanted("ch12_cpu"):
+        save_reference("ch12_cpu", _cpu(), out_dir,
+                       notes="host CPU of the GPU machine; host clock (NumPy, Numba, C) or OpenCL profiling events "
+                             "(PoCL); Numba CPU = parallel=True on every Numba thread (device names the count); "
+                             "OpenACC = gcc -fopenacc host fallback (one thread); C -O3 = same file without "
+                             "-fopenacc; copy / host copy (STREAM) = the host memory ceiling "
+                             "(roofline.measure_host_bandwidth): the fastest of a Numba prange copy, np.copyto in "
+                             "one thread and in as many threads as Numba's, and an in-place add y += x in as many "
+                             "threads (read 2, write 1, like SAXPY's y = a*x + y: no write-allocate traffic), "
+                             "2 x 512 MiB float64 buffers first written by the threads that stream them, bytes "
+                             "read + written, STREAM's best rate (the fastest of 10 calls); device names the "
+                             "stream that won",
+                       meta={**current_meta(), **host.host_cpu().as_meta()})
     for name, make in (("ch12_directives", ex.directives_table), ("ch12_data_clauses", ex.data_clause_table),
                        ("ch12_toolchain", toolchain_table)):
+        if not wanted(name):
+            continue
         try:
             save_reference(name, make(), out_dir)
         except Exception:
@@ -144,7 +155,7 @@ def bench(ctx) -> list[Row]:
     csize = cpu.loc[cpu["kernel"] == "saxpy", "size"].iloc[0]
     for model in ("Numba CPU", "OpenCL C", "NumPy", "C -O3"):
         rows.append(Row(TOPIC, f"CPU saxpy {model}", csize, _value(cpu, "saxpy", model, "gbps"), "GB/s",
-                        "host copy ceiling (STREAM), same run", host_copy))
+                        "host memory ceiling (best STREAM kernel), same run", host_copy))
     for kernel, column, unit in (("saxpy", "gbps", "GB/s"), ("matmul", "gflops", "GFLOP/s")):
         base = _value(cpu, kernel, "NumPy", column)
         size = cpu.loc[cpu["kernel"] == kernel, "size"].iloc[0]

@@ -2,13 +2,14 @@
 
 ``collect(out_dir)`` writes (names prefixed ch10_):
 
-* ``ch10_scan_methods``: every scan method at 2**24 int32 (the chained scan at 2**22), CUB's scan
+* ``ch10_scan_methods``: every scan method at 2**24 int32 (the chained scan at 2**22; the two single passes
+  ``lookback``, the whole block looking back, and ``lookback_warp``, warp 0 alone on one 64-bit word), CUB's scan
   (``cub_scan``: ``cub::DeviceScan::InclusiveSum`` in place, no copy), ``cupy.cumsum`` (a copy, then CUB's
   scan) and the copy, effective bandwidth = 8 n bytes / time, each result checked against ``cupy.cumsum``;
-* ``ch10_scan_sizes``: the single-pass scan, the tiled three-kernel scan, CUB's scan, ``cupy.cumsum`` and
+* ``ch10_scan_sizes``: both single passes, the tiled three-kernel scan, CUB's scan, ``cupy.cumsum`` and
   the copy from 2**16 to 2**28 elements, int32 and float32;
 * ``ch10_block_scans``: the in-block kernels alone (Hillis-Steele, Blelloch padded and not, shuffles);
-* ``ch10_lookback_tiles``: the single-pass scan for several tile shapes, with and without 16-byte loads;
+* ``ch10_lookback_tiles``: both single passes for several tile shapes, with and without 16-byte loads;
 * ``ch10_compaction``: one-pass and three-kernel compaction against CuPy's boolean-mask indexing;
 * ``ch10_radix_sort``: the LSD radix sort of 2**26 uint32 keys for several digit widths, and ``cupy.sort``;
 * ``ch10_spmv``: four SpMV kernels and cuSPARSE on a 2D Laplacian, a power-law graph and a matrix with
@@ -16,13 +17,15 @@
 * ``ch10_histogram``: global against shared-memory atomics.
 
 ``bench(ctx)`` returns the rows of the chapter's targets (ratios measured in the same run): the
-single-pass scan at 2**28 against CUB's own scan (target 90%; ``cupy.cumsum``, which adds a copy, and the
-copy ceiling beside it), compaction against ``x[x > t]``
+single-pass scan (the warp look-back, ``lookback_warp``) at 2**28 against CUB's own scan (target 90%; the
+block look-back, the three-kernel scan, ``cupy.cumsum``, which adds a copy, and the copy ceiling beside it),
+compaction against ``x[x > t]``
 (target 100%), the radix sort of 2**26 keys against ``cupy.sort`` (target 30%), and the best SpMV kernel
 per matrix against cuSPARSE (target 70%). When ``collect`` ran first in the same process, ``bench`` reads
 its tables instead of measuring again.
 
-Run: ``python bench/run_all.py --only scan [--collect src/labhelpers/data/reference]``.
+Run: ``python bench/run_all.py --only scan [--collect src/labhelpers/data/reference]``; with
+``LABHELPERS_COLLECT_ONLY=ch10_scan_sizes,...`` only the tables named (``common.wanted``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import math
 import os
 import time
 
-from common import Row, lh  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
+from common import Row, lh, wanted  # noqa: F401  (common puts src/ on sys.path and asks for the GPU backend)
 
 from labhelpers.experiments import scan as ex
 from labhelpers.refdata import current_meta, save_reference
@@ -51,8 +54,10 @@ def _measure(name: str, build):
 def _tables():
     return {
         "ch10_scan_sizes": (lambda: ex.sizes_table(),
-                            "8 n bytes / median time; lookback = single pass, 256 threads x 16 items; cub_scan = "
-                            "cub::DeviceScan::InclusiveSum in place (no copy); cupy_cumsum = copy + CUB scan"),
+                            "8 n bytes / median time; lookback = single pass with the block look-back, 256 "
+                            "threads x 16 items; lookback_warp = single pass with the warp look-back (one 64-bit "
+                            "word per tile), 128 threads x 32 items; cub_scan = cub::DeviceScan::InclusiveSum in "
+                            "place (no copy); cupy_cumsum = copy + CUB scan"),
         "ch10_compaction": (lambda: ex.compaction_table(),
                             "2**28 float32, keep x > 1 - fraction; 4 (n + kept) bytes / time, count copied to host"),
         "ch10_radix_sort": (lambda: ex.radix_table(),
@@ -65,7 +70,9 @@ def _tables():
                               "cub::DeviceScan::InclusiveSum in place (cupy.cuda.cub.device_scan, no copy); "
                               "cupy_cumsum = an element-wise copy into out, then the same CUB scan there"),
         "ch10_lookback_tiles": (lambda: ex.lookback_tiles_table(),
-                                "single-pass scan of 2**28 int32 per tile shape; vector = 16-byte loads/stores"),
+                                "single-pass scan of 2**28 int32 per look-back and tile shape; lookback = block "
+                                "(method lookback) or warp (method lookback_warp); vector = 16-byte loads/stores; "
+                                "ok = checked before and after the timed launches"),
         "ch10_block_scans": (lambda: ex.block_scans_table(),
                              "in-block kernels only (no carry between blocks), 2**24 int32, 8 n bytes / time"),
         "ch10_histogram": (lambda: ex.histogram_table(), "2**26 int32 values, 4 n bytes / time"),
@@ -81,9 +88,8 @@ def collect(out_dir) -> None:
     """Measure and save the chapter's reference tables (one failing table does not stop the others)."""
     failed = []
     meta_extra = {"cupy_accelerators": ex.cupy_accelerators()}
-    wanted = os.environ.get("SCAN_TABLES", "").split(",")  # SCAN_TABLES=ch10_spmv,...: only those tables
     for name, (build, notes) in _tables().items():
-        if wanted != [""] and name not in wanted:
+        if not wanted(name):
             continue
         try:
             table = _measure(name, build)
@@ -114,21 +120,36 @@ def _best(table, column: str = "gbps"):
 
 
 def bench(ctx) -> list[Row]:
-    """The chapter's four verdicts, each a ratio to a library measured in the same run."""
+    """The chapter's four verdicts, each a ratio to a library measured in the same run.
+
+    Each verdict stands on one table (sizes, compaction, radix sort, SpMV) and is left out when ``wanted`` says
+    this run does not collect that table (``LABHELPERS_COLLECT_ONLY``).
+    """
     rows: list[Row] = []
     if os.environ.get("SCAN_BENCH") == "spmv":  # SCAN_BENCH=spmv: only the SpMV verdicts
         return _spmv_rows(rows)
-    copy = ctx.copy_bandwidth_gbs()
+    if wanted("ch10_scan_sizes"):
+        _scan_rows(rows, ctx.copy_bandwidth_gbs())
+    if wanted("ch10_compaction"):
+        _compaction_rows(rows)
+    if wanted("ch10_radix_sort"):
+        _radix_rows(rows)
+    return _spmv_rows(rows) if wanted("ch10_spmv") else rows
+
+
+def _scan_rows(rows: list[Row], copy: float) -> None:
+    """The single passes (the warp look-back against the target), the three kernels, CUB and cupy.cumsum at 2**28."""
     sizes = _measure("ch10_scan_sizes", lambda: ex.sizes_table())
     for dtype in ("int32", "float32"):
         at = sizes[(sizes["n"] == sizes["n"].max()) & (sizes["dtype"] == dtype)]
         cub = _gbps(at, "cub_scan", dtype)
         cumsum = _gbps(at, "cupy_cumsum", dtype)
         size = f"2^{int(math.log2(at['n'].iloc[0]))} {dtype}"
-        for method, label in (("lookback", "scan: single pass (look-back)"),
+        for method, label in (("lookback_warp", "scan: single pass, warp look-back"),
+                              ("lookback", "scan: single pass, block look-back"),
                               ("tiled_reduce_then_scan", "scan: reduce-then-scan, 3 kernels")):
             value = _gbps(at, method, dtype)
-            target = 0.90 if method == "lookback" else None
+            target = 0.90 if method == "lookback_warp" else None
             rows.append(Row(TOPIC, label, size, value, "GB/s", "CUB's scan (no copy), same run", cub, target))
             rows.append(Row(TOPIC, label, size, value, "GB/s", "cupy.cumsum (copy + CUB scan), same run", cumsum))
             rows.append(Row(TOPIC, label, size, value, "GB/s", "D2D copy (read+write), 1 GiB", copy))
@@ -137,6 +158,8 @@ def bench(ctx) -> list[Row]:
         rows.append(Row(TOPIC, "cupy.cumsum (copy + CUB scan)", size, cumsum, "GB/s", "D2D copy (read+write), 1 GiB",
                         copy))
 
+
+def _compaction_rows(rows: list[Row]) -> None:
     comp = _measure("ch10_compaction", lambda: ex.compaction_table())
     for frac in sorted(comp["keep_fraction"].unique()):
         at = comp[comp["keep_fraction"] == frac]
@@ -148,13 +171,14 @@ def bench(ctx) -> list[Row]:
         rows.append(Row(TOPIC, f"compaction, one pass (keep {frac:.0%})", size, float(mine["gbps"]), "GB/s",
                         "cupy x[x > t], same run", cupy_mask, 1.0 if frac == 0.5 else None))
 
+
+def _radix_rows(rows: list[Row]) -> None:
     radix = _measure("ch10_radix_sort", lambda: ex.radix_table())
     cub_sort = float(radix.loc[radix["method"] == "cupy_sort", "gkeys"].iloc[0])
     best = _best(radix[radix["method"] == "radix"], "gkeys")
     rows.append(Row(TOPIC, f"radix sort, {int(best['bits'])}-bit digits ({int(best['threads'])}x{int(best['items'])})",
                     f"2^{int(math.log2(best['n']))} u32", float(best["gkeys"]), "Gkeys/s", "cupy.sort, same run",
                     cub_sort, 0.30))
-    return _spmv_rows(rows)
 
 
 def _spmv_rows(rows: list[Row]) -> list[Row]:

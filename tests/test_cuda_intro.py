@@ -70,6 +70,54 @@ def test_run_saxpy_accepts_device_arrays(n):
     assert np.allclose(intro.run_saxpy(3.0, cuda.to_device(x), cuda.to_device(y)), 3 * x + 1)
 
 
+# n % 4 = 0, 1, 2, 3; fewer elements than one group; a partial last block at 64 threads (256 elements per block)
+VEC4_SIZES = [1, 3, 4, 6, 257, 555, 1031]
+
+
+@pytest.mark.parametrize("n", VEC4_SIZES)
+def test_saxpy_vec4_matches_numpy(n):
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal((2, n)).astype(np.float32)
+    for threads in (64, 3):  # 3 threads per block: the tail's three elements still find three threads
+        got = intro.run_saxpy_vec4(-1.5, x, y, threads=threads)
+        assert np.allclose(got, intro.saxpy_numpy(-1.5, x, y), rtol=1e-6, atol=1e-6)
+    assert np.allclose(intro.run_saxpy_vec4(2.0, cuda.to_device(x), cuda.to_device(y)), 2 * x + y, atol=1e-6)
+
+
+def test_saxpy_vec4_grid_covers_groups_and_tail():
+    assert intro.saxpy_vec4_blocks(0, 256) == 1 and intro.saxpy_vec4_blocks(1031, 256) == 2  # 257 groups + 3
+    assert intro.saxpy_vec4_blocks(3, 1) == 3  # no group; the tail takes three threads
+    assert intro.saxpy_vec4_blocks(2**26, 256) == 2**26 // 1024
+
+
+def test_saxpy_vec4_on_a_partial_last_block_has_no_race():
+    n = 555  # 138 groups and a tail of 3: 3 blocks of 64 threads, the last one mostly idle
+    x, y, out = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32), np.zeros(n, dtype=np.float32)
+    assert lh.check_races(intro.saxpy_vec4, intro.saxpy_vec4_blocks(n, 64), 64, np.float32(2), x, y, out).ok
+
+
+def test_run_saxpy_vec4_errors():
+    x = np.ones(10, dtype=np.float32)
+    with pytest.raises(lh.ArrayArgumentError, match="astype"):
+        intro.run_saxpy_vec4(1.0, x.astype(np.float64), x)
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        intro.run_saxpy_vec4(1.0, x, np.ones(11, dtype=np.float32))
+    with pytest.raises(lh.LaunchConfigError, match="1024"):
+        intro.run_saxpy_vec4(1.0, x, x, threads=2048)
+
+    class Misaligned:  # what a view x_d[1:] of a device array looks like: data 4 bytes past a 16-byte boundary
+        __cuda_array_interface__ = {"data": (4096 + 4, False)}
+
+    assert intro.aligned16(x) and not intro.aligned16(Misaligned())
+
+
+@gpu_only
+def test_run_saxpy_vec4_refuses_a_misaligned_view():
+    x_d = cuda.to_device(np.ones(9, dtype=np.float32))
+    with pytest.raises(lh.ArrayArgumentError, match="16-byte boundary.*copy"):
+        intro.run_saxpy_vec4(1.0, x_d[1:], x_d[1:])
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (1, 37), (37, 1), (17, 33), (50, 70)])
 def test_add_2d_matches_numpy(shape):
     rng = np.random.default_rng(sum(shape))
@@ -255,6 +303,18 @@ def test_saxpy_summary_and_plot():
     assert len(fig.legends[0].get_texts()) == 2 * len(intro_exp.SAXPY_METHODS)
     empty = table.assign(median_ms=float("nan"), gbps=float("nan"))  # no timings: no log scale, no crash
     intro_fig.plot_saxpy_three_ways(lh.Reference("t", empty, meta))
+
+
+@sim_only
+def test_saxpy_kernels_checks_both_kernels_and_times_nothing_under_the_simulator():
+    table = intro_exp.saxpy_kernels(1031, (("saxpy", 64), ("saxpy_vec4", 64)), repeat=1)
+    assert list(table.columns) == intro_exp.SAXPY_KERNEL_COLUMNS
+    assert list(table["blocks"]) == [17, 5] and list(table["elements_per_thread"]) == [1, 4]
+    assert set(table["status"]) == {"simulator"} and table["gbps"].isna().all()  # no copy row without a GPU
+    summary = intro_exp.saxpy_kernels_summary(table)
+    assert list(summary["kernel"]) == ["saxpy", "saxpy_vec4"] and "of the copy" in summary
+    with pytest.raises(ValueError, match="unknown SAXPY kernel"):
+        intro_exp.saxpy_kernels(8, (("saxpy_vec8", 64),))
 
 
 @sim_only

@@ -58,10 +58,12 @@ def test_every_variant_matches_numpy(variant, shape):
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 5), (130, 9, 3)], ids=lambda s: "x".join(map(str, s)))
-def test_the_fastest_kernel_matches_numpy(shape):
-    """The 128 x 128, 8 x 8 per thread kernel itself (256 threads per block), on shapes it has to guard."""
+@pytest.mark.parametrize("variant", ["register", "unrolled"])
+def test_the_fastest_kernels_match_numpy(variant, shape):
+    """The 128 x 128, 8 x 8 per thread kernels themselves (256 threads per block; ``unrolled`` with its own
+    128 x 128 x 16 shape), on shapes they have to guard (130 rows: two blocks, the second one row deep)."""
     a, b = _inputs(*shape)
-    _assert_product(mm.matmul(a, b, variant="register"), a, b)
+    _assert_product(mm.matmul(a, b, variant=variant), a, b)
 
 
 @pytest.mark.parametrize("tile", mm.TILES)
@@ -70,7 +72,7 @@ def test_tiled_kernel_for_every_tile(tile):
     _assert_product(mm.matmul(a, b, variant="tiled", tile=tile), a, b)
 
 
-@pytest.mark.parametrize("factory", [mm.register_tiled_kernel, mm.double_buffered_kernel])
+@pytest.mark.parametrize("factory", [mm.register_tiled_kernel, mm.double_buffered_kernel, mm.unrolled_kernel])
 @pytest.mark.parametrize("guarded", [True, False])
 def test_register_kernels_with_and_without_bounds_checks(factory, guarded):
     """Whole tiles: both paths agree with NumPy (the unguarded one is only ever used on whole tiles)."""
@@ -82,13 +84,36 @@ def test_register_kernels_with_and_without_bounds_checks(factory, guarded):
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 5), (33, 7, 18)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("factory", [mm.register_tiled_kernel, mm.double_buffered_kernel])
+@pytest.mark.parametrize("factory", [mm.register_tiled_kernel, mm.double_buffered_kernel, mm.unrolled_kernel])
 def test_guarded_register_kernels_on_ragged_shapes(factory, shape):
     a, b = _inputs(*shape)
     m, _, n = shape
     c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float32))
     factory(SMALL, True)[SMALL.grid(m, n), SMALL.block](cuda.to_device(a), cuda.to_device(b), c)
     _assert_product(c.copy_to_host(), a, b)
+
+
+def test_unrolled_kernel_has_no_races_on_a_partial_last_block():
+    """20 x 10 by 10 x 19 with 16 x 16 x 4 tiles: the last block is partial in m and n, the last tile in k, and the
+    detector sees the accesses the device functions make (k_step's reads, tile_land's writes)."""
+    m, k, n = 20, 10, 19
+    a, b = _inputs(m, k, n, seed=5)
+    c = np.zeros((m, n), np.float32)
+    report = lh.check_races(mm.unrolled_kernel(SMALL), SMALL.grid(m, n), SMALL.block, a, b, c)
+    assert report.ok, str(report)
+    phases, per_phase = -(-k // SMALL.bk), SMALL.a_passes + SMALL.b_passes + SMALL.bk * (SMALL.tm + SMALL.tn)
+    assert report.accesses == 4 * SMALL.threads * phases * per_phase, "accesses inside the device functions missed"
+    _assert_product(c, a, b)
+
+
+def test_the_unrolled_variant_refuses_bad_input_like_the_others():
+    with pytest.raises(lh.ArrayArgumentError, match=r"float64.*astype\(np.float32\)"):
+        mm.matmul(np.ones((3, 4)), np.ones((4, 2), np.float32), variant="unrolled")
+    with pytest.raises(lh.ArrayArgumentError, match="inner dimensions differ: a is 3 x 4 and b is 5 x 2"):
+        mm.matmul(np.ones((3, 4), np.float32), np.ones((5, 2), np.float32), variant="unrolled")
+    with pytest.raises(lh.LaunchConfigError, match="multiples of 4"):
+        mm.matmul(np.ones((3, 4), np.float32), np.ones((4, 2), np.float32), variant="unrolled",
+                  tiling=mm.RegisterTiling(tm=6))
 
 
 def test_device_inputs_give_a_device_result():
@@ -146,7 +171,7 @@ def test_out_must_have_the_result_shape():
 
 
 def test_unknown_variant_lists_the_known_ones():
-    with pytest.raises(ValueError, match="naive, tiled, coarsened, register, double_buffered"):
+    with pytest.raises(ValueError, match="naive, tiled, coarsened, register, double_buffered, unrolled"):
         mm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), variant="fast")
 
 
@@ -179,6 +204,10 @@ def test_plan_geometry_and_guards():
     assert t.grid == (1, 3) and t.block == (8, 8)
     assert mm.REGISTER.shared_bytes() == 4 * 8 * (132 + 128)
     assert mm.REGISTER.a_passes == 4 and mm.REGISTER.b_passes == 4
+    u = mm.plan("unrolled", 4096, 4096, 4096)
+    assert (u.grid, u.block, u.guarded, u.config) == ((32, 32), (16, 16), False, "128x128x16, 8x8/thread")
+    assert u.kernel is mm.unrolled_kernel(mm.UNROLLED, False) and mm.UNROLLED.min_blocks == 1
+    assert mm.plan("unrolled", 4096, 4104, 4096).guarded  # k = 4104 is not a whole number of 16-step slices
 
 
 def test_relative_error_sees_a_single_wrong_element():

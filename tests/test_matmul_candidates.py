@@ -106,3 +106,10 @@ def test_empty_dimensions(shape):
 def test_the_arguments_are_validated_as_in_the_chapter(a, b, match):
     with pytest.raises(lh.ArrayArgumentError, match=match):
         mc.run_matmul_candidate(a, b, tiling=SMALL)
+
+
+def test_the_chapter_structure_is_the_chapter_kernel():
+    """One home per kernel: double-buffered with the phase loop, the candidate *is* the chapter's unrolled kernel."""
+    for guarded in (True, False):
+        assert mc.unrolled_kernel(SMALL, guarded, True, False) is mm.unrolled_kernel(SMALL, guarded)
+    assert mc.unrolled_kernel(SMALL, True, False, False) is not mm.unrolled_kernel(SMALL, True)

@@ -102,6 +102,70 @@ def test_best_configuration_is_correct():  # 512 threads x 4 bodies: the same co
         _ok(nb.run_config(nb.BEST, pos), pos)
 
 
+# --- stream-K: the tiled kernel's work shared out evenly over the grid ------------------------------------------
+
+@pytest.mark.parametrize("n, blocks, bodies, unroll", [
+    (1, 1, 4, 4),  # one body: one unit (1 group x 1 tile)
+    (140, 3, 4, 8),  # tile 32: 2 groups x 5 tiles; 3 blocks cut both groups, the middle one spans the two
+    (100, 7, 2, 16),  # 2 groups of 64 (the second partial) x 4 tiles: 8 units over 7 blocks
+    (300, 3, 8, 8),  # 8 bodies per thread: 2 groups of 256 (the second partial) x 10 tiles
+    (5, 4, 4, 4),  # more blocks than work: 3 blocks with an empty range must leave acc alone
+])
+def test_streamk_kernel_matches_numpy(n, blocks, bodies, unroll):
+    """Compared within ACC_RTOL, never bitwise: the order of the atomic adds changes the last bits."""
+    from numba import cuda
+
+    pos = _bodies(n)
+    acc = cuda.to_device(np.full((n, 3), np.nan, np.float32))  # launch_streamk must zero it first
+    nb.launch_streamk(cuda.to_device(pos), np.float32(nb.DEFAULT_EPS2), acc, blocks=blocks, tile=32, unroll=unroll,
+                      bodies=bodies)
+    _ok(acc.copy_to_host(), pos)
+
+
+def test_streamk_wrapper_every_size():
+    for n in SIZES:
+        pos = _bodies(n)
+        _ok(nb.run_streamk(pos, tile=32, unroll=8, per_sm=1), pos)
+
+
+@gpu_only
+def test_streamk_configuration_is_correct():  # the chapter's: 512 threads x 4 bodies, two blocks per SM
+    for n in SIZES + (2**16 + 3,):
+        pos = _bodies(n)
+        _ok(nb.run_config(nb.STREAMK, pos), pos)
+
+
+def test_streamk_kernel_has_no_race_on_a_partial_last_group():
+    """70 bodies, tile 32, 2 per thread: 2 groups (the second of 6 bodies) x 3 tiles (the last of 6), 3 blocks of
+    2 units; the middle block ends group 0 and starts group 1 (two segments, two rounds of atomic adds)."""
+    pos = _bodies(70)
+    acc = np.zeros((70, 3), np.float32)
+    report = lh.check_races(nb.make_streamk(32, 4, 2), 3, 32, pos, np.float32(nb.DEFAULT_EPS2), acc)
+    assert report.ok, str(report)
+    _ok(acc, pos)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(layout="soa"), nb.UnknownKernelError, "layout='aos'"),
+    (dict(math_mode="fast"), nb.UnknownKernelError, "math_mode='rsqrt'"),
+    (dict(unroll=2), nb.UnknownKernelError, "unroll"),
+    (dict(tile=1024, bodies=8), nb.UnknownKernelError, "registers"),
+    (dict(per_sm=0), lh.ArgumentError, "per_sm"),
+])
+def test_streamk_configurations_say_what_to_change(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        nb.Config("streamk", **{"tile": 32, "unroll": 8, **kwargs})
+
+
+def test_streamk_wrapper_checks_its_input():
+    with pytest.raises(lh.LabError, match="eps2"):
+        nb.run_streamk(_bodies(4), eps2=0.0, tile=32)
+    with pytest.raises(lh.ArrayArgumentError, match="shape"):
+        nb.run_streamk(nb.to_soa(_bodies(8)), tile=32)
+    with pytest.raises(lh.ArgumentError, match="per_sm"):
+        nb.run_streamk(_bodies(4), tile=32, per_sm=-1)
+
+
 def test_lone_body_feels_nothing_and_two_bodies_attract():
     assert np.array_equal(nb.run_tiled(np.array([[0.3, 0.2, 0.1, 5.0]], np.float32), tile=32),
                           np.zeros((1, 3), np.float32))
@@ -453,6 +517,15 @@ def test_layout_sectors():
 def test_busy_sms():
     assert model.busy_sms(4096, 512, 4, sm_count=132) == {"blocks": 2, "warps": 32, "busy_sm_share": 2 / 132}
     assert model.busy_sms(2**18, 128, sm_count=132)["busy_sm_share"] == 1.0
+
+
+def test_streamk_split():
+    assert model.streamk_split(2**18, 512, 4, 264) == {"units": 128 * 512, "most": 249, "fewest": 248,
+                                                       "busy_share": 128 * 512 / (264 * 249)}
+    assert model.streamk_split(140, 32, 4, 3) == {"units": 10, "most": 4, "fewest": 3, "busy_share": 10 / 12}
+    assert model.streamk_split(64, 32, 1, 2)["busy_share"] == 1.0
+    with pytest.raises(lh.LabError, match="blocks"):
+        model.streamk_split(64, 32, 1, 0)
 
 
 def test_limits_from_the_reference_instruction_mix():

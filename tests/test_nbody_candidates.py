@@ -2,8 +2,8 @@
 
 Each candidate must match the chapter's float64 NumPy specification within the chapter's tolerance
 (:data:`labhelpers.kernels.nbody.ACC_RTOL`, relative to the size of each body's terms) for sizes that leave the
-last tile (and, for the stream-K kernel, the last i-block) partial, and grids that cut an i-block's tiles between
-blocks. ``@sim_only``: the GPU suite has not run these kernels yet (``bench/tuning/dense.py`` checks them on a GPU
+last tile partial. The stream-K kernel moved into the chapter (``kernels/nbody.py``; its tests are in
+``tests/test_nbody.py``): here only the wrappers that keep the sweep's ``jstep`` and ``blocks`` are run. ``@sim_only``: the GPU suite has not run these kernels yet (``bench/tuning/dense.py`` checks them on a GPU
 before timing them). Small tiles and sizes: the simulator runs about a thousand threads a second.
 """
 
@@ -27,19 +27,9 @@ def test_unrolled_matches_numpy(n, tile, jstep):
 
 
 @sim_only
-@pytest.mark.parametrize("n, blocks, bodies", [(1, 1, 4), (140, 3, 4), (100, 7, 4), (140, 1, 4), (300, 3, 8)])
-def test_streamk_matches_numpy(n, blocks, bodies):
-    """140 bodies, tile 32: 2 i-blocks x 5 tiles. 3 blocks cut both i-blocks (one block spans the boundary); 1 block
-    walks both i-blocks as two segments; 7 blocks over 4 units leave some blocks idle. 300 bodies at 8 per thread:
-    2 i-blocks of 256 (the second partial) x 10 tiles, cut by 3 blocks."""
-    pos = nb.random_bodies(n, np.random.default_rng(n + 1))
-    got = nc.run_streamk(pos, tile=32, jstep=8, blocks=blocks, bodies=bodies)
-    assert nb.acceleration_error(got, pos) < nb.ACC_RTOL
-
-
-@sim_only
-def test_streamk_more_blocks_than_work():
-    """Blocks with an empty range (more blocks than work units) must leave the result alone."""
+def test_streamk_forwards_to_the_chapters_kernel():
+    """The chapter's stream-K kernel (tests/test_nbody.py tests it) through this module's ``jstep`` and ``blocks``:
+    more blocks than work units, whose empty ranges must leave the result alone."""
     pos = nb.random_bodies(5, np.random.default_rng(3))
     got = nc.run_streamk(pos, tile=32, jstep=4, blocks=4)  # 1 i-block x 1 tile = 1 unit, 4 blocks
     assert nb.acceleration_error(got, pos) < nb.ACC_RTOL

@@ -461,6 +461,7 @@ def test_cpu_table_runs_every_model_small(cpu_opencl, openacc):
     assert set(t["model"]) == {"NumPy", "Numba CPU", "OpenCL C", "OpenACC C", "C -O3", ep.HOST_COPY_MODEL}
     copy = t[t["kernel"] == "copy"].iloc[0]
     assert copy["model"] == ep.HOST_COPY_MODEL and copy["size"] == "1 MiB" and copy["gbps"] > 0
+    assert "best stream: " in copy["device"]  # the host memory ceiling: the fastest of copies and an in-place add
     assert (t.loc[t["model"] == "Numba CPU", "device"].str.endswith(f"Numba {numba.get_num_threads()} threads")).all()
     assert (t["status"] == "ok").all() and (t["median_ms"] > 0).all()
     assert t["machine"].str.startswith("CPU: ").all()

@@ -948,17 +948,27 @@ def test_measure_ceilings_caches_per_device(monkeypatch):
     monkeypatch.setattr(rm.backend, "require_gpu", lambda what, **kw: None)
     monkeypatch.setattr(device, "device_info", lambda: gpu)
     monkeypatch.setattr(rm, "measure_dram_bandwidth", fake(3000.0, "GB/s"))
+
+    def stream(*, copy):  # the DRAM ceiling: the copy's rows, then a faster triad
+        calls.append(3100.0)
+        triad = {"kernel": "triad (saxpy_vec4)", "gbps": 3100.0, "how": "fake triad"}
+        return rm.CeilingMeasurement(3100.0, "GB/s", "fake triad", (*copy.tried, triad))
+
+    monkeypatch.setattr(rm, "measure_stream_bandwidth", stream)
     monkeypatch.setattr(rm, "measure_l2_bandwidth", fake(9000.0, "GB/s"))
     monkeypatch.setattr(rm, "measure_fma_peak", lambda dtype: fake(
         60000.0 if np.dtype(dtype) == np.float32 else 30000.0, "GFLOP/s")())
     first = roofline.measure_ceilings(progress=False)
-    assert (first.dram_gbs, first.l2_gbs, first.fp32_gflops, first.fp64_gflops) == (3000, 9000, 60000, 30000)
-    assert first.details["how"]["dram_gbs"] == "fake 3000.0" and "NVIDIA H100 80GB HBM3" in first.label
+    assert (first.dram_gbs, first.l2_gbs, first.fp32_gflops, first.fp64_gflops) == (3100, 9000, 60000, 30000)
+    assert first.details["how"]["dram_gbs"] == "fake triad" and "NVIDIA H100 80GB HBM3" in first.label
+    # the copies alone stay the copy yardstick's table; the triads and the copy ceiling are kept beside them
     assert first.details["tried"]["dram_gbs"] == [{"how": "fake 3000.0", "value": 3000.0}]
+    assert [r["kernel"] for r in first.details["tried"]["dram_triads"]] == ["triad (saxpy_vec4)"]
+    assert (first.details["copy_gbs"], first.details["copy_how"]) == (3000.0, "fake 3000.0")
     assert (roofline.device_cache_dir("NVIDIA H100 80GB HBM3") / "ceilings.json").exists()
-    assert roofline.measure_ceilings(progress=False) == first and len(calls) == 4  # from the cache
+    assert roofline.measure_ceilings(progress=False) == first and len(calls) == 5  # from the cache
     roofline.measure_ceilings(progress=False, refresh=True)
-    assert len(calls) == 8
+    assert len(calls) == 10
     peak, mhz = first.fp32_peak_at_recorded_clock()
     assert mhz == 1980 and peak == pytest.approx(132 * 128 * 2 * 1.98)
 
@@ -993,6 +1003,46 @@ def test_measure_dram_bandwidth_launches_every_variant_and_keeps_the_fastest(mon
     speeds = iter(range(1000, 1000 + 100 * len(roofline.COPY_VARIANTS), 100))
     only_ours = rm.measure_dram_bandwidth(nbytes=4096 + 8, library=False)  # the streaming copies alone
     assert [r["access_bytes"] for r in only_ours.tried] == [r["access_bytes"] for r in variants]
+
+
+def test_measure_stream_bandwidth_adds_triads_to_the_copies_and_keeps_the_fastest(monkeypatch):
+    """The DRAM ceiling's wiring under the simulator: each triad really computes out = a x + y; the copies of the
+    copy measurement it is given are kept, not measured again, and the fastest stream of all is the ceiling."""
+    import labhelpers.timing as timing
+
+    monkeypatch.setattr(rm.backend, "require_gpu", lambda what, **kw: None)
+    monkeypatch.setattr(rm, "_free_bytes", lambda: 2**30)
+    copy = rm.CeilingMeasurement(5000.0, "GB/s", "a copy", ({"kernel": "stream_copy16", "gbps": 5000.0,
+                                                               "how": "a copy"},))
+    speeds = iter([4000.0, 6000.0])
+    streamed = []
+
+    def fake_benchmark(fn, *, nbytes, label, **kwargs):  # what time_triad calls for every triad
+        fn()
+        streamed.append(nbytes)
+        return Timing(label=label, times_ms=(nbytes / (next(speeds) * 1e6),), nbytes=nbytes)
+
+    monkeypatch.setattr(timing, "benchmark", fake_benchmark)
+    result = rm.measure_stream_bandwidth(nbytes=3 * 1024 + 8, copy=copy)  # 2/3 of it: 2053 bytes
+    assert [r["kernel"] for r in result.tried] == ["stream_copy16"] + ["triad (saxpy_vec4)"] * 2
+    assert result.value == pytest.approx(6000.0) and result.how.startswith("triad out = a x + y")
+    assert set(streamed) == {3 * 4 * 512}  # three float32 buffers of 2053 // 16 groups of four each
+    speeds = iter([4000.0, 4500.0])
+    assert rm.measure_stream_bandwidth(nbytes=3 * 1024, copy=copy).how == "a copy"  # a copy may stay the best
+
+
+def test_time_triad_computes_the_triad_and_refuses_bad_input(monkeypatch):
+    import labhelpers.timing as timing
+
+    monkeypatch.setattr(timing, "benchmark", lambda fn, *, nbytes, label, **kw: (fn(), Timing(label, None, nbytes))[1])
+    x, y = cuda.to_device(np.arange(11, dtype=np.float32)), cuda.to_device(np.ones(11, dtype=np.float32))
+    out = cuda.device_array(11, dtype=np.float32)
+    t = rm.time_triad(x, y, out, threads=32)
+    assert np.array_equal(out.copy_to_host(), np.arange(11) + 1.0) and t.nbytes == 3 * 44  # a = 1
+    with pytest.raises(lh.ArgumentError, match="kernel"):
+        rm.time_triad(x, y, out, kernel="saxpy")
+    with pytest.raises(lh.ArgumentError, match="shape"):
+        rm.time_triad(x, y, cuda.device_array(12, dtype=np.float32))
 
 
 @sim_only
@@ -1290,6 +1340,14 @@ def test_time_host_copy_times_a_checked_copy(kind):
     assert t.nbytes == 2 * src.nbytes and t.clock == "host-clock" and t.gbps > 0
 
 
+def test_the_host_in_place_add_reads_two_arrays_and_writes_one():
+    src = np.arange(1001, dtype=np.float64)  # not a multiple of the thread count
+    out = np.zeros_like(src)
+    t = roofline.time_host_copy(src, out, kind="add_threads", warmup=1, repeat=2)
+    assert np.array_equal(out, 3 * src)  # y += x, once per call: one warm-up and two timed calls
+    assert t.nbytes == 3 * src.nbytes and "read 2, write 1" in t.label
+
+
 def test_time_host_copy_refuses_bad_input():
     src = np.zeros(8)
     with pytest.raises(lh.ArgumentError, match="kind"):
@@ -1303,10 +1361,12 @@ def test_time_host_copy_refuses_bad_input():
 def test_measure_host_bandwidth_reports_the_best_copy_and_the_threads():
     m = roofline.measure_host_bandwidth(1 << 20, repeat=2)
     assert m.unit == "GB/s" and m.value == max(r["gbps"] for r in m.tried) > 0
-    assert [r["kernel"] for r in m.tried] == list(roofline.HOST_COPY_VARIANTS)
+    assert [r["kernel"] for r in m.tried] == list(rm.HOST_STREAM_VARIANTS)
     threads = {r["kernel"]: r["threads"] for r in m.tried}
     n = host.host_cpu().numba_threads
-    assert threads == {"numba_parallel": n, "numpy": 1, "numpy_threads": n}
+    assert threads == {"numba_parallel": n, "numpy": 1, "numpy_threads": n, "add_threads": n}
+    with pytest.raises(lh.ArgumentError, match="variants"):
+        roofline.measure_host_bandwidth(1 << 10, ("memcpy",))
 
 
 def test_the_saved_sanitizer_report_points_at_the_lines_it_names():

@@ -71,7 +71,7 @@ def test_methods_exact_on_awkward_sizes(method):
             assert np.array_equal(got, sk.scan_reference(x, inclusive=inclusive)), (method, n, inclusive)
 
 
-@pytest.mark.parametrize("method", ("scan_then_propagate", "lookback", "chained"))
+@pytest.mark.parametrize("method", ("scan_then_propagate", "lookback", "lookback_warp", "chained"))
 def test_float32_within_the_stated_bound(method):
     x = (RNG.standard_normal(200 if SIM else 2**20 + 7) * 100).astype(np.float32)
     got = sk.scan(x, method, inclusive=True).astype(np.float64)
@@ -96,7 +96,7 @@ def test_lookback_in_place_and_without_vector_loads():
 
 def test_a_scan_object_launches_again_and_again():
     x = _values(40 if SIM else 2**20 + 7)
-    for method in ("lookback", "chained"):
+    for method in ("lookback", "lookback_warp", "chained"):
         s = sk.Scan(x, method)
         for _ in range(3):  # the epochs keep old flags from counting
             assert np.array_equal(s(), sk.scan_reference(x))
@@ -109,15 +109,16 @@ def test_empty_input():
 
 @gpu_only
 @pytest.mark.parametrize("dtype", (np.int32, np.float32))
-@pytest.mark.parametrize("shape", [(128, 16), (512, 16), (1024, 4)])
-def test_lookback_tile_shapes_on_gpu(dtype, shape):
+@pytest.mark.parametrize("method", ("lookback", "lookback_warp"))
+@pytest.mark.parametrize("shape", [(128, 16), (512, 16), (1024, 4), (128, 32)])
+def test_lookback_tile_shapes_on_gpu(dtype, method, shape):
     for n in (1, 4097, 2**20 + 7, 2**24 + 1):
         x = _values(n, dtype) if n < 2**21 else np.ones(n, dtype)
         for shuffle in (True, False):
             tk = sk.tile_kernels(dtype, *shape, shuffle=shuffle)
             assert tk.config.shuffle is shuffle
-        got = sk.scan(x, "lookback", threads=shape[0], items=shape[1])
-        assert np.array_equal(got, sk.scan_reference(x).astype(dtype)), (shape, n)
+        got = sk.scan(x, method, threads=shape[0], items=shape[1])
+        assert np.array_equal(got, sk.scan_reference(x).astype(dtype)), (method, shape, n)
 
 
 @gpu_only

@@ -1,11 +1,12 @@
-"""The candidate single-pass scan (``Scan(x, "lookback", lookback="warp")``: CUB's look-back, one 64-bit word per
-tile, warp 0 alone) against NumPy, under the simulator.
+"""The chapter's fastest single pass (``Scan(x, "lookback_warp")``, the same as ``Scan(x, "lookback",
+lookback="warp")``: CUB's look-back, one 64-bit word per tile, warp 0 alone) against NumPy, on both backends.
 
-The GPU suite has not run this kernel yet, so every test that launches it is ``@sim_only``; its GPU check is
-``bench/tuning/scan.py`` (every timed result compared with ``cupy.cumsum``). Under the simulator the blocks run
-one after another, so a scan's look-back always finds its predecessor's P at once: the tests that call
-:func:`~labhelpers.kernels.scan.tiled.lookback_warp` on hand-made descriptor words are the ones that walk several
-windows, skip stale words beyond the nearest P, and wait for a tile that has published nothing yet.
+Under the simulator the blocks run one after another, so a scan's look-back always finds its predecessor's P at
+once: the tests that call :func:`~labhelpers.kernels.scan.tiled.lookback_warp` on hand-made descriptor words are the
+ones that walk several windows and skip stale words beyond the nearest P (on a GPU too, where the ballots and the
+shuffles are real), and wait for a tile that has published nothing yet (simulator only: a host thread writes the
+late word while the kernel runs). On a GPU the sizes reach 256 tiles of 128 x 32, so that real blocks look back
+across windows while their predecessors are still running.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from numba import cuda
 import labhelpers as lh
 from labhelpers.kernels import scan as sk
 from labhelpers.kernels.scan.planner import LOOKBACKS
-from labhelpers.kernels.scan.tiled import SIM_TILE
-from markers import sim_only
+from labhelpers.kernels.scan.tiled import SIM_TILE, WARP_LOOKBACK_TILE
+from markers import SIM, sim_only
 
-TILE = SIM_TILE[0] * SIM_TILE[1]  # elements per tile under the simulator (32 threads x 4 items)
-#: 1, 31, one full tile, one tile + 1, several tiles with a partial last one.
-SIZES = (1, 31, TILE, TILE + 1, 2 * TILE + 77)
+#: Elements per tile: 32 threads x 4 items under the simulator, 128 x 32 on a GPU.
+TILE = SIM_TILE[0] * SIM_TILE[1] if SIM else WARP_LOOKBACK_TILE[0] * WARP_LOOKBACK_TILE[1]
+#: 1, 31, one full tile, one tile + 1, several tiles with a partial last one (on a GPU, 256 tiles and more too).
+SIZES = (1, 31, TILE, TILE + 1, 2 * TILE + 77) + (() if SIM else (256 * TILE - 5, 2**22 + 3))
 
 
 def _values(n: int, dtype, seed: int = 0) -> np.ndarray:
@@ -46,25 +48,22 @@ def _words(status, values, dtype) -> np.ndarray:
 
 # --- the whole scan against NumPy --------------------------------------------------------------------
 
-@sim_only
 @pytest.mark.parametrize("dtype", (np.int32, np.float32))
 def test_matches_cumsum_on_awkward_sizes(dtype):
     for n in SIZES:
         x = _values(n, dtype)
         for inclusive in (True, False):
-            got = sk.scan(x, "lookback", inclusive, lookback="warp")
+            got = sk.scan(x, "lookback_warp", inclusive)
             assert got.dtype == dtype
             assert np.array_equal(got, _reference(x, inclusive)), (n, inclusive)
 
 
-@sim_only
 def test_atomic_reads_give_the_same_scan():
     x = _values(2 * TILE + 77, np.int32, seed=1)
     for inclusive in (True, False):
         assert np.array_equal(sk.scan(x, inclusive=inclusive, lookback="warp_atomic"), _reference(x, inclusive))
 
 
-@sim_only
 def test_in_place():
     dtype = np.float32
     x = _values(2 * TILE + 77, dtype, seed=2)
@@ -75,7 +74,6 @@ def test_in_place():
     assert np.array_equal(d.copy_to_host(), _reference(x, inclusive=False))
 
 
-@sim_only
 @pytest.mark.parametrize("dtype", (np.int32, np.float32))
 def test_two_calls_on_the_same_descriptors(dtype):
     # The epoch: the second call sees the first call's words (old statuses, the first data's sums) and must not
@@ -95,7 +93,6 @@ def test_two_calls_on_the_same_descriptors(dtype):
         assert np.array_equal(words.copy_to_host(), _words(np.full(tiles, 2 * epoch + 2), ends, dtype)), epoch
 
 
-@sim_only
 def test_empty_input():
     assert sk.scan(np.zeros(0, np.int32), lookback="warp").size == 0
 
@@ -128,7 +125,6 @@ def _look_back(dtype, threads, tile, words, epoch, aggregate, relaxed=True, whil
     return out.copy_to_host(), d.copy_to_host()
 
 
-@sim_only
 @pytest.mark.parametrize("dtype,threads,relaxed", [(np.int32, 32, True), (np.int32, 32, False),
                                                    (np.float32, 32, True), (np.int32, 64, True)])
 def test_lookback_walks_back_to_the_nearest_inclusive_prefix(dtype, threads, relaxed):
@@ -151,7 +147,6 @@ def test_lookback_walks_back_to_the_nearest_inclusive_prefix(dtype, threads, rel
     assert np.array_equal(np.delete(after, tile), np.delete(words, tile))  # nobody else's word is written
 
 
-@sim_only
 def test_lookback_without_any_prefix_stops_before_tile_0():
     # Every predecessor has only its aggregate (not even tile 0 its prefix): the lanes before tile 0 count as
     # "P, value 0", so the look-back adds all 40 and stops.
@@ -218,5 +213,38 @@ def test_the_lookback_choice_is_checked():
     assert LOOKBACKS == ("block", "warp", "warp_atomic")
     with pytest.raises(lh.ArgumentError, match="'block', 'warp', 'warp_atomic'"):
         sk.Scan(np.ones(8, np.int32), lookback="cub")
-    with pytest.raises(lh.ArgumentError, match="method 'lookback' only"):
+    with pytest.raises(lh.ArgumentError, match="single pass only .methods 'lookback' and 'lookback_warp'"):
         sk.Scan(np.ones(8, np.int32), "chained", lookback="warp")
+    with pytest.raises(lh.ArgumentError, match="for the block look-back use method 'lookback'"):
+        sk.Scan(np.ones(8, np.int32), "lookback_warp", lookback="block")
+
+
+def test_method_lookback_warp_is_the_warp_lookback_with_its_own_tile():
+    x = np.ones(3 * TILE, np.int32)
+    shape = SIM_TILE if SIM else WARP_LOOKBACK_TILE  # 128 x 32 on a GPU, whatever the block look-back's tile
+    for s in (sk.Scan(x, "lookback_warp"), sk.Scan(x, "lookback", lookback="warp")):
+        assert s.lookback == "warp" and (s.tiles.config.threads, s.tiles.config.items) == shape
+        assert s.plan == [("tile_scan_warp_lookback", 3, shape[0])]
+    assert sk.Scan(x, "lookback_warp", lookback="warp_atomic").plan[0][0] == "tile_scan_warp_lookback_atomic"
+    assert sk.Scan(x, "lookback").lookback == "block" and sk.Scan(x, "chained").lookback is None
+    assert "lookback_warp" in sk.SIMULATOR_METHODS and sk.METHODS["lookback_warp"].passes == 8
+
+
+@pytest.mark.parametrize("threads, items", [(512, 32), (1024, 16)])
+def test_a_tile_too_big_for_shared_memory_says_what_to_change(threads, items):
+    with pytest.raises(lh.LaunchConfigError, match="fewer items per thread or fewer threads"):
+        sk.Scan(np.ones(8, np.int32), "lookback_warp", threads=threads, items=items)
+
+
+@sim_only
+@pytest.mark.parametrize("kernel", ("tile_scan_warp_lookback", "tile_scan_lookback"))
+def test_no_race_with_a_partial_last_tile(kernel):
+    # Two warps per block (the simulator's look-back passes warp 0's votes and values through shared memory, every
+    # thread of the block taking part), three tiles, the last one partial.
+    tk = sk.tile_kernels(np.int32, 64, 4)
+    n = 2 * 256 + 77
+    x = _values(n, np.int32, seed=5)
+    state = ((np.zeros(3, np.uint64),) if kernel == "tile_scan_warp_lookback" else
+             (np.zeros(3, np.int32), np.zeros(3, np.int32), np.zeros(3, np.int32)))
+    report = lh.check_races(getattr(tk, kernel), 3, 64, x, np.zeros(n, np.int32), *state, np.zeros(1, np.int32), 1, 1)
+    assert report.ok, report

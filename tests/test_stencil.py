@@ -109,8 +109,10 @@ def test_stencil1d_bad_input(kwargs, match):
 @pytest.mark.parametrize("variant", list(st.JACOBI))
 def test_jacobi_matches_numpy_bit_for_bit(variant):
     rng = np.random.default_rng(4)
-    block = None if not SIM else ((8, 1) if variant == "marching" else (8, 4))
-    for shape in SHAPES_2D:
+    block = None if not SIM else {"marching": (8, 1), "vec4_march": (2, 2)}.get(variant, (8, 4))
+    # vec4_march: rows whose width is a multiple of 4 take the 16-byte path, the others four scalar accesses
+    extra = ((5, 8), (19, 36)) if variant == "vec4_march" else ()
+    for shape in SHAPES_2D + extra:
         u = (rng.random(shape) * 100).astype(np.float32)
         got = st.run_jacobi(u, 2, variant, block)
         np.testing.assert_array_equal(got, st.jacobi_reference(u, 2), err_msg=f"{variant} {shape}")
@@ -170,10 +172,12 @@ SHAPES_3D = ((1, 1, 1), (2, 3, 4), (3, 3, 3), (5, 9, 17), (7, 13, 10)) if SIM el
 
 
 @pytest.mark.parametrize("variant, block", [("naive", (8, 4, 2)), ("naive", (5, 3, 1)), ("marching", (8, 4)),
-                                            ("marching", (5, 3))])
+                                            ("marching", (5, 3)), ("march_vec4", (2, 2)), ("march_vec4", (3, 4))])
 def test_stencil3d_matches_numpy_bit_for_bit(variant, block):
     rng = np.random.default_rng(6)
-    for shape in SHAPES_3D:
+    # march_vec4: an aligned row width (16-byte path) and more planes than one block walks (st.PLANES)
+    extra = ((11, 5, 12), (st.PLANES + 1, 3, 4)) if variant == "march_vec4" else ()
+    for shape in SHAPES_3D + extra:
         u = (rng.random(shape) * 100).astype(np.float32)
         np.testing.assert_array_equal(st.run_stencil3d(u, 2, variant, block), st.stencil3d_reference(u, 2),
                                       err_msg=f"{variant} {block} {shape}")
@@ -190,11 +194,43 @@ def test_stencil3d_marching_has_no_race_and_needs_both_barriers():
     assert "WAR" in str(lh.check_races(no_war, *args))
 
 
+def test_vec4_kernels_on_partial_last_blocks_need_no_barrier_and_write_every_point():
+    """The 16-byte kernels share nothing between threads: the race detector finds nothing to order, and threads past
+    the edge (a partial quad, a short strip, a short slab, blocks partly outside) leave no point unwritten."""
+    u2 = (np.random.default_rng(8).random((9, 14)) * 100).astype(np.float32)  # 14 columns: the last quad has 2
+    v2 = np.full_like(u2, np.nan)
+    block2 = (3, 2)  # 4 quads -> blocks of 3 and 1; 2 strips of 8 rows, the second of 1 row
+    report = lh.check_races(st.jacobi_vec4_march, st.jacobi_grid("vec4_march", u2.shape, block2), block2,
+                            *st.step_args("vec4_march", u2, v2))
+    assert report.ok, report
+    np.testing.assert_array_equal(v2, st.jacobi_reference(u2, 1))
+    u3 = (np.random.default_rng(9).random((st.PLANES + 2, 5, 14)) * 100).astype(np.float32)  # 2 slabs: 8, then 2
+    v3 = np.full_like(u3, np.nan)
+    block3 = (3, 2)  # rows: blocks of 2, 2 and 1
+    report = lh.check_races(st.stencil3d_march_vec4, st.stencil3d_grid("march_vec4", u3.shape, block3), block3,
+                            *st.step_args("march_vec4", u3, v3))
+    assert report.ok, report
+    np.testing.assert_array_equal(v3, st.stencil3d_reference(u3, 1))
+
+
+def test_step_args_flatten_only_for_the_16_byte_kernels():
+    u, v = np.zeros((3, 8), np.float32), np.zeros((3, 8), np.float32)
+    assert st.step_args("naive", u, v) == (u, v)
+    a, b, ny, nx, chunks = st.step_args("vec4_march", u, v)
+    assert a.shape == (24,) and np.shares_memory(a, u) and np.shares_memory(b, v)
+    assert (ny, nx, chunks) == (3, 8, st.VEC_CHUNKS) and all(isinstance(x, np.uint64) for x in (ny, nx, chunks))
+    assert st.VEC_ROWS * st.VEC_CHUNKS == st.ROWS  # 8 rows per thread, as jacobi_marching
+    assert st.step_args("march_vec4", u[None], v[None])[2:] == (1, 3, 8, st.PLANES)
+
+
 def test_stencil3d_defaults_and_bad_input():
     u = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     np.testing.assert_array_equal(st.run_stencil3d(u, 0), u)
     np.testing.assert_array_equal(st.run_stencil3d(u, 1, "marching"), st.stencil3d_reference(u, 1))
+    np.testing.assert_array_equal(st.run_stencil3d(u, 3, "march_vec4"), st.stencil3d_reference(u, 3))
     for kwargs, match in (({"variant": "tiled"}, "variant"), ({"variant": "marching", "block": (8, 4, 1)}, "2D block"),
+                          ({"variant": "march_vec4", "block": (8, 4, 1)}, "2D block"),
+                          ({"variant": "march_vec4", "block": (64, 32)}, "1024"),
                           ({"block": (8, 4)}, "3D block"), ({"variant": "marching", "block": (64, 8)}, "shared tile")):
         with pytest.raises(lh.LabError, match=match):
             st.run_stencil3d(u, 1, **kwargs)
@@ -221,6 +257,8 @@ def test_jacobi_default_blocks_and_zero_steps():
     u = st.hot_plate(9, 11, top=1.0)
     assert st.Jacobi(u, "naive").block == st.BLOCK_2D
     assert st.Jacobi(u, "marching").block == st.MARCH_BLOCK
+    assert st.Jacobi(u, "vec4_march").block == st.VEC_BLOCK
+    np.testing.assert_array_equal(st.run_jacobi(u, 3, "vec4_march"), st.jacobi_reference(u, 3))
     np.testing.assert_array_equal(st.run_jacobi(u, 0), u)
     s = st.Jacobi(u, "shared", (8, 4))
     s.step(3)
@@ -241,6 +279,7 @@ def test_jacobi_counts_and_grid():
     assert st.jacobi_counts(1, 5)["flops"] == 0
     assert st.jacobi_grid("naive", (33, 17), (8, 4)) == (3, 9)
     assert st.jacobi_grid("marching", (33, 17), (8, 1)) == (3, 5)
+    assert st.jacobi_grid("vec4_march", (33, 17), (2, 2)) == (3, 3)  # 5 quads of 4 columns, 5 strips of 8 rows
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -251,6 +290,8 @@ def test_jacobi_counts_and_grid():
     (dict(u=np.ones((8, 8), np.float32).T[::2]), "contiguous"),
     (dict(variant="shared", block=(64, 8)), "tile"),
     (dict(block=(8, 4, 2)), "two dimensions"),
+    (dict(variant="vec4_march", block=(8, 4, 2)), "two dimensions"),
+    (dict(variant="vec4_march", block=(64, 32)), "1024"),
     (dict(block=(0, 4)), "at least 1"),
     (dict(steps=-1), "steps"),
     (dict(variant="gauss-seidel"), "variant"),
@@ -437,9 +478,9 @@ def test_gpu_measurements_say_gpu_only():
 def test_experiments_run_small_on_a_gpu():
     from labhelpers.experiments import stencil as exp
 
-    jac = exp.jacobi_table(512, configs=(("naive", 32, 8), ("shared", 32, 8), ("marching", 128, 1)), repeat=3,
-                           number=2, fma_peak=False)
-    assert set(jac["variant"]) >= {"naive", "shared", "marching", "cupy slicing", "copy"}
+    jac = exp.jacobi_table(512, configs=(("naive", 32, 8), ("shared", 32, 8), ("marching", 128, 1),
+                                         ("vec4_march", 64, 2)), repeat=3, number=2, fma_peak=False)
+    assert set(jac["variant"]) >= {"naive", "shared", "marching", "vec4_march", "cupy slicing", "copy"}
     assert (jac["gbps"] > 0).all()
     assert exp.best_jacobi(jac)["variant"] in st.JACOBI
     filt = exp.filters_table(512, repeat=3, number=2)
@@ -448,7 +489,7 @@ def test_experiments_run_small_on_a_gpu():
     assert set(ccl["method"]) == {"label propagation", "union-find", "cupyx.scipy.ndimage.label",
                                   "scipy.ndimage.label (CPU)"}
     s3 = exp.stencil3d_table(64, repeat=2, number=1)
-    assert set(s3["variant"]) == {"naive", "marching", "copy"} and (s3["gbps"] > 0).all()
+    assert set(s3["variant"]) == {"naive", "marching", "march_vec4", "copy"} and (s3["gbps"] > 0).all()
     conv = exp.convergence_table(256, steps=20, check_every=(1, 10), repeat=2)
     assert set(conv["test"]) == {"none", "device", "host"} and (conv["ms_per_step"] > 0).all()
     uf = exp.uf_shapes_table(64, repeat=2, number=1)

@@ -1,9 +1,12 @@
-"""Chapter "CUDA in Python": SAXPY timed three ways, the table chapter 1 plots.
+"""Chapter "CUDA in Python": SAXPY timed three ways, the table chapter 1 plots, and its two kernels against the copy.
 
 :func:`time_saxpy` times one size one way (host NumPy, GPU with the host-device transfers,
 GPU kernel only) and :func:`saxpy_three_ways` sweeps sizes and ways (``bench/cuda_intro.py``
 stores the result as reference ``ch01_saxpy_three_ways``); :func:`saxpy_summary` reads it at
-one size. The kernel and its specification are in :mod:`labhelpers.kernels.cuda_intro`.
+one size. :func:`saxpy_kernels` times the chapter's two SAXPY kernels (one element per thread,
+and four per thread with 16-byte accesses) on the GPU alone, beside the copy measured in the same
+run (reference ``ch01_saxpy_kernels``). The kernels and their specification are in
+:mod:`labhelpers.kernels.cuda_intro`.
 
 :func:`asynchronous_error` shows when a GPU reports an error in a kernel: not at the launch,
 which returns at once, but at the next call that waits for the GPU. On a GPU it runs in a
@@ -24,9 +27,11 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend
-from ..kernels.cuda_intro import saxpy, saxpy_bytes, saxpy_flops, saxpy_numpy, write_at
-from ..launch import launch_1d
-from ..sweep import STATUS_OK, sweep
+from ..kernels.cuda_intro import (saxpy, saxpy_bytes, saxpy_flops, saxpy_numpy, saxpy_vec4, saxpy_vec4_blocks,
+                                  write_at)
+from ..launch import blocks_for, launch_1d
+from ..roofline.measure import measure_dram_bandwidth
+from ..sweep import STATUS_OK, STATUS_SIM, sweep
 from ..timing import Timing, benchmark, wall_time
 
 HOST_NUMPY = "host: NumPy"
@@ -145,6 +150,101 @@ def saxpy_summary(table: pd.DataFrame, n: int | None = None) -> pd.DataFrame:
     })
     summary.index.name = f"SAXPY, n = 2^{int(np.log2(n))}" if n & (n - 1) == 0 else f"SAXPY, n = {n}"
     return summary.round(3)
+
+
+# --------------------------------------------------------------------------- the two kernels against the copy
+#: Elements of :func:`saxpy_kernels`' reference run: 2^26 float32 (256 MiB per vector, far beyond the L2 cache).
+SAXPY_KERNELS_N = 2**26
+#: The launches :func:`saxpy_kernels` times: ``(kernel, threads per block)``, the chapter's kernel first.
+SAXPY_KERNEL_RUNS: tuple[tuple[str, int], ...] = (("saxpy", 128), ("saxpy", 256), ("saxpy", 1024),
+                                                  ("saxpy_vec4", 256))
+#: The row of :func:`saxpy_kernels`' table that holds the copy, the yardstick of the same run.
+COPY_ROW = "D2D copy (yardstick)"
+_KERNELS = {"saxpy": (saxpy, 1), "saxpy_vec4": (saxpy_vec4, 4)}
+#: Columns of :func:`saxpy_kernels`' table.
+SAXPY_KERNEL_COLUMNS = ["kernel", "threads", "elements_per_thread", "blocks", "n", "median_ms", "gbps",
+                        "of_copy", "status", "how"]
+
+
+def _grid(kernel: str, n: int, threads: int) -> int:
+    return saxpy_vec4_blocks(n, threads) if kernel == "saxpy_vec4" else blocks_for(n, threads)
+
+
+def saxpy_kernels(n: int = SAXPY_KERNELS_N, runs: Sequence[tuple[str, int]] = SAXPY_KERNEL_RUNS, *,
+                  repeat: int = 20, copy: bool = True) -> pd.DataFrame:
+    """The chapter's two SAXPY kernels on ``n`` float32 elements, GPU time only, against the copy of the same run.
+
+    Every launch of ``runs`` (``saxpy`` at one element per thread, ``saxpy_vec4`` at one group of four per
+    thread) is checked first: on a GPU bit for bit against ``saxpy`` at 256 threads (both contract ``a * x + y``
+    into one fused multiply-add), under the simulator against NumPy. Then it is timed with
+    :func:`~labhelpers.timing.benchmark`'s default clock (the GPU's work alone, the stream held), charged
+    ``saxpy_bytes(n)`` (read x and y, write out). The last row, :data:`COPY_ROW`, is the copy yardstick measured
+    in the same run, :func:`labhelpers.roofline.measure_dram_bandwidth` (the fastest device-to-device copy of
+    1 GiB, bytes read + written; on a GPU only, ``copy=False`` leaves it out); ``of_copy`` is each row's GB/s over it.
+
+    Returns:
+        :data:`SAXPY_KERNEL_COLUMNS`; under the simulator the timings are NaN and ``status`` says ``simulator``.
+
+    Raises:
+        ValueError: an unknown kernel in ``runs``.
+        RuntimeError: a kernel whose result disagrees (its time would be meaningless).
+    """
+    unknown = [k for k, _ in runs if k not in _KERNELS]
+    if unknown:
+        raise ValueError(f"unknown SAXPY kernel(s) {unknown}: use {sorted(_KERNELS)}")
+    rng = np.random.default_rng(0)
+    a = np.float32(2.0)
+    x_h = rng.standard_normal(n, dtype=np.float32)
+    y_h = rng.standard_normal(n, dtype=np.float32)
+    x, y = cuda.to_device(x_h), cuda.to_device(y_h)
+    out = cuda.device_array(n, dtype=np.float32)
+    sim = backend.is_simulator()
+    if sim:
+        want = saxpy_numpy(a, x_h, y_h)
+    else:
+        saxpy[blocks_for(n, 256), 256](a, x, y, out)
+        want = out.copy_to_host()
+    rows = []
+    for kernel, threads in runs:
+        fn, per_thread = _KERNELS[kernel]
+        blocks = _grid(kernel, n, threads)
+        launch = fn[blocks, threads]
+        out.copy_to_device(np.full(n, np.nan, dtype=np.float32))
+        launch(a, x, y, out)
+        got = out.copy_to_host()
+        same = np.allclose(got, want, rtol=1e-6, atol=1e-6) if sim else np.array_equal(got, want)
+        if not same:
+            raise RuntimeError(f"{kernel} at {threads} threads disagrees with the chapter's saxpy: its time "
+                               "would be meaningless")
+        t = benchmark(lambda: launch(a, x, y, out), nbytes=saxpy_bytes(n), flops=saxpy_flops(n), repeat=repeat,
+                      label=f"{kernel}, {threads} threads")
+        rows.append({"kernel": kernel, "threads": threads, "elements_per_thread": per_thread, "blocks": blocks,
+                     "n": n, "median_ms": t.median_ms if t.is_gpu_timing else np.nan,
+                     "gbps": t.gbps if t.is_gpu_timing else np.nan,
+                     "status": STATUS_OK if t.is_gpu_timing else STATUS_SIM, "how": t.label})
+    copy_gbs = np.nan
+    if copy and not sim:
+        c = measure_dram_bandwidth()
+        copy_gbs = c.value
+        rows.append({"kernel": COPY_ROW, "threads": np.nan, "elements_per_thread": np.nan, "blocks": np.nan,
+                     "n": np.nan, "median_ms": np.nan, "gbps": c.value, "status": STATUS_OK, "how": c.how})
+    table = pd.DataFrame(rows, columns=SAXPY_KERNEL_COLUMNS)
+    table["of_copy"] = table["gbps"] / copy_gbs
+    return table
+
+
+def saxpy_kernels_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`saxpy_kernels`' table as the chapter prints it: one row per launch, GB/s and the fraction of the copy."""
+    t = table[table["kernel"] != COPY_ROW]
+    summary = pd.DataFrame({
+        "kernel": t["kernel"],
+        "threads/block": t["threads"].astype(int),
+        "elements/thread": t["elements_per_thread"].astype(int),
+        "time (µs)": t["median_ms"].astype(float) * 1e3,
+        "GB/s": t["gbps"].astype(float),
+        "of the copy": t["of_copy"].astype(float),
+    })
+    return summary.round({"time (µs)": 1, "GB/s": 0, "of the copy": 3}).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- an error the GPU reports late

@@ -3,7 +3,9 @@
 :func:`time_kernel` times one variant of :mod:`labhelpers.kernels.matmul` on ``n x n`` float32
 matrices, :func:`time_cublas` the cuBLAS yardstick (through CuPy), :func:`measure_sweep` every
 kernel over :data:`SWEEP_SIZES` (``bench/matmul.py`` stores it as reference ``ch05_matmul_sweep``),
-and :func:`roofline_points` places a sweep's kernels on the roofline.
+:func:`roofline_points` places a sweep's kernels on the roofline, and :func:`unrolling_steps` reads the steps
+from the double-buffered kernel to :func:`~labhelpers.kernels.matmul.unrolled_kernel` off the tile-shape table
+(reference ``ch05_register_configs``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pandas as pd
 from numba import cuda
 
 from .. import backend
-from ..kernels.matmul import COARSENED, DEFAULT_TILE, REGISTER, RegisterTiling, plan
+from ..kernels.matmul import COARSENED, DEFAULT_TILE, REGISTER, UNROLLED, RegisterTiling, plan
 from ..models.tiling import ideal_intensity, kernel_intensity
 from ..sweep import sweep
 from ..timing import Timing, benchmark
@@ -86,6 +88,7 @@ SWEEP_KERNELS: tuple[tuple[str, str, int | None], ...] = (
     ("coarsened", "coarsened", None),
     ("register", "register", None),
     ("double_buffered", "double_buffered", None),
+    ("unrolled", "unrolled", None),
 )
 #: cuBLAS yardsticks in the sweep: (name, dtype).
 SWEEP_CUBLAS: tuple[tuple[str, Any], ...] = (("cublas_fp32", np.float32), ("cublas_fp64", np.float64))
@@ -131,7 +134,7 @@ def block_tile(kernel: str) -> tuple[int, int] | None:
                 return None
             if variant == "tiled":
                 return (tile, tile)
-            t = COARSENED if variant == "coarsened" else REGISTER
+            t = {"coarsened": COARSENED, "unrolled": UNROLLED}.get(variant, REGISTER)
             return (t.bm, t.bn)
     return None
 
@@ -155,3 +158,38 @@ def roofline_points(table: pd.DataFrame, n: int) -> dict[str, tuple[float, float
             x = kernel_intensity(n, n, n) if tile is None else kernel_intensity(n, n, n, *tile)
         points[name] = (float(x), float(row["gflops"]))
     return points
+
+
+# ------------------------------------------------------------------------------- the steps to the unrolled kernel
+
+#: The steps from the double-buffered kernel to the unrolled one: (what changed, kernel in the tile-shape table,
+#: its tiling). Each row changes one thing of the row before.
+UNROLLING_STEPS: tuple[tuple[str, str, RegisterTiling], ...] = (
+    ("double buffering (section 6)", "double_buffered", REGISTER),
+    ("the 8 steps of k written out", "unrolled", REGISTER),
+    ("16 steps of k per tile", "unrolled", RegisterTiling(bm=128, bn=128, bk=16, tm=8, tn=8, min_blocks=2)),
+    ("launch bound of 1 block per SM", "unrolled", UNROLLED),
+)
+
+
+def unrolling_steps(configs: pd.DataFrame, cublas_gflops: float) -> pd.DataFrame:
+    """The rows of :data:`UNROLLING_STEPS` from a tile-shape table (``ch05_register_configs``), against cuBLAS.
+
+    Columns: ``step``, ``kernel``, ``tile`` (``bm x bn x bk``), ``min_blocks``, ``registers``, ``GFLOP/s`` and
+    ``of cuBLAS FP32`` (``cublas_gflops``: cuBLAS FP32 at the same size, from the same run).
+
+    Raises:
+        KeyError: a step the table does not hold (a table collected before the unrolled kernel existed).
+    """
+    rows = []
+    for step, kernel, t in UNROLLING_STEPS:
+        hit = configs[(configs["kernel"] == kernel) & (configs["bm"] == t.bm) & (configs["bn"] == t.bn)
+                      & (configs["bk"] == t.bk) & (configs["min_blocks"] == t.min_blocks)]
+        if len(hit) != 1:
+            raise KeyError(f"the tile-shape table has {len(hit)} rows for {kernel} {t.label()}, min_blocks "
+                           f"{t.min_blocks}: re-collect ch05_register_configs (bench/matmul.py)")
+        r = hit.iloc[0]
+        rows.append({"step": step, "kernel": kernel, "tile": f"{t.bm} x {t.bn} x {t.bk}", "min_blocks": t.min_blocks,
+                     "registers": int(r["registers"]), "GFLOP/s": float(r["gflops"]),
+                     "of cuBLAS FP32": float(r["gflops"]) / cublas_gflops})
+    return pd.DataFrame(rows)

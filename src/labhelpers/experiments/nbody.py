@@ -1,7 +1,8 @@
 """Chapter "n-body": the measurements behind the chapter's tables (reference data ``ch08_*``).
 
-* :func:`throughput_sweep`: every kernel of the chapter's sequence (:data:`LADDER`) for n = 2^12 .. 2^18,
-  in G interactions/s and GFLOP/s (20 flops per interaction);
+* :func:`throughput_sweep`: every kernel of the chapter's sequence (:func:`sequence`: :data:`LADDER`, the best
+  tiled configuration and the stream-K kernel) for n = 2^12 .. 2^18, in G interactions/s and GFLOP/s (20 flops
+  per interaction);
 * :func:`math_traps`: the same tiled kernel with the four ways of writing the reciprocal square root;
 * :func:`tuning_sweep`: the tiled kernel's tile size and bodies per thread at one size;
 * :func:`cpu_rates`: the Numba float32 loop on every CPU thread and on one (the CPU's best, and its
@@ -49,6 +50,16 @@ LADDER: dict[str, nb.Config] = {
     "tiled 128, 4 bodies/thread": nb.Config("tiled", tile=128, unroll=4, bodies=4),
     "tiled 64, 8 bodies/thread": nb.Config("tiled", tile=64, unroll=4, bodies=8),
 }
+#: The last step of the sequence: the stream-K kernel (:data:`labhelpers.kernels.nbody.STREAMK`), by its label.
+STREAMK_NAME = nb.STREAMK.label
+
+
+def sequence(best: nb.Config = nb.BEST) -> dict[str, nb.Config]:
+    """The chapter's whole sequence, ``name -> Config``: :data:`LADDER`, ``"best: <label>"`` (the tuning sweep's
+    best tiled configuration, :data:`~labhelpers.kernels.nbody.BEST` by default), then :data:`STREAMK_NAME`."""
+    return {**LADDER, f"best: {best.label}": best, STREAMK_NAME: nb.STREAMK}
+
+
 #: The four ways of writing ``1 / sqrt(r2)``, in the tiled kernel (tile 256, unroll 4).
 MATH_TRAPS: dict[str, nb.Config] = {mode: nb.Config("tiled", tile=256, unroll=4, math_mode=mode)
                                     for mode in nb.MATH_MODES}
@@ -76,19 +87,20 @@ def time_config(config: nb.Config, n: int, *, repeat: int | None = None, check: 
     """Time one force evaluation of ``config`` on ``n`` random bodies (CUDA events), checked against NumPy first.
 
     The check compares the accelerations of 256 bodies with the float64 specification (all of them for
-    small n): a timing of a wrong kernel would mean nothing.
+    small n) within :data:`~labhelpers.kernels.nbody.ACC_RTOL` (never bitwise: the stream-K kernel's atomic adds
+    change the last bits from run to run): a timing of a wrong kernel would mean nothing.
     """
     backend.require_gpu("time_config", instead=_REFERENCE)
 
     pos = nb.random_bodies(n, np.random.default_rng(seed), layout=config.layout)
     pos_d = cuda.to_device(pos)
     acc_d = cuda.device_array((n, 3) if config.layout == "aos" else (3, n), dtype=np.float32)
-    kernel, (blocks, threads) = config.kernel(), config.launch(n)
+    launch = config.launcher(n)  # stream-K: the kernel that zeroes acc first is timed with it
     eps2 = np.float32(nb.DEFAULT_EPS2)
-    kernel[blocks, threads](pos_d, eps2, acc_d)
+    launch(pos_d, eps2, acc_d)
     if check:
         _check_sample(acc_d.copy_to_host(), pos, config, n)
-    return benchmark(lambda: kernel[blocks, threads](pos_d, eps2, acc_d), flops=nb.flops(n),
+    return benchmark(lambda: launch(pos_d, eps2, acc_d), flops=nb.flops(n),
                      nbytes=nb.bytes_moved(n, None if config.kind == "naive" else config.tile),
                      warmup=1, repeat=repeat or _repeats(n), label=config.label)
 
@@ -112,9 +124,10 @@ def _check_sample(acc: np.ndarray, pos: np.ndarray, config: nb.Config, n: int, s
 
 def _row(name: str, config: nb.Config, n: int, timing: Timing) -> dict:
     seconds = timing.median_ms * 1e-3
+    blocks, threads = config.launch(n)
     return {"kernel": name, "kind": config.kind, "layout": config.layout, "math_mode": config.math_mode,
-            "tile": config.tile if config.kind == "tiled" else None, "threads": config.launch(n)[1],
-            "unroll": config.unroll, "bodies": config.bodies if config.kind == "tiled" else 1, "n": n,
+            "tile": config.tile if config.kind != "naive" else None, "threads": threads, "blocks": blocks,
+            "unroll": config.unroll, "bodies": config.bodies if config.kind != "naive" else 1, "n": n,
             "median_ms": timing.median_ms, "min_ms": timing.min_ms, "spread": timing.spread,
             "ginteractions": nb.interactions(n) / seconds / 1e9, "gflops": timing.gflops}
 
@@ -159,10 +172,10 @@ def alternatives_table(sizes: Sequence[int] = ALTERNATIVE_SIZES, *, threads: int
 
 def throughput_sweep(sizes: Sequence[int] = SIZES, kernels: dict[str, nb.Config] | None = None, *,
                      progress: bool = False) -> pd.DataFrame:
-    """G interactions/s and GFLOP/s of every kernel of :data:`LADDER` at every size (reference ``ch08_throughput``)."""
+    """G interactions/s and GFLOP/s of every kernel of :func:`sequence` at every size (reference ``ch08_throughput``)."""
     backend.require_gpu("throughput_sweep", instead=_REFERENCE)
     rows = []
-    for name, config in (kernels or LADDER).items():
+    for name, config in (kernels or sequence()).items():
         for n in sizes:
             rows.append(_row(name, config, n, time_config(config, n)))
             if progress:
@@ -189,9 +202,7 @@ def tuning_sweep(n: int = SIZES[-1], tiles: Iterable[int] = TUNING_TILES,
     for tile in tiles:
         for p in bodies:
             config = nb.Config("tiled", tile=tile, unroll=4, bodies=p)
-            row = _row(f"tiled {tile}, {p} bodies/thread", config, n, time_config(config, n))
-            row["blocks"] = config.launch(n)[0]
-            rows.append(row)
+            rows.append(_row(f"tiled {tile}, {p} bodies/thread", config, n, time_config(config, n)))
     return pd.DataFrame(rows)
 
 
@@ -392,8 +403,8 @@ def instruction_mix(kernels: dict[str, nb.Config] | None = None) -> pd.DataFrame
     """
     backend.require_gpu("instruction_mix", instead=_REFERENCE)
     rows = []
-    for name, config in (kernels or {**LADDER, **{f"tiled 256, unroll 4, {k}": v
-                                                   for k, v in MATH_TRAPS.items() if k != "rsqrt"}}).items():
+    for name, config in (kernels or {**sequence(), **{f"tiled 256, unroll 4, {k}": v
+                                                       for k, v in MATH_TRAPS.items() if k != "rsqrt"}}).items():
         ptx_counts = ptx_ops(_ptx(config))
         row = {"kernel": name, "math_mode": config.math_mode, **_classify_ptx(ptx_counts)}
         sass = _sass(config)

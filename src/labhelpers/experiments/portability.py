@@ -5,8 +5,9 @@
   cuBLAS measured in the same run. GPU only.
 * :func:`cpu_table`: the same kernels on the host CPU: NumPy, Numba ``parallel=True`` (every Numba thread:
   the CPU's best SAXPY), OpenCL C through PoCL, OpenACC C through ``gcc -fopenacc`` (host fallback) and the
-  same C compiled without ``-fopenacc`` (serial ``-O3``), with the host copy ceiling
-  (:func:`labhelpers.roofline.measure_host_bandwidth`, a STREAM-style copy) as SAXPY's yardstick. Runs on any
+  same C compiled without ``-fopenacc`` (serial ``-O3``), with the host memory ceiling
+  (:func:`labhelpers.roofline.measure_host_bandwidth`: the best STREAM-style kernel, copies and an in-place add)
+  as SAXPY's yardstick. Runs on any
   machine with the toolchains (timings of the host clock, or of OpenCL's profiling events for OpenCL).
 * :func:`directives_table`: every version of ``saxpy_acc.c`` and ``matmul_acc.c`` timed on the host:
   the measured effect of each directive where the code runs.
@@ -267,9 +268,10 @@ def cpu_table(saxpy_n: int = CPU_SAXPY_N, matmul_n: int = CPU_MATMUL_N, *, repea
     on every Numba thread, its ``device`` says how many: the CPU's best SAXPY), ``OpenCL C`` (PoCL or another
     CPU driver: profiling events; a row saying why when missing), ``OpenACC C`` (``gcc -fopenacc``, host
     fallback), ``C -O3`` (the same file without ``-fopenacc``), and ``host copy``: the row ``kernel="copy"``,
-    ``model=HOST_COPY_MODEL``, the host copy ceiling of a ``copy_bytes`` buffer
-    (:func:`~labhelpers.roofline.measure_host_bandwidth`, bytes read + written), SAXPY's memory ceiling on
-    the CPU. Host-clock times include no copies: the data stays in host memory throughout.
+    ``model=HOST_COPY_MODEL``, the host memory ceiling over ``copy_bytes`` buffers
+    (:func:`~labhelpers.roofline.measure_host_bandwidth`: the fastest of several copies and an in-place add
+    ``y += x``, which like SAXPY's ``y = a x + y`` reads every line it writes; bytes read + written, STREAM's
+    best rate; ``device`` names the stream that won), SAXPY's memory ceiling on the CPU. Host-clock times include no copies: the data stays in host memory throughout.
     """
     wanted = tuple(models) if models is not None else ("NumPy", "Numba CPU", "OpenCL C", "OpenACC C", "C -O3",
                                                        "host copy")
@@ -301,9 +303,9 @@ def cpu_table(saxpy_n: int = CPU_SAXPY_N, matmul_n: int = CPU_MATMUL_N, *, repea
     if "host copy" in wanted:
         ceiling = measure_host_bandwidth(copy_bytes)
         best = max(ceiling.tried, key=lambda r: r["gbps"])
-        rows.append(_row(machine, f"{cpu}, {best['threads']} threads", "copy", HOST_COPY_MODEL,
-                         f"{copy_bytes / 2**20:,.0f} MiB", None, nbytes=2 * copy_bytes, ms=[best["median_ms"]],
-                         clock="host-clock"))
+        rows.append(_row(machine, f"{cpu}, {best['threads']} threads, best stream: {best['kernel']}", "copy",
+                         HOST_COPY_MODEL, f"{copy_bytes / 2**20:,.0f} MiB", None, nbytes=best["nbytes"],
+                         ms=[best["min_ms"]], clock="host-clock"))  # the ceiling's best rate (STREAM's)
     if "OpenCL C" in wanted:
         try:
             dev = pt.opencl_target("cpu").name

@@ -42,9 +42,14 @@ METHOD_N = 2**24
 BENCH_N = 2**28
 #: Methods timed at METHOD_N (the chained scan is slow: it is timed at CHAINED_N).
 CHAINED_N = 2**22
-#: Tile shapes of the look-back sweep: (threads, items, vector loads).
-TILE_SHAPES = ((128, 16, True), (256, 8, True), (256, 16, True), (256, 32, True), (512, 16, True),
-               (256, 16, False))
+#: Tile shapes of the look-back sweep: (look-back, threads, items, vector loads); ``"block"``: method
+#: ``lookback`` (the whole block looks back), ``"warp"``: method ``lookback_warp`` (warp 0 alone, one 64-bit word).
+TILE_SHAPES = (("block", 128, 16, True), ("block", 256, 8, True), ("block", 256, 16, True), ("block", 256, 32, True),
+               ("block", 512, 16, True), ("block", 256, 16, False),
+               ("warp", 512, 8, True), ("warp", 128, 16, True), ("warp", 256, 16, True), ("warp", 256, 32, True),
+               ("warp", 128, 32, True), ("warp", 128, 32, False))
+#: The single-pass methods and their look-backs.
+SINGLE_PASS = {"block": "lookback", "warp": "lookback_warp"}
 #: Digit widths and tile shapes of the radix sweep: (bits, threads, items).
 RADIX_CONFIGS = ((3, 256, 16), (4, 256, 16), (4, 128, 16), (5, 128, 16), (6, 128, 16))
 
@@ -154,11 +159,15 @@ def cupy_accelerators() -> str:
 
 def time_scan(x, method: str, *, inclusive: bool = True, threads: int | None = None, items: int | None = None,
               repeat: int = 20, number: int = 10):
-    """Check and time one scan method on the CuPy array ``x``; returns ``(Timing, ok, launches)``."""
+    """Check and time one scan method on the CuPy array ``x``; returns ``(Timing, ok, launches)``.
+
+    ``ok``: the result equals ``cupy.cumsum``'s after the first launch and after the timed ones (which reuse the
+    single passes' flags and words, epoch after epoch)."""
     s = sk.Scan(x, method, inclusive, threads, items)
     s.launch()
     ok = _scan_ok(s.out, x, inclusive)
     timing = benchmark(s.launch, nbytes=s.nbytes, repeat=repeat, number=number, label=method)
+    ok = ok and _scan_ok(s.out, x, inclusive)
     return timing, ok, len(s.launches)
 
 
@@ -171,7 +180,8 @@ def segmented_table(n: int = METHOD_N, lengths: Sequence[int | None] = SEGMENT_L
     """The segmented scan against unsegmented scans of the same float32 data (256 threads per block). GPU only.
 
     Rows: ``hillis_steele`` (the unsegmented scan with the segmented one's structure: Hillis-Steele block
-    scans, totals scanned recursively, then propagated), ``lookback`` (the chapter's fastest), and
+    scans, totals scanned recursively, then propagated), ``lookback`` (the single pass with the block
+    look-back), and
     ``segmented`` for each mean segment length (head flags random with probability 1/length; ``None``:
     no flag). Columns ``median_ms``, ``gbps`` (8 n bytes / time for the plain scans, 12 n for the
     segmented: the flags are read too), ``ratio_hillis_steele`` and ``ratio_lookback`` (time / that
@@ -238,12 +248,13 @@ def methods_table(n: int = METHOD_N, dtype=np.int32, *, chained_n: int = CHAINED
 
 def sizes_table(sizes: Sequence[int] = SIZES, dtypes=(np.int32, np.float32), *, repeat: int = 10,
                 number: int = 10) -> pd.DataFrame:
-    """The single-pass scan, the tiled three-kernel scan, CUB's scan, ``cupy.cumsum`` and the copy against the size."""
+    """The single passes (block and warp look-back), the tiled three-kernel scan, CUB's scan, ``cupy.cumsum`` and
+    the copy against the size, each method with its default tile."""
     rows = []
     for dtype in dtypes:
         for n in sizes:
             x = random_values(n, dtype)
-            for key in ("lookback", "tiled_reduce_then_scan"):
+            for key in ("lookback", "lookback_warp", "tiled_reduce_then_scan"):
                 timing, ok, _ = time_scan(x, key, repeat=repeat, number=number)
                 rows.append(_timing_row(timing, method=key, n=n, dtype=np.dtype(dtype).name, ok=ok))
             timing, ok = time_cub_scan(x, repeat, number)
@@ -285,16 +296,23 @@ def block_scans_table(n: int = 2**24, threads: Sequence[int] = (128, 256, 512, 1
 
 def lookback_tiles_table(n: int = BENCH_N, shapes=TILE_SHAPES, dtype=np.int32, *, repeat: int = 10,
                          number: int = 10) -> pd.DataFrame:
-    """The single-pass scan for several tile shapes (threads x items per thread, 16-byte loads or not)."""
+    """Both single passes for several tile shapes: ``shapes`` holds (look-back, threads, items, 16-byte loads).
+
+    Columns: lookback (``"block"`` or ``"warp"``), method (``lookback`` or ``lookback_warp``), threads, items,
+    tile, vector, n, dtype, ok (checked against ``cupy.cumsum`` before the timing AND after it: the timed
+    launches reuse the same flags or words, epoch after epoch), and the timing's columns.
+    """
     rows = []
     x = random_values(n, dtype)
-    for threads, items, vector in shapes:
-        s = sk.Scan(x, "lookback", True, threads, items, vector=vector)
+    for lookback, threads, items, vector in shapes:
+        method = SINGLE_PASS[lookback]
+        s = sk.Scan(x, method, True, threads, items, vector=vector)
         s.launch()
         ok = _scan_ok(s.out, x)
-        timing = benchmark(s.launch, nbytes=s.nbytes, repeat=repeat, number=number, label="lookback")
-        rows.append(_timing_row(timing, threads=threads, items=items, tile=threads * items, vector=vector, n=n,
-                                dtype=np.dtype(dtype).name, ok=ok))
+        timing = benchmark(s.launch, nbytes=s.nbytes, repeat=repeat, number=number, label=method)
+        ok = ok and _scan_ok(s.out, x)
+        rows.append(_timing_row(timing, lookback=lookback, method=method, threads=threads, items=items,
+                                tile=threads * items, vector=vector, n=n, dtype=np.dtype(dtype).name, ok=ok))
     return pd.DataFrame(rows)
 
 

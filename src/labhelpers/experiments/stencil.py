@@ -1,6 +1,7 @@
 """Chapter "Stencils, halos and connected components": the measurements the chapter plots.
 
-* :func:`jacobi_table`: every Jacobi kernel (several block shapes) on an ``n x n`` float32 grid, its
+* :func:`jacobi_table`: every Jacobi kernel (several block shapes; ``vec4_march``'s x counts quads of four
+  columns) on an ``n x n`` float32 grid, its
   effective bandwidth (8 bytes per point: read once, written once) beside a CuPy slicing step and a
   device-to-device copy of the same grid, all in one run;
 * :func:`filters_table`: the 3x3 box blur and the Sobel magnitude against ``cupyx.scipy.ndimage``;
@@ -14,7 +15,8 @@
   and random images;
 * :func:`convergence_table`: Jacobi iterated with its convergence test every k steps, the maximum change
   reduced on the device (4 bytes back) or on the host (two fields back), against steps without a test;
-* :func:`stencil3d_table`: the 3D 7-point step, naive and marching planes, against a copy of the volume;
+* :func:`stencil3d_table`: the 3D 7-point step, naive, marching planes with a shared tile and marching planes
+  in registers with 16-byte loads (``march_vec4``), against a copy of the volume;
 * :func:`racecheck_table`: what ``compute-sanitizer --tool racecheck`` says about the stencil without
   its barrier, and about the fixed one.
 
@@ -53,6 +55,7 @@ JACOBI_CONFIGS: tuple[tuple[str, int, int], ...] = (
     ("naive", 32, 8), ("naive", 32, 4), ("naive", 64, 4), ("naive", 128, 2), ("naive", 32, 16),
     ("shared", 32, 8), ("shared", 32, 4),
     ("marching", 128, 1), ("marching", 64, 2), ("marching", 32, 4), ("marching", 256, 1),
+    ("vec4_march", 64, 2), ("vec4_march", 32, 4), ("vec4_march", 128, 2), ("vec4_march", 256, 1),
 )
 #: Densities of the random images of the CCL comparison (the percolation threshold of the square lattice,
 #: 4-connectivity, is about 0.593: just above it one component spans the image along a winding path).
@@ -78,7 +81,8 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
 
     Each kernel is first checked bit for bit against :func:`~labhelpers.kernels.stencil.jacobi_reference`
     on an awkward ``check_n`` grid (3 steps), and on the big grid against the CuPy step. Rows: ``kernel``
-    (``variant`` + block), ``median_ms``, ``gbps`` (8 n^2 bytes / time), ``gpoints_s``, ``local_loads``;
+    (``variant`` + block), ``rows_per_thread``, ``cols_per_thread``, ``median_ms``, ``gbps`` (8 n^2 bytes / time),
+    ``gpoints_s``, ``local_loads``;
     then ``cupy slicing`` (same 8 n^2 bytes credited, whatever it really moves), ``copy`` (a CuPy
     device-to-device copy of one grid, bytes read + written = 8 n^2 as well) and, with ``fma_peak``,
     the float32 FMA peak of chapter 7's kernel (``gflops`` only): the two roofs of the roofline.
@@ -105,7 +109,8 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
         t = benchmark(solver.step, nbytes=nbytes, flops=flops, repeat=repeat, number=number,
                       label=f"{variant} {bx}x{by}")
         row = {"kernel": f"{variant} {bx}x{by}", "variant": variant, "block_x": bx, "block_y": by,
-               "rows_per_thread": st.ROWS if variant == "marching" else 1, "n": n}
+               "rows_per_thread": st.ROWS if variant in ("marching", "vec4_march") else 1,
+               "cols_per_thread": 4 if variant == "vec4_march" else 1, "n": n}
         row.update(t.as_row())
         row["gpoints_s"] = n * n / (t.median_ms * 1e-3) / 1e9
         row["local_loads"] = _local_loads(st.JACOBI[variant])
@@ -120,7 +125,8 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
     if fma_peak:
         peak = rl.measure_fma_peak(np.float32)
         rows.append({"kernel": "fp32 FMA peak", "variant": "fp32 FMA peak", "block_x": float("nan"),
-                     "block_y": float("nan"), "rows_per_thread": float("nan"), "n": n, "median_ms": float("nan"),
+                     "block_y": float("nan"), "rows_per_thread": float("nan"), "cols_per_thread": float("nan"),
+                     "n": n, "median_ms": float("nan"),
                      "min_ms": float("nan"), "spread": float("nan"), "gbps": float("nan"), "gflops": peak.value,
                      "gpoints_s": float("nan"), "local_loads": float("nan")})
     return pd.DataFrame(rows)
@@ -128,7 +134,7 @@ def jacobi_table(n: int = 8192, configs: Sequence[tuple[str, int, int]] = JACOBI
 
 def _extra(name: str, timing, n: int) -> dict:
     row = {"kernel": name, "variant": name, "block_x": float("nan"), "block_y": float("nan"),
-           "rows_per_thread": float("nan"), "n": n}
+           "rows_per_thread": float("nan"), "cols_per_thread": float("nan"), "n": n}
     row.update(timing.as_row())
     row["gpoints_s"] = n * n / (timing.median_ms * 1e-3) / 1e9
     row["local_loads"] = float("nan")
@@ -269,10 +275,12 @@ def ccl_steps_table(sides: Sequence[int] = STEP_SIDES, densities: Sequence[float
     return pd.DataFrame(rows)
 
 
-#: 3D configurations timed: (variant, block) with a 3D block for naive and a 2D block for marching.
+#: 3D configurations timed: (variant, block) with a 3D block for naive and a 2D block for the marching kernels
+#: (``march_vec4``'s x counts quads of four columns; each of its blocks walks ``st.PLANES`` planes).
 STENCIL3D_CONFIGS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("naive", (32, 8, 1)), ("naive", (32, 4, 2)), ("naive", (64, 4, 1)),
     ("marching", (32, 8)), ("marching", (32, 4)), ("marching", (16, 8)),
+    ("march_vec4", (64, 4)), ("march_vec4", (32, 8)), ("march_vec4", (16, 16)),
 )
 
 
@@ -301,11 +309,13 @@ def stencil3d_table(n: int = 512, configs: Sequence[tuple[str, tuple[int, ...]]]
         if not np.array_equal(st.run_stencil3d(small, 2, variant, block), expected):
             raise AssertionError(f"stencil3d {variant} {block} disagrees with NumPy on {check_shape}")
         launch = ConfiguredKernel(st.STENCIL3D[variant], st.stencil3d_grid(variant, shape, block), block)
-        launch(u, v)
+        args = st.step_args(variant, u, v)  # the 16-byte kernel takes the volumes flattened, and the sizes
+        cp.asarray(v).fill(0)  # nothing left over from the previous kernel
+        launch(*args)
         if not bool(cp.array_equal(cp.asarray(v), want)):
             raise AssertionError(f"stencil3d {variant} {block} disagrees with the naive kernel on {shape}")
         name = f"{variant} {'x'.join(map(str, block))}"
-        t = benchmark(lambda: launch(u, v), nbytes=nbytes, repeat=repeat, number=number, label=name)
+        t = benchmark(lambda: launch(*args), nbytes=nbytes, repeat=repeat, number=number, label=name)
         row = {"kernel": name, "variant": variant, "block": "x".join(map(str, block)), "n": n}
         row.update(t.as_row())
         row["gpoints_s"] = n ** 3 / (t.median_ms * 1e-3) / 1e9

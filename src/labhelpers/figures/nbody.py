@@ -34,7 +34,7 @@ def plot_throughput(table: pd.DataFrame, *, ax=None, label: str, fma_peak_gflops
     kernels = kernels or list(dict.fromkeys(table["kernel"]))
     for k, name in enumerate(kernels):
         rows = table[table["kernel"] == name].sort_values("n")
-        style = "-" if "tiled" in name or "best" in name else "--"
+        style = "-" if "tiled" in name or "best" in name or "stream-K" in name else "--"
         ax.plot(_numeric(rows["n"]), _numeric(rows["ginteractions"]), style, marker="o", ms=3, label=name,
                 color=plt.cm.tab20(k % 20))
     if fma_peak_gflops:

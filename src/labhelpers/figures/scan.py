@@ -152,7 +152,8 @@ def plot_sizes(measured, *, ax=None, dtype: str = "int32") -> Figure:
     fig, ax = figure_axes(ax, (7, 3.6))
     t = measured.table
     t = t[t["dtype"] == dtype]
-    names = {"lookback": "single pass (look-back)", "tiled_reduce_then_scan": "reduce-then-scan (3 kernels)",
+    names = {"lookback_warp": "single pass, warp look-back", "lookback": "single pass, block look-back",
+             "tiled_reduce_then_scan": "reduce-then-scan (3 kernels)",
              "cub_scan": "CUB's scan", "cupy_cumsum": "cupy.cumsum (copy + CUB scan)", "copy": "copy (read + write)"}
     any_value = False
     for method, name in names.items():
@@ -173,20 +174,33 @@ def plot_sizes(measured, *, ax=None, dtype: str = "int32") -> Figure:
     return fig
 
 
+#: Bar colours of :func:`plot_tiles`: (look-back, 16-byte loads) -> colour.
+TILE_COLORS = {("block", True): "C0", ("block", False): "#9DB4D6", ("warp", True): "C2", ("warp", False): "#98D1A4"}
+
+
 def plot_tiles(measured, *, ax=None) -> Figure:
-    """The single-pass scan for each tile shape (threads x items per thread; 16-byte loads or not)."""
-    fig, ax = figure_axes(ax, (7, 3.2))
+    """Both single passes for each tile shape (threads x items per thread; 16-byte loads or not).
+
+    Bars are grouped by look-back (``block``: the whole block looks back; ``warp``: warp 0 alone, one 64-bit
+    word per tile); tables from before the warp look-back (no ``lookback`` column) are all ``block``.
+    """
+    new = ax is None
+    fig, ax = figure_axes(ax, (8, 3.4))
     t = measured.table.reset_index(drop=True)
-    labels = [f"{int(a)} x {int(b)}{'' if v else ', 4-byte loads'}" for a, b, v in
-              zip(t["threads"], t["items"], t["vector"])]
+    kinds = t["lookback"] if "lookback" in t else pd.Series(["block"] * len(t))
+    vector = [bool(v) for v in t["vector"]]
+    labels = [f"{k} {int(a)} x {int(b)}{'' if v else ', 4-byte'}" for k, a, b, v in
+              zip(kinds, t["threads"], t["items"], vector)]
     values = pd.to_numeric(t["gbps"], errors="coerce").to_numpy(dtype=float)
-    ax.bar(range(len(t)), np.nan_to_num(values), color=["C2" if v else "C7" for v in t["vector"]])
-    ax.set_xticks(range(len(t)), labels, rotation=20, fontsize=7, ha="right")
-    ax.set_ylabel("GB/s")
-    ax.set_title("Single-pass scan: threads per block x items per thread", fontsize=9)
+    ax.bar(range(len(t)), np.nan_to_num(values), color=[TILE_COLORS[(k, v)] for k, v in zip(kinds, vector)])
+    ax.set_xticks(range(len(t)), labels, rotation=30, fontsize=max(7, readable_pt(fig)), ha="right")
+    ax.set_ylabel("GB/s (8 bytes per element / time)")
+    ax.set_title("Single pass by look-back and tile (threads per block x items per thread)", fontsize=9)
     if not np.isfinite(values).any():
         _not_measured(ax)
     _label(ax, measured)
+    if new:  # the slanted labels inside the figure
+        fig.tight_layout()
     return fig
 
 

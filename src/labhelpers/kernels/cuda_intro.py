@@ -7,6 +7,11 @@ up to whole blocks and the last block usually has threads with no element to wor
 * :func:`global_index`, :func:`block_and_thread`: where a thread sits in the grid.
 * :func:`add`, :func:`saxpy`: one element per thread; :func:`run_saxpy` launches SAXPY
   with checked arguments.
+* :func:`saxpy_vec4`: the chapter's second SAXPY, four elements per thread through 16-byte loads and stores
+  (``load4``/``store4``), unsigned indices, the last ``n % 4`` elements done one by one; :func:`run_saxpy_vec4`
+  launches it one group of four per thread (:func:`saxpy_vec4_blocks`). On an H200 it reaches the copy's
+  bandwidth where :func:`saxpy` stays at about 0.8 of it (``bench/cuda_intro.py``, reference
+  ``ch01_saxpy_kernels``). Its untimed relatives are in :mod:`labhelpers.kernels.saxpy_candidates`.
 * :func:`add_2d`: a 2D grid over a matrix (x runs along columns, y along rows);
   :func:`run_add_2d` launches it.
 * :func:`saxpy_numpy`, :func:`saxpy_bytes`, :func:`saxpy_flops`: SAXPY's specification and costs.
@@ -32,9 +37,11 @@ import numpy as np
 from numba import cuda, float32
 
 from .. import validate
-from ..arrays import to_host
+from ..arrays import to_device, to_host
 from ..counts import saxpy_bytes, saxpy_flops  # the one table of counts; the names chapter 1 shows
-from ..launch import launch_1d, launch_2d
+from ..errors import ArrayArgumentError
+from ..launch import blocks_for, launch_1d, launch_2d
+from .scan.tiled import load4, store4  # the repository's 16-byte accesses (ld.global.v4 / st.global.v4)
 
 #: Coefficients of the polynomial :func:`polynomial` evaluates, lowest power first:
 #: p(v) = 1 - v/2 + v^2/4 - v^3/8. Compiling :func:`polynomial` copies them into constant memory.
@@ -45,6 +52,9 @@ MEDIAN_WIDTH = 5
 REVERSE_THREADS = 64
 #: :func:`fibonacci` recurses at most this deep: every call takes space on the thread's stack (1 KiB by default).
 FIB_MAX = 10
+#: Elements :func:`saxpy_vec4` moves with one 16-byte access (four float32), as an unsigned constant: in Numba a
+#: uint64 mixed with a signed integer (a plain literal) becomes a float64.
+FOUR = np.uint64(4)
 
 
 @cuda.jit
@@ -81,6 +91,34 @@ def saxpy(a, x, y, out):
 
 
 @cuda.jit
+def saxpy_vec4(a, x, y, out):
+    """``out = a * x + y`` four elements at a time: 16-byte loads and stores, unsigned indices.
+
+    Group ``g`` is elements ``4g .. 4g+3``: one ``load4`` of ``x``, one of ``y`` and one ``store4`` move it, so a
+    warp's access is 512 contiguous bytes instead of 128 and a thread issues three memory instructions for four
+    elements instead of twelve. The index is unsigned (``uint64``): Numba's signed indices cost, for every
+    access, a test for a negative index that an unsigned one cannot have. Launched with one thread per group
+    (:func:`run_saxpy_vec4`) the loop runs once; the loop (a *grid-stride* loop) lets a smaller grid cover any
+    ``n`` too. The last ``n % 4`` elements, where a 16-byte access would run past the end, are done one by one
+    by the grid's first ``n % 4`` threads. Needs arrays whose data start on a 16-byte boundary (every
+    allocation does; :func:`run_saxpy_vec4` refuses a sliced device view that does not).
+    """
+    n = np.uint64(out.size)
+    groups = n // FOUR
+    stride = np.uint64(cuda.gridsize(1))
+    t = np.uint64(cuda.grid(1))
+    g = t
+    while g < groups:  # one trip per thread when the grid has a thread per group
+        x0, x1, x2, x3 = load4(x, g)
+        y0, y1, y2, y3 = load4(y, g)
+        store4(out, g, a * x0 + y0, a * x1 + y1, a * x2 + y2, a * x3 + y3)
+        g += stride
+    i = groups * FOUR + t  # the tail: threads 0 .. n % 4 - 1 take one element each
+    if i < n:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
 def add_2d(a, b, out):
     """``out[row, col] = a[row, col] + b[row, col]`` on a 2D grid: x runs along columns, y along rows."""
     col, row = cuda.grid(2)  # x first: neighbouring threads of a warp take neighbouring columns
@@ -112,6 +150,47 @@ def run_saxpy(a: float, x, y, threads: int = 256):
     x_d, y_d = cuda.to_device(x), cuda.to_device(y)
     out_d = cuda.device_array_like(x_d)
     saxpy[launch.blocks, launch.threads](np.float32(a), x_d, y_d, out_d)
+    return to_host(out_d)
+
+
+def aligned16(a) -> bool:
+    """True unless ``a`` is a device array whose data does not start on a 16-byte boundary (a sliced view)."""
+    iface = getattr(a, "__cuda_array_interface__", None)
+    return iface is None or iface["data"][0] % 16 == 0
+
+
+def saxpy_vec4_blocks(n: int, threads: int = 256) -> int:
+    """Blocks of :func:`saxpy_vec4` with one group of four per thread: ``ceil(n / (4 threads))``, and enough
+    threads for the ``n % 4`` elements of the tail (at least one block)."""
+    n = validate.integer(n, "n", minimum=0)
+    return max(blocks_for(n, threads, 4), blocks_for(n % 4, threads))
+
+
+def run_saxpy_vec4(a: float, x, y, threads: int = 256) -> np.ndarray:
+    """Launch :func:`saxpy_vec4`, one group of four elements per thread, and return ``a * x + y`` as NumPy.
+
+    Args:
+        a: the scalar (converted to float32).
+        x, y: equal-length, 1-D, C-contiguous float32 arrays (NumPy, CuPy or Numba device arrays); a device
+            array's data must start on a 16-byte boundary (a fresh allocation does, a view ``x_d[1:]`` does not).
+        threads: threads per block, 1..1024.
+
+    Raises:
+        ArrayArgumentError: a wrong dtype, shape or layout, or a device view off a 16-byte boundary.
+        LaunchConfigError: a block of more than 1024 threads (or none).
+    """
+    validate.array(x, "x", dtype=np.float32, ndim=1)
+    validate.array(y, "y", dtype=np.float32, ndim=1, shape=tuple(x.shape))
+    for name, arr in (("x", x), ("y", y)):
+        if not aligned16(arr):
+            raise ArrayArgumentError(
+                f"{name} is a device array whose data does not start on a 16-byte boundary (a sliced view?): "
+                f"saxpy_vec4 reads it 16 bytes at a time. Pass a copy ({name}.copy()) or use run_saxpy.")
+    threads = validate.threads_per_block(threads)
+    blocks = saxpy_vec4_blocks(int(x.shape[0]), threads)
+    x_d, y_d = to_device(x), to_device(y)
+    out_d = cuda.device_array(int(x.shape[0]), dtype=np.float32)
+    saxpy_vec4[blocks, threads](np.float32(a), x_d, y_d, out_d)
     return to_host(out_d)
 
 

@@ -16,6 +16,10 @@ The sequence, one lesson each:
   ``tm + tn`` numbers from shared memory and does ``tm * tn`` fused multiply-adds.
 * :func:`double_buffered_kernel`: the same, with two shared buffers so the next tile's global
   loads are in flight while the current tile is multiplied (one barrier per tile).
+* :func:`unrolled_kernel`: the double-buffered kernel with the ``bk`` steps of k of a tile written out,
+  ``bk`` calls of the one-step device function :func:`k_step` (:func:`k_steps`), and a deeper slice of
+  k per tile (:data:`UNROLLED`, ``bk = 16``): no loop control inside a tile, and the per-tile work (barrier,
+  global loads, shared stores, address arithmetic) spread over twice the multiply-adds.
 
 Host side: :func:`matmul` validates its arguments (shapes, dtype, contiguity) and runs any variant;
 :func:`plan` gives the kernel and launch geometry. :mod:`labhelpers.experiments.matmul` times them on a
@@ -53,7 +57,7 @@ from ..launch import blocks_for
 from ..validate import check_launch
 
 #: The kernels of this chapter, in the order the chapter builds them.
-VARIANTS: tuple[str, ...] = ("naive", "tiled", "coarsened", "register", "double_buffered")
+VARIANTS: tuple[str, ...] = ("naive", "tiled", "coarsened", "register", "double_buffered", "unrolled")
 #: Threads per block of the naive kernel, as (x along columns, y along rows).
 NAIVE_BLOCK: tuple[int, int] = (16, 16)
 #: Tile sizes the shared-memory kernel is built for (a tile x tile block; 32 x 32 = 1024 threads is the most).
@@ -230,8 +234,11 @@ class RegisterTiling:
 
 #: Thread coarsening, first step: 64 x 64 of C per block of 256 threads, 4 x 4 per thread.
 COARSENED = RegisterTiling(bm=64, bn=64, bk=8, tm=4, tn=4)
-#: The chapter's fastest shape on Hopper: 128 x 128 per block of 256 threads, 8 x 8 per thread (64 accumulators).
+#: The chapter's main shape: 128 x 128 per block of 256 threads, 8 x 8 per thread (64 accumulators).
 REGISTER = RegisterTiling(bm=128, bn=128, bk=8, tm=8, tn=8)
+#: The shape of :func:`unrolled_kernel`, the chapter's fastest on the H200: the same block and thread tiles, a
+#: slice of 16 steps of k per tile, and a launch bound of one block per SM (up to 255 registers per thread).
+UNROLLED = RegisterTiling(bm=128, bn=128, bk=16, tm=8, tn=8, min_blocks=1)
 
 
 def _jit_for(tiling: RegisterTiling) -> Callable:
@@ -425,6 +432,160 @@ def double_buffered_kernel(tiling: RegisterTiling = REGISTER, guarded: bool = Tr
     return matmul_double_buffered
 
 
+# ------------------------------------------------------------------------ the steps of k written out
+
+
+def _device_jit():
+    """``cuda.jit(device=True)``, forced inline on a GPU (the simulator's ``jit`` has no ``forceinline``)."""
+    if backend.is_simulator():
+        return cuda.jit(device=True)
+    return cuda.jit(device=True, forceinline=True)
+
+
+@functools.lru_cache(maxsize=None)
+def k_step(tiling: RegisterTiling):
+    """Device function: one step ``kk`` of k out of shared buffer ``cur``: the fragments in, ``tm x tn`` FMAs.
+
+    The body of the k-loop of :func:`double_buffered_kernel`, as a function of its own.
+    """
+    _, _, _, TM, TN, GM, GN, ROW_STEP, COL_STEP, *_ = _unsigned_constants(tiling)
+    tm, tn = tiling.tm, tiling.tn
+
+    @_device_jit()
+    def step(As, Bs, cur, kk, tx, ty, acc):
+        a_frag = cuda.local.array(tm, float32)  # this thread's tm values of A for step kk
+        b_frag = cuda.local.array(tn, float32)  # and its tn values of B
+        for g in range(GM):  # 4 adjacent floats per group: one 128-bit shared load on a GPU
+            for v in range(VEC):
+                a_frag[g * VEC + v] = As[cur, kk, g * ROW_STEP + ty * VEC + v]
+        for g in range(GN):
+            for v in range(VEC):
+                b_frag[g * VEC + v] = Bs[cur, kk, g * COL_STEP + tx * VEC + v]
+        for i in range(TM):  # the outer product: tm * tn fused multiply-adds
+            for j in range(TN):
+                acc[i, j] += a_frag[i] * b_frag[j]
+
+    return step
+
+
+@functools.lru_cache(maxsize=None)
+def k_steps(tiling: RegisterTiling, count: int):
+    """Device function: ``count`` consecutive steps of k from ``kk``, written out.
+
+    Numba has no ``#pragma unroll``, and the compiler declines to unroll a loop as long as ``bk`` steps of
+    64 FMAs. So the steps are *calls*: ``count`` steps are the first half and then the second half (each
+    again two halves, down to one :func:`k_step`), all inlined, every offset a constant.
+    """
+    if count == 1:
+        return k_step(tiling)
+    first, second = k_steps(tiling, count // 2), k_steps(tiling, count - count // 2)
+    HALF = uint64(count // 2)
+
+    @_device_jit()
+    def steps(As, Bs, cur, kk, tx, ty, acc):
+        first(As, Bs, cur, kk, tx, ty, acc)
+        second(As, Bs, cur, kk + HALF, tx, ty, acc)
+
+    return steps
+
+
+@functools.lru_cache(maxsize=None)
+def tile_fetch(tiling: RegisterTiling, guarded: bool = True):
+    """Device function: this thread's elements of the tiles of A and B at ``k0`` into registers (zeros outside).
+
+    Step 1 of a phase of :func:`double_buffered_kernel`; ``guarded=False`` drops the bounds checks (whole tiles).
+    """
+    _, _, _, _, _, _, _, _, _, _, A_PASSES, B_PASSES, A_STEP, B_STEP = _unsigned_constants(tiling)
+    GUARDED = guarded
+
+    @_device_jit()
+    def fetch(A, B, a_next, b_next, m, n, k, k0, row0, col0, a_row, a_col, b_row, b_col):
+        for p in range(A_PASSES):
+            r = a_row + p * A_STEP
+            a = float32(0)
+            if not GUARDED or (row0 + r < m and k0 + a_col < k):
+                a = A[row0 + r, k0 + a_col]
+            a_next[p] = a
+        for p in range(B_PASSES):
+            r = b_row + p * B_STEP
+            b = float32(0)
+            if not GUARDED or (k0 + r < k and col0 + b_col < n):
+                b = B[k0 + r, col0 + b_col]
+            b_next[p] = b
+
+    return fetch
+
+
+@functools.lru_cache(maxsize=None)
+def tile_land(tiling: RegisterTiling):
+    """Device function: the fetched elements into shared buffer ``buf`` (A transposed): step 3 of a phase."""
+    *_, A_PASSES, B_PASSES, A_STEP, B_STEP = _unsigned_constants(tiling)
+
+    @_device_jit()
+    def land(As, Bs, buf, a_next, b_next, a_row, a_col, b_row, b_col):
+        for p in range(A_PASSES):
+            As[buf, a_col, a_row + p * A_STEP] = a_next[p]
+        for p in range(B_PASSES):
+            Bs[buf, b_row + p * B_STEP, b_col] = b_next[p]
+
+    return land
+
+
+@functools.lru_cache(maxsize=None)
+def unrolled_kernel(tiling: RegisterTiling = UNROLLED, guarded: bool = True):
+    """:func:`double_buffered_kernel` with the ``bk`` steps of k of each tile written out: no loop inside a tile.
+
+    The same phases, buffers, barrier and result. What changes is what the compiler makes of step 2: in
+    :func:`double_buffered_kernel` the steps of a tile are a loop (pairs of steps, 4 trips at ``bk = 8``), each
+    trip paying a counter, a compare, a branch and address arithmetic; here they are ``bk`` inlined calls of
+    :func:`k_step` (:func:`k_steps`) whose shared-memory offsets are constants. The default shape
+    (:data:`UNROLLED`) also takes 16 steps of k per tile instead of 8, so that a tile's fixed work (the barrier,
+    the global loads and shared stores of steps 1 and 3, their address arithmetic) is spread over twice the
+    FMAs, and lets the compiler use up to 255 registers (one block of 256 threads per SM, as cuBLAS runs).
+    Arguments as for :func:`register_tiled_kernel`.
+    """
+    BM, BN, BK, TM, TN, _, _, ROW_STEP, COL_STEP, TX, _, _, _, _ = _unsigned_constants(tiling)
+    ZERO, ONE = uint64(0), uint64(1)
+    bk, bn, a_stride, tm, tn = tiling.bk, tiling.bn, tiling.bm + A_PAD, tiling.tm, tiling.tn
+    a_passes, b_passes = tiling.a_passes, tiling.b_passes
+    align = _shared_alignment()
+    fetch, land, tile_steps = tile_fetch(tiling, guarded), tile_land(tiling), k_steps(tiling, bk)
+
+    @_jit_for(tiling)
+    def matmul_unrolled(A, B, C):
+        As = cuda.shared.array((2, bk, a_stride), float32, alignment=align)  # two transposed A tiles
+        Bs = cuda.shared.array((2, bk, bn), float32, alignment=align)  # two B tiles
+        acc = cuda.local.array((tm, tn), float32)
+        a_next = cuda.local.array(a_passes, float32)  # the next tile's elements, in flight from global memory
+        b_next = cuda.local.array(b_passes, float32)
+        m, n, k = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
+        tx, ty = uint64(cuda.threadIdx.x), uint64(cuda.threadIdx.y)
+        tid = ty * TX + tx
+        row0, col0 = uint64(cuda.blockIdx.y) * BM, uint64(cuda.blockIdx.x) * BN
+        a_row, a_col = tid // BK, tid % BK
+        b_row, b_col = tid // BN, tid % BN
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0)
+        phases = (k + BK - ONE) // BK
+        for ph in range(ZERO, phases + ONE):  # phase ph fetches tile ph and multiplies tile ph - 1
+            if ph < phases:  # 1. issue the loads of tile ph
+                fetch(A, B, a_next, b_next, m, n, k, ph * BK, row0, col0, a_row, a_col, b_row, b_col)
+            if ph > ZERO:  # 2. multiply tile ph - 1 while they travel: bk steps written out, no loop
+                tile_steps(As, Bs, (ph - ONE) & ONE, ZERO, tx, ty, acc)
+            if ph < phases:  # 3. land tile ph in the other buffer
+                land(As, Bs, ph & ONE, a_next, b_next, a_row, a_col, b_row, b_col)
+            cuda.syncthreads()  # RAW for tile ph, WAR for buffer ph % 2 (as in double_buffered_kernel)
+        for i in range(TM):
+            r = row0 + (i // VEC) * ROW_STEP + ty * VEC + i % VEC
+            for j in range(TN):
+                c = col0 + (j // VEC) * COL_STEP + tx * VEC + j % VEC
+                if r < m and c < n:
+                    C[r, c] = acc[i, j]
+
+    return matmul_unrolled
+
+
 # ------------------------------------------------------------------------------------------------ host side
 
 
@@ -462,7 +623,8 @@ def plan(variant: str, m: int, k: int, n: int, *, tile: int = DEFAULT_TILE,
         variant: one of :data:`VARIANTS`.
         tile: tile edge of the ``"tiled"`` variant.
         tiling: block and thread tiles of the register-tiled variants (defaults: :data:`COARSENED` for
-            ``"coarsened"``, :data:`REGISTER` for ``"register"`` and ``"double_buffered"``).
+            ``"coarsened"``, :data:`REGISTER` for ``"register"`` and ``"double_buffered"``, :data:`UNROLLED`
+            for ``"unrolled"``).
 
     The register-tiled variants use the kernel without bounds checks when the sizes are whole tiles
     (:func:`whole_tiles`) and the guarded one otherwise.
@@ -482,9 +644,10 @@ def plan(variant: str, m: int, k: int, n: int, *, tile: int = DEFAULT_TILE,
             raise LaunchConfigError(f"tile {tile}: {reason}; choose a tile between 1 and 32 (e.g. 8, 16 or 32)")
         return Plan(variant, tiled_kernel(tile), (blocks_for(n, tile), blocks_for(m, tile)), (tile, tile),
                     f"{tile}x{tile} tile")
-    t = tiling or (COARSENED if variant == "coarsened" else REGISTER)
+    t = tiling or {"coarsened": COARSENED, "unrolled": UNROLLED}.get(variant, REGISTER)
     guarded = not whole_tiles(t, m, k, n)
-    factory = double_buffered_kernel if variant == "double_buffered" else register_tiled_kernel
+    factory = {"double_buffered": double_buffered_kernel, "unrolled": unrolled_kernel}.get(variant,
+                                                                                          register_tiled_kernel)
     return Plan(variant, factory(t, guarded), t.grid(m, n), t.block, t.label(), guarded)
 
 
@@ -495,7 +658,8 @@ def matmul(a, b, *, variant: str = "register", tile: int = DEFAULT_TILE, tiling:
     Args:
         a: ``m x k`` float32, C-contiguous (NumPy, CuPy or a Numba device array).
         b: ``k x n`` float32, C-contiguous.
-        variant: ``"naive"``, ``"tiled"``, ``"coarsened"``, ``"register"`` or ``"double_buffered"``.
+        variant: ``"naive"``, ``"tiled"``, ``"coarsened"``, ``"register"``, ``"double_buffered"`` or
+            ``"unrolled"``.
         tile: tile edge of ``"tiled"``; tiling: shapes of the register-tiled variants (see :func:`plan`).
         out: optional ``m x n`` float32 array to write into (on the device for device inputs).
 

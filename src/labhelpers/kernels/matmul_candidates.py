@@ -1,18 +1,18 @@
-"""Candidate SGEMM kernel for the 0.85-of-cuBLAS target (not yet in the chapter; timed by ``bench/tuning/dense.py``).
+"""SGEMM candidates beside the chapter's winner (timed by ``bench/tuning/dense.py``; the chapter's is in ``matmul``).
 
-Static evidence at sm_90 (``.gpurun/static_counts/dense_report.txt``): the chapter's best kernels
+Static evidence at sm_90 (``.gpurun/static_counts/dense_report.txt``): the chapter's register-tiled kernels
 (:func:`~labhelpers.kernels.matmul.register_tiled_kernel`, :func:`~labhelpers.kernels.matmul.double_buffered_kernel`,
 128x128x8 tiles, 8x8 outputs per thread) already issue 1 LDS.128 per 16 FFMA, no 32-bit shared loads and no
 spills, but the ``bk = 8`` steps of k of a tile run as a *loop* of 4 trips of 2 steps, each trip about 13
-integer/branch instructions for 128 FFMA: 1.16 instructions per FFMA, an issue-slot ceiling of 0.86 of the FFMA
-rate in the inner loop. cuBLAS-class SGEMM writes the k-steps of a tile out in full.
+integer/branch instructions for 128 FFMA. cuBLAS-class SGEMM writes the k-steps of a tile out in full.
 
-:func:`unrolled_kernel` is :func:`~labhelpers.kernels.matmul.double_buffered_kernel` (or, with
-``double_buffered=False``, :func:`~labhelpers.kernels.matmul.register_tiled_kernel`) whose ``bk`` steps of k are
-explicit calls of a device function for one step (:func:`_step_fn`), with offsets that are constants once the
-calls are inlined: no loop control is left inside a tile, only the loop over the tiles (phases). Same tile shapes
-(:class:`~labhelpers.kernels.matmul.RegisterTiling`), the same shared-memory layout, the same bounds checks
-(``guarded``), the same result.
+:func:`unrolled_kernel` is the register-tiled kernel whose ``bk`` steps of k are explicit calls of the one-step
+device function :func:`~labhelpers.kernels.matmul.k_step` (:func:`~labhelpers.kernels.matmul.k_steps`), offsets
+constant once inlined: no loop control inside a tile. Double-buffered with the chapter's phase loop it *is* the
+chapter's :func:`~labhelpers.kernels.matmul.unrolled_kernel` (the H200's winner at 128x128x16, one block per SM:
+0.867 of cuBLAS, November 2026); the other structures stay here as candidates, built from the chapter's device
+functions (:func:`~labhelpers.kernels.matmul.tile_fetch`, :func:`~labhelpers.kernels.matmul.tile_land`): single-
+buffered, and ``peeled``. Same tile shapes, shared-memory layout, bounds checks and result.
 
 Static counts at sm_90 (``.gpurun/static_counts/dense_report.py``), 128x128x8, whole tiles, SASS instructions per
 tile of k (512 FFMA, 32 LDS.128, the rest integer, branch, global loads, shared stores, barrier), no spills in any:
@@ -25,8 +25,9 @@ tile of k (512 FFMA, 32 LDS.128, the rest integer, branch, global loads, shared 
   607 (1.186); single-buffered 187 registers, 588 (1.148): one block of 256 threads per SM
   (:data:`PEELED`, ``min_blocks = 1``); under the 128-register bound of two blocks it spills (228 words).
 
-Guarded kernels (any sizes) pay 50-100 more instructions per tile for the checks. Which wins on a GPU (fewer
-instructions against half the resident warps) is for ``bench/tuning/dense.py`` to say.
+Guarded kernels (any sizes) pay 50-100 more instructions per tile for the checks. On the H200 (4096^3,
+``bench/tuning/results/tuning-dense-2.csv``) the peeled ones lost (0.75-0.79 of cuBLAS against 0.81 unpeeled at
+128x128x8): fewer instructions did not pay for half the resident warps at ``bk = 8``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .. import backend, validate
+from .. import validate
 from ..arrays import to_host
 from ..errors import ArrayArgumentError
 from . import matmul as mm
@@ -45,53 +46,6 @@ VEC = mm.VEC
 #: The tiling of the peeled candidates: the chapter's 128 x 128 x 8, 8 x 8 per thread, one block per SM (the
 #: registers the peeled loop keeps do not fit the 128 that two blocks of 256 threads allow).
 PEELED = mm.RegisterTiling(bm=128, bn=128, bk=8, tm=8, tn=8, min_blocks=1)
-
-
-def _device_jit():
-    """``cuda.jit(device=True)``, forced inline on a GPU (the simulator's ``jit`` has no ``forceinline``)."""
-    if backend.is_simulator():
-        return cuda.jit(device=True)
-    return cuda.jit(device=True, forceinline=True)
-
-
-@functools.lru_cache(maxsize=None)
-def _step_fn(tiling: mm.RegisterTiling):
-    """Device function: one step ``kk`` of k out of shared buffer ``cur``: fragments in, ``tm x tn`` FFMA."""
-    _, _, _, TM, TN, GM, GN, ROW_STEP, COL_STEP, *_ = mm._unsigned_constants(tiling)
-    tm, tn = tiling.tm, tiling.tn
-
-    @_device_jit()
-    def step(As, Bs, cur, kk, tx, ty, acc):
-        a_frag = cuda.local.array(tm, float32)  # this thread's tm values of A for step kk
-        b_frag = cuda.local.array(tn, float32)  # and its tn values of B
-        for g in range(GM):  # 4 adjacent floats per group: one 128-bit shared load on a GPU
-            for v in range(VEC):
-                a_frag[g * VEC + v] = As[cur, kk, g * ROW_STEP + ty * VEC + v]
-        for g in range(GN):
-            for v in range(VEC):
-                b_frag[g * VEC + v] = Bs[cur, kk, g * COL_STEP + tx * VEC + v]
-        for i in range(TM):  # the outer product: tm * tn fused multiply-adds
-            for j in range(TN):
-                acc[i, j] += a_frag[i] * b_frag[j]
-
-    return step
-
-
-@functools.lru_cache(maxsize=None)
-def _steps_fn(tiling: mm.RegisterTiling, count: int):
-    """Device function: ``count`` consecutive steps from ``kk``, written out as calls (halves of halves of
-    :func:`_step_fn`), so the unroller has nothing to decline."""
-    if count == 1:
-        return _step_fn(tiling)
-    first, second = _steps_fn(tiling, count // 2), _steps_fn(tiling, count - count // 2)
-    HALF = uint64(count // 2)
-
-    @_device_jit()
-    def steps(As, Bs, cur, kk, tx, ty, acc):
-        first(As, Bs, cur, kk, tx, ty, acc)
-        second(As, Bs, cur, kk + HALF, tx, ty, acc)
-
-    return steps
 
 
 @functools.lru_cache(maxsize=None)
@@ -106,51 +60,29 @@ def unrolled_kernel(tiling: mm.RegisterTiling = mm.REGISTER, guarded: bool = Tru
     (:func:`~labhelpers.kernels.matmul.whole_tiles`).
 
     ``peeled=False`` (default): the chapter's phase loop, ``phases + 1`` trips with a branch around the fetch and
-    one around the multiply; the compiler sinks the address arithmetic of the loads and stores into those branches
-    and redoes it every phase (about 100 integer instructions per tile at sm_90). ``True``: tile 0 fetched before
-    the loop and the last tile multiplied after it, no branch in the loop body: that arithmetic leaves the loop,
-    but the values it keeps need registers (at sm_90, 128 x 128 x 8: 188 registers, no spills, with
-    ``tiling.min_blocks = 1``; with 2 the 128-register bound spills, so use 1).
+    one around the multiply; double-buffered, that is the chapter's own
+    :func:`~labhelpers.kernels.matmul.unrolled_kernel`, returned as it is. The compiler sinks the address
+    arithmetic of the loads and stores into those branches and redoes it every phase (about 100 integer
+    instructions per tile at sm_90). ``True``: tile 0 fetched before the loop and the last tile multiplied after
+    it, no branch in the loop body: that arithmetic leaves the loop, but the values it keeps need registers (at
+    sm_90, 128 x 128 x 8: 188 registers, no spills, with ``tiling.min_blocks = 1``; with 2 the 128-register
+    bound spills, so use 1).
     """
-    BM, BN, BK, TM, TN, _, _, ROW_STEP, COL_STEP, TX, A_PASSES, B_PASSES, A_STEP, B_STEP = \
-        mm._unsigned_constants(tiling)
+    if double_buffered and not peeled:
+        return mm.unrolled_kernel(tiling, guarded)
+    BM, BN, BK, TM, TN, _, _, ROW_STEP, COL_STEP, TX, _, _, _, _ = mm._unsigned_constants(tiling)
     ZERO, ONE = uint64(0), uint64(1)
-    GUARDED = guarded
     NBUF = 2 if double_buffered else 1
     LAST_BUF = uint64(NBUF - 1)  # mask of the buffer index: 1 double-buffered, 0 single
     bk, bn, a_stride, tm, tn = tiling.bk, tiling.bn, tiling.bm + mm.A_PAD, tiling.tm, tiling.tn
     a_passes, b_passes = tiling.a_passes, tiling.b_passes
     align = mm._shared_alignment()
-    tile_steps = _steps_fn(tiling, bk)
-
-    @_device_jit()
-    def fetch(A, B, a_next, b_next, m, n, k, k0, row0, col0, a_row, a_col, b_row, b_col):
-        """This thread's elements of tile ``k0`` of A and B into registers (zeros outside the matrices)."""
-        for p in range(A_PASSES):
-            r = a_row + p * A_STEP
-            a = float32(0)
-            if not GUARDED or (row0 + r < m and k0 + a_col < k):
-                a = A[row0 + r, k0 + a_col]
-            a_next[p] = a
-        for p in range(B_PASSES):
-            r = b_row + p * B_STEP
-            b = float32(0)
-            if not GUARDED or (k0 + r < k and col0 + b_col < n):
-                b = B[k0 + r, col0 + b_col]
-            b_next[p] = b
-
-    @_device_jit()
-    def land(As, Bs, buf, a_next, b_next, a_row, a_col, b_row, b_col):
-        """The fetched elements into shared buffer ``buf`` (A transposed)."""
-        for p in range(A_PASSES):
-            As[buf, a_col, a_row + p * A_STEP] = a_next[p]
-        for p in range(B_PASSES):
-            Bs[buf, b_row + p * B_STEP, b_col] = b_next[p]
+    fetch, land, tile_steps = mm.tile_fetch(tiling, guarded), mm.tile_land(tiling), mm.k_steps(tiling, bk)
 
     @mm._jit_for(tiling)
-    def matmul_unrolled(A, B, C):
-        As = cuda.shared.array((NBUF, bk, a_stride), float32, alignment=align)  # transposed A tiles
-        Bs = cuda.shared.array((NBUF, bk, bn), float32, alignment=align)
+    def matmul_unrolled_single(A, B, C):
+        As = cuda.shared.array((1, bk, a_stride), float32, alignment=align)  # one transposed A tile
+        Bs = cuda.shared.array((1, bk, bn), float32, alignment=align)
         acc = cuda.local.array((tm, tn), float32)
         a_next = cuda.local.array(a_passes, float32)  # the next tile's elements, in flight from global memory
         b_next = cuda.local.array(b_passes, float32)
@@ -167,18 +99,12 @@ def unrolled_kernel(tiling: mm.RegisterTiling = mm.REGISTER, guarded: bool = Tru
         for ph in range(ZERO, phases + ONE):  # phase ph fetches tile ph and multiplies tile ph - 1
             if ph < phases:  # 1. issue the loads of tile ph
                 fetch(A, B, a_next, b_next, m, n, k, ph * BK, row0, col0, a_row, a_col, b_row, b_col)
-            if NBUF == 1:  # (a compile-time constant: one of the two branches is compiled)
-                if ph > ZERO:  # 2. multiply tile ph - 1 while they travel: bk steps of k written out
-                    tile_steps(As, Bs, ZERO, ZERO, tx, ty, acc)
-                cuda.syncthreads()  # WAR: everyone is done reading the one buffer
-                if ph < phases:  # 3. land tile ph
-                    land(As, Bs, ZERO, a_next, b_next, a_row, a_col, b_row, b_col)
-            else:
-                if ph > ZERO:
-                    tile_steps(As, Bs, (ph - ONE) & ONE, ZERO, tx, ty, acc)
-                if ph < phases:  # 3. land tile ph in the other buffer
-                    land(As, Bs, ph & ONE, a_next, b_next, a_row, a_col, b_row, b_col)
-            cuda.syncthreads()  # RAW for tile ph (double-buffered: also WAR for buffer ph % 2, as in the chapter)
+            if ph > ZERO:  # 2. multiply tile ph - 1 while they travel: bk steps of k written out
+                tile_steps(As, Bs, ZERO, ZERO, tx, ty, acc)
+            cuda.syncthreads()  # WAR: everyone is done reading the one buffer
+            if ph < phases:  # 3. land tile ph
+                land(As, Bs, ZERO, a_next, b_next, a_row, a_col, b_row, b_col)
+            cuda.syncthreads()  # RAW for tile ph
         for i in range(TM):
             r = row0 + (i // VEC) * ROW_STEP + ty * VEC + i % VEC
             for j in range(TN):
@@ -226,7 +152,7 @@ def unrolled_kernel(tiling: mm.RegisterTiling = mm.REGISTER, guarded: bool = Tru
                 if r < m and c < n:
                     C[r, c] = acc[i, j]
 
-    return matmul_unrolled_peeled if peeled else matmul_unrolled
+    return matmul_unrolled_peeled if peeled else matmul_unrolled_single
 
 
 def plan_candidate(m: int, k: int, n: int, *, tiling: mm.RegisterTiling = mm.REGISTER,

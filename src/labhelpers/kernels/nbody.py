@@ -25,6 +25,8 @@ The kernels, one lesson each (every one correct for every ``n``):
   registers and ``shfl_sync`` broadcasts it to the 31 others (GPU only: no warp intrinsics in the simulator).
 * :func:`make_constant`: the j-bodies in constant memory (at most :data:`CONST_BODIES`), read by every
   lane of a warp at the same address: the constant cache's broadcast.
+* :func:`make_streamk`: the tiled kernel's work (groups of i-bodies x tiles of j-bodies) shared out evenly
+  over a grid of as many blocks as run at once, partial sums added atomically: no last wave of idle SMs.
 * :func:`nbody_tiled_seed`: PITFALL, the lecture notes' tiled kernel (reads past the end of the
   array, barriers inside a grid-stride loop). Shown, run and fixed by :func:`make_tiled`.
 
@@ -34,7 +36,7 @@ the default), ``"fast"`` (``float32(1) / math.sqrt(r2)`` with ``fastmath=True``)
 (``1 / math.sqrt(r2)``: the integer 1 divided by a float32 is a float64 in Numba, and everything
 after it is computed in double precision).
 
-Host side: :func:`run_naive`, :func:`run_tiled` and :func:`run_seed_tiled` validate their input,
+Host side: :func:`run_naive`, :func:`run_tiled`, :func:`run_streamk` and :func:`run_seed_tiled` validate their input,
 launch and return NumPy arrays; :func:`accelerations_numpy` is the float64 specification;
 :func:`energy`, :func:`momentum`, :func:`leapfrog_numpy` and :func:`simulate` integrate; the
 initial conditions are :func:`plummer_sphere`, :func:`galaxy_collision` and :func:`circular_binary`.
@@ -554,6 +556,136 @@ def run_constant(pos, sources=None, eps2: float = DEFAULT_EPS2, *, threads: int 
     return to_host(acc)
 
 
+# --------------------------------------------------------------------- stream-K: the last wave, balanced
+
+#: Bodies of the tile per trip of the stream-K kernel's inner loop, each one written out as a call.
+STREAMK_UNROLLS: tuple[int, ...] = (4, 8, 16)
+#: Blocks per SM of the stream-K grid by default: two blocks of 512 threads fit in an SM's 65,536 registers.
+STREAMK_PER_SM = 2
+#: SMs the stream-K grid assumes under the simulator: few, so that small tests still cut an i-block between blocks.
+SIM_SMS = 3
+
+
+@functools.lru_cache(maxsize=None)
+def _steps(bodies: int) -> dict:
+    """``{4: four, 8: eight, 16: sixteen}``: device functions for that many j-bodies of the tile, as explicit calls
+    (nothing left for the compiler to unroll, or to decline to). One j-body: one shared load, ``bodies`` interactions."""
+    P = bodies
+
+    @cuda.jit(device=True)
+    def one(sh, k, eps2, xi, yi, zi, ax, ay, az):
+        xk, yk, zk, mk = sh[k, 0], sh[k, 1], sh[k, 2], sh[k, 3]
+        for p in range(P):
+            fx, fy, fz = interaction_rsqrt(xi[p], yi[p], zi[p], xk, yk, zk, mk, eps2)
+            ax[p] += fx
+            ay[p] += fy
+            az[p] += fz
+
+    def doubled(step, half):
+        @cuda.jit(device=True)
+        def twice(sh, k, eps2, xi, yi, zi, ax, ay, az):
+            step(sh, k, eps2, xi, yi, zi, ax, ay, az)
+            step(sh, k + half, eps2, xi, yi, zi, ax, ay, az)
+        return twice
+
+    two = doubled(one, 1)
+    four = doubled(two, 2)
+    eight = doubled(four, 4)
+    return {4: four, 8: eight, 16: doubled(eight, 8)}
+
+
+@functools.lru_cache(maxsize=None)
+def make_streamk(tile: int = 512, unroll: int = 16, bodies: int = 4):
+    """The tiled kernel's work shared out evenly over any grid (stream-K): ``kernel(pos, eps2, acc)``, AoS, rsqrt.
+
+    The work is ``W = groups x tiles`` units: ``ceil(n / (tile bodies))`` groups of i-bodies (a block's bodies in
+    :func:`make_tiled`) times ``ceil(n / tile)`` tiles of j-bodies. Block ``g`` of ``G`` takes units ``[g W / G,
+    (g + 1) W / G)``, as many as every other block give or take one, and walks them as segments within one group:
+    tiles as in :func:`make_tiled` (``unroll`` j-bodies per trip, written out), then atomic adds of the partial sums
+    into ``acc``, zeroed first (:func:`launch_streamk`). Their order varies: the last bits of the result vary from
+    run to run, within :data:`ACC_RTOL`. ``n``, ``g``, ``G`` decide every loop: every thread reaches every barrier.
+    """
+    T = _check_choice(tile, "tile", TILES)  # every tile (32 to 1024) is a multiple of every unroll (4 to 16)
+    U = _check_choice(unroll, "unroll", STREAMK_UNROLLS)
+    P = _check_choice(bodies, "bodies", BODIES)
+    if T * P > MAX_BODIES_PER_BLOCK:
+        raise UnknownKernelError(f"tile={T} with bodies={P} is {T * P} bodies per block, more than the "
+                                 f"{MAX_BODIES_PER_BLOCK} whose registers fit in an SM: fewer bodies, or a smaller tile")
+    step, align = _steps(P)[U], _ALIGN
+    T32, U32 = numba.int32(T), numba.int32(U)
+
+    @cuda.jit(fastmath=True)
+    def nbody_streamk(pos, eps2, acc):
+        sh = cuda.shared.array((T, 4), float32, alignment=align)
+        xi = cuda.local.array(P, float32)
+        yi = cuda.local.array(P, float32)
+        zi = cuda.local.array(P, float32)
+        ax = cuda.local.array(P, float32)
+        ay = cuda.local.array(P, float32)
+        az = cuda.local.array(P, float32)
+        n = pos.shape[0]
+        t = cuda.threadIdx.x
+        tiles = (n + T - 1) // T
+        work = ((n + T * P - 1) // (T * P)) * tiles
+        g, grid = cuda.blockIdx.x, cuda.gridDim.x
+        u = (g * work) // grid  # int64: no overflow for any n a GPU can hold
+        end = ((g + 1) * work) // grid
+        while u < end:  # one segment: tiles t0 .. t1-1 of group b
+            b = u // tiles
+            t0 = u - b * tiles
+            t1 = min(tiles, t0 + (end - u))
+            first = b * (T * P) + t
+            for p in range(P):
+                i = first + p * T
+                x, y, z = float32(0), float32(0), float32(0)
+                if i < n:  # guard the load, not the work
+                    x, y, z = pos[i, 0], pos[i, 1], pos[i, 2]
+                xi[p], yi[p], zi[p] = x, y, z
+                ax[p], ay[p], az[p] = float32(0), float32(0), float32(0)
+            for tl in range(t0, t1):
+                j = tl * T + t
+                x, y, z, m = float32(0), float32(0), float32(0), float32(0)
+                if j < n:  # past the end: a zero-mass body
+                    x, y, z, m = pos[j, 0], pos[j, 1], pos[j, 2], pos[j, 3]
+                sh[t, 0], sh[t, 1], sh[t, 2], sh[t, 3] = x, y, z, m
+                cuda.syncthreads()  # RAW: the whole tile is in shared memory before anyone reads it
+                k = numba.int32(0)
+                while k < T32:  # 32-bit counter, compile-time bound: U j-bodies per trip, written out
+                    step(sh, k, eps2, xi, yi, zi, ax, ay, az)
+                    k += U32
+                cuda.syncthreads()  # WAR: everyone has read the tile before the next one overwrites it
+            for p in range(P):  # partial sums: other blocks may add to the same bodies
+                i = first + p * T
+                if i < n:
+                    cuda.atomic.add(acc, (i, 0), ax[p])
+                    cuda.atomic.add(acc, (i, 1), ay[p])
+                    cuda.atomic.add(acc, (i, 2), az[p])
+            u += t1 - t0
+
+    return nbody_streamk
+
+
+@cuda.jit
+def zero_rows(acc):
+    """``acc[:] = 0`` for an ``(n, 3)`` float32 array (the stream-K kernel adds into it)."""
+    i = cuda.grid(1)
+    if i < acc.shape[0]:
+        acc[i, 0], acc[i, 1], acc[i, 2] = float32(0), float32(0), float32(0)
+
+
+def streamk_grid(per_sm: int = STREAMK_PER_SM, sms: int | None = None) -> int:
+    """Blocks of the stream-K grid: ``sms x per_sm`` (``sms``: this GPU's SM count; :data:`SIM_SMS` simulated)."""
+    if sms is None:
+        sms = SIM_SMS if backend.is_simulator() else cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return validate.integer(sms, "sms", minimum=1) * validate.integer(per_sm, "per_sm", minimum=1)
+
+
+def launch_streamk(pos_d, eps2, acc_d, *, blocks: int, tile: int = 512, unroll: int = 16, bodies: int = 4) -> None:
+    """Zero ``acc_d``, then launch :func:`make_streamk` with ``blocks`` blocks (device arrays, no checks)."""
+    zero_rows[blocks_for(acc_d.shape[0], 256), 256](acc_d)
+    make_streamk(tile, unroll, bodies)[blocks, tile](pos_d, eps2, acc_d)
+
+
 # ------------------------------------------------------------------------------------ configurations
 
 
@@ -561,8 +693,8 @@ def run_constant(pos, sources=None, eps2: float = DEFAULT_EPS2, *, threads: int 
 class Config:
     """One kernel configuration: which factory, and its compile-time parameters.
 
-    ``kind`` is ``"naive"`` or ``"tiled"``; ``threads`` is the block size of the naive kernel (the
-    tiled kernel's block is its tile).
+    ``kind`` is ``"naive"``, ``"tiled"`` or ``"streamk"`` (AoS and rsqrt only); ``threads`` is the block size of the
+    naive kernel (the others' block is their tile); ``per_sm`` the stream-K grid's blocks per SM.
     """
 
     kind: str = "tiled"
@@ -572,30 +704,48 @@ class Config:
     layout: str = "aos"
     math_mode: str = "rsqrt"
     threads: int = 256
+    per_sm: int = STREAMK_PER_SM
 
     def __post_init__(self):
-        _check_choice(self.kind, "kind", ("naive", "tiled"))
+        _check_choice(self.kind, "kind", ("naive", "tiled", "streamk"))
+        if self.kind == "streamk" and (self.layout, self.math_mode) != ("aos", "rsqrt"):
+            raise UnknownKernelError(f"the stream-K kernel is built for layout='aos' and math_mode='rsqrt' only, got "
+                                     f"{self.layout!r} and {self.math_mode!r}: use those, or kind='tiled'")
+        validate.integer(self.per_sm, "per_sm", minimum=1)
         self.kernel()  # validates the rest
 
     def kernel(self):
         """The compiled (cached) kernel of this configuration."""
         if self.kind == "naive":
             return make_naive(self.unroll, self.layout, self.math_mode)
+        if self.kind == "streamk":
+            return make_streamk(self.tile, self.unroll, self.bodies)
         return make_tiled(self.tile, self.unroll, self.bodies, self.layout, self.math_mode)
 
     def launch(self, n: int) -> tuple[int, int]:
-        """``(blocks, threads)`` for ``n`` bodies."""
+        """``(blocks, threads)`` for ``n`` bodies (stream-K: :func:`streamk_grid`, whatever ``n``)."""
         if self.kind == "naive":
             return blocks_for(n, self.threads), self.threads
+        if self.kind == "streamk":
+            return streamk_grid(self.per_sm), self.tile
         return blocks_for(n, self.tile, self.bodies), self.tile
+
+    def launcher(self, n: int):
+        """``launch(pos_d, eps2, acc_d)`` for ``n`` bodies, no checks (the timing path); stream-K zeroes ``acc_d`` first."""
+        kernel, (blocks, threads) = self.kernel(), self.launch(n)
+        if self.kind != "streamk":
+            return kernel[blocks, threads]
+        return functools.partial(launch_streamk, blocks=blocks, tile=self.tile, unroll=self.unroll, bodies=self.bodies)
 
     @property
     def label(self) -> str:
         """A short name, e.g. ``tiled 256, unroll 4, 2 bodies/thread``."""
-        parts = [f"naive ({self.threads} thr)" if self.kind == "naive" else f"tiled {self.tile}"]
-        parts.append(f"unroll {self.unroll}")
-        if self.kind == "tiled" and self.bodies > 1:
+        first = {"naive": f"naive ({self.threads} thr)", "streamk": f"stream-K {self.tile}"}.get(self.kind)
+        parts = [first or f"tiled {self.tile}", f"unroll {self.unroll}"]
+        if self.kind != "naive" and self.bodies > 1:
             parts.append(f"{self.bodies} bodies/thread")
+        if self.kind == "streamk":
+            parts.append(f"{self.per_sm} blocks/SM")
         if self.layout != "aos":
             parts.append(self.layout.upper())
         if self.math_mode != "rsqrt":
@@ -607,6 +757,9 @@ class Config:
 #: The chapter's best configuration: the fastest of ``bench/nbody.py``'s tuning sweep at n = 2^18 on the
 #: reference GPU (reference data ``ch08_tuning``; a test keeps the two in step).
 BEST = Config("tiled", unroll=4, tile=512, bodies=4)
+#: The last step of the chapter's sequence: BEST's tile and bodies per thread, 16 j-bodies per trip written out, the
+#: work shared out evenly over two blocks per SM (at n = 2^18 BEST's 128 blocks leave 4 of an H200's 132 SMs idle).
+STREAMK = Config("streamk", unroll=16, tile=512, bodies=4, per_sm=STREAMK_PER_SM)
 
 
 # --------------------------------------------------------------------------------- host-side checks
@@ -664,8 +817,7 @@ def run_config(config: Config, pos, eps2: float = DEFAULT_EPS2, acc=None):
     else:
         validate.array(acc, "acc", dtype=np.float32, shape=_acc_shape(n, config.layout))
     acc_d = _device(acc)
-    blocks, threads = config.launch(n)
-    config.kernel()[blocks, threads](pos_d, e, acc_d)
+    config.launcher(n)(pos_d, e, acc_d)
     return acc_d if on_device else to_host(acc_d)
 
 
@@ -681,6 +833,12 @@ def run_tiled(pos, eps2: float = DEFAULT_EPS2, *, tile: int = 256, unroll: int =
     """Accelerations with the shared-memory kernel (see :func:`make_tiled`), as a NumPy array."""
     return run_config(Config("tiled", unroll=unroll, tile=tile, bodies=bodies, layout=layout, math_mode=math_mode),
                       pos, eps2)
+
+
+def run_streamk(pos, eps2: float = DEFAULT_EPS2, *, tile: int = 512, unroll: int = 16, bodies: int = 4,
+                per_sm: int = STREAMK_PER_SM) -> np.ndarray:
+    """Accelerations with the stream-K kernel (see :func:`make_streamk`) on :func:`streamk_grid` blocks, as NumPy."""
+    return run_config(Config("streamk", unroll=unroll, tile=tile, bodies=bodies, per_sm=per_sm), pos, eps2)
 
 
 def run_seed_tiled(pos, eps2: float = DEFAULT_EPS2, *, threads: int = 32, blocks: int | None = None,
@@ -911,16 +1069,16 @@ def simulate(pos: np.ndarray, vel: np.ndarray, dt: float, steps: int, eps2: floa
         pos_d = cuda.to_device(np.ascontiguousarray(pos, dtype=np.float32))
         vel_d = cuda.to_device(np.ascontiguousarray(vel, dtype=np.float32))
         acc_d = cuda.device_array((n, 3), dtype=np.float32)
-        kernel, (blocks, threads) = config.kernel(), config.launch(n)
+        forces = config.launcher(n)
         sblocks = blocks_for(n, 256)
         h, d = np.float32(0.5 * dt), np.float32(dt)
-        kernel[blocks, threads](pos_d, e, acc_d)
+        forces(pos_d, e, acc_d)
         frames_p.append((pos_d.copy_to_host(), vel_d.copy_to_host()))
         times.append(0.0)
         for s in range(1, steps + 1):
             kick[sblocks, 256](vel_d, acc_d, h)
             drift[sblocks, 256](pos_d, vel_d, d)
-            kernel[blocks, threads](pos_d, e, acc_d)
+            forces(pos_d, e, acc_d)
             kick[sblocks, 256](vel_d, acc_d, h)
             if s % every == 0:
                 frames_p.append((pos_d.copy_to_host(), vel_d.copy_to_host()))
@@ -1027,19 +1185,16 @@ def random_bodies(n: int, rng: np.random.Generator | None = None, *, layout: str
     return to_soa(pos) if layout == "soa" else pos
 
 
-# ------------------------------------------------------------------------------------- counting
-
-
 # interactions, flops and bytes_moved are labhelpers.counts' nbody_interactions, nbody_flops and nbody_bytes.
-
-
 __all__ = [
-    "ACC_RTOL", "BEST", "BODIES", "CONST_BODIES", "FULL_MASK", "make_constant", "nbody_shuffle", "run_constant",
-    "run_shuffle", "Config", "DEFAULT_EPS2", "DEFAULT_SOFTENING", "FLOPS_PER_INTERACTION",
-    "INTERACTIONS", "LAYOUTS", "MATH_MODES", "TILES", "Trajectory", "UNROLLS", "UnknownKernelError",
-    "acceleration_error", "accelerations_cpu", "accelerations_numpy", "binary_period", "body_body", "body_body_float64",
-    "body_body_rsqrt", "bytes_moved", "check_positions", "circular_binary", "drift", "energy", "flops",
-    "galaxy_collision", "interactions", "kick", "kinetic_energy", "leapfrog_numpy", "make_naive", "make_tiled",
-    "momentum", "nbody_tiled_grid_stride", "nbody_tiled_seed", "plummer_sphere", "potential_energy", "random_bodies", "run_config",
-    "run_naive", "run_seed_tiled", "run_tiled", "simulate", "to_aos", "to_soa",
+    "ACC_RTOL", "acceleration_error", "accelerations_cpu", "accelerations_numpy", "BEST", "binary_period", "BODIES",
+    "body_body", "body_body_float64", "body_body_rsqrt", "bytes_moved", "check_positions", "circular_binary",
+    "Config", "CONST_BODIES", "DEFAULT_EPS2", "DEFAULT_SOFTENING", "drift", "energy", "flops",
+    "FLOPS_PER_INTERACTION", "FULL_MASK", "galaxy_collision", "INTERACTIONS", "interactions", "kick",
+    "kinetic_energy", "launch_streamk", "LAYOUTS", "leapfrog_numpy", "make_constant", "make_naive", "make_streamk",
+    "make_tiled", "MATH_MODES", "momentum", "nbody_shuffle", "nbody_tiled_grid_stride", "nbody_tiled_seed",
+    "plummer_sphere", "potential_energy", "random_bodies", "run_config", "run_constant", "run_naive",
+    "run_seed_tiled", "run_shuffle", "run_streamk", "run_tiled", "SIM_SMS", "simulate", "STREAMK", "streamk_grid",
+    "STREAMK_PER_SM", "STREAMK_UNROLLS", "TILES", "to_aos", "to_soa", "Trajectory", "UnknownKernelError", "UNROLLS",
+    "zero_rows",
 ]

@@ -1,4 +1,4 @@
-"""Candidate n-body kernels for the FP32-peak target (not yet in the chapter; timed by ``bench/tuning/dense.py``).
+"""Candidate n-body kernels for the FP32-peak target (timed by ``bench/tuning/dense.py``; the winner is in the chapter).
 
 Static evidence at sm_90 (``.gpurun/static_counts/dense_report.txt``): the chapter's best kernel
 (:data:`labhelpers.kernels.nbody.BEST`, tile 512, unroll 4, 4 bodies per thread) issues 13.75 SASS instructions
@@ -15,12 +15,11 @@ Two candidates, one remedy each:
 * :func:`make_unrolled`: the same tile, the ``jstep`` bodies of a trip written out as explicit calls (no inner
   ``range`` loop left for LLVM to decline), the loop counter 32-bit: loop control per interaction falls from
   0.5 to ``8 / (4 jstep)`` or less.
-* :func:`make_streamk`: the unrolled inner loop, with the work (i-block, j-tile) pairs shared out *evenly* over a
-  grid of exactly as many blocks as fit on the GPU at once (the "stream-K" decomposition of GEMM libraries):
-  every SM gets the same number of tiles, give or take one; a block whose range covers part of an i-block's
-  tiles adds its partial sums into ``acc`` with atomic adds (``acc`` zeroed first). Float atomics make the
-  order of the last few additions vary from run to run (the result varies in the last bits, within
-  :data:`~labhelpers.kernels.nbody.ACC_RTOL`).
+* stream-K: the unrolled inner loop, with the work (i-block, j-tile) pairs shared out *evenly* over a grid of
+  exactly as many blocks as fit on the GPU at once. It won the sweep (0.688 of the FMA peak against BEST's 0.657,
+  H200, November 2026) and now lives in the chapter: :func:`labhelpers.kernels.nbody.make_streamk` (its
+  ``unroll`` is the ``jstep`` here). :func:`make_streamk`, :func:`launch_streamk` and :func:`run_streamk` below
+  only translate this module's ``jstep`` and ``blocks`` for the sweep scripts.
 
 Both take AoS ``pos (n, 4)`` and ``bodies`` bodies per thread (4 by default; held in registers), ``rsqrt`` math, and are correct for
 every ``n`` (zero-mass padding of the last tile, as in the chapter's kernel).
@@ -47,54 +46,14 @@ JSTEPS: tuple[int, ...] = (4, 8, 16)
 BODIES = 4
 #: Bodies per thread the candidates are built for (held in registers; 8 halves the shared loads per interaction).
 BODIES_CHOICES: tuple[int, ...] = (2, 4, 8)
-#: Blocks per SM of the stream-K grid by default: 512 threads x 56 registers fit twice in 65,536 registers.
-STREAMK_PER_SM = 2
-#: SMs assumed under the simulator (a small number: the tests want blocks that split an i-block's tiles).
-SIM_SMS = 3
+#: Blocks per SM of the stream-K grid, and the SMs it assumes under the simulator: the chapter's.
+STREAMK_PER_SM, SIM_SMS = nb.STREAMK_PER_SM, nb.SIM_SMS
+#: Blocks of the stream-K grid: the chapter's :func:`labhelpers.kernels.nbody.streamk_grid`.
+streamk_grid = nb.streamk_grid
+#: The kernel that zeroes ``acc`` before a stream-K launch: the chapter's.
+zero_rows = nb.zero_rows
 
 _ALIGN = None if backend.is_simulator() else 16  # one 128-bit shared load per body on a GPU
-_interact = nb.interaction_rsqrt
-
-
-@functools.lru_cache(maxsize=None)
-def _steps(bodies: int) -> dict:
-    """Device functions for ``jstep`` j-bodies of the tile against this thread's ``bodies`` bodies, by ``jstep``.
-
-    The j-bodies k, k+1, ... are explicit calls: nothing is left for the unroller to refuse. Each j-body is one
-    shared load and ``bodies`` interactions (a loop over ``bodies`` that LLVM unrolls completely).
-    """
-    P = bodies
-
-    @cuda.jit(device=True)
-    def one(sh, k, eps2, xi, yi, zi, ax, ay, az):
-        xk, yk, zk, mk = sh[k, 0], sh[k, 1], sh[k, 2], sh[k, 3]
-        for p in range(P):
-            fx, fy, fz = _interact(xi[p], yi[p], zi[p], xk, yk, zk, mk, eps2)
-            ax[p] += fx
-            ay[p] += fy
-            az[p] += fz
-
-    @cuda.jit(device=True)
-    def two(sh, k, eps2, xi, yi, zi, ax, ay, az):
-        one(sh, k, eps2, xi, yi, zi, ax, ay, az)
-        one(sh, k + 1, eps2, xi, yi, zi, ax, ay, az)
-
-    @cuda.jit(device=True)
-    def four(sh, k, eps2, xi, yi, zi, ax, ay, az):
-        two(sh, k, eps2, xi, yi, zi, ax, ay, az)
-        two(sh, k + 2, eps2, xi, yi, zi, ax, ay, az)
-
-    @cuda.jit(device=True)
-    def eight(sh, k, eps2, xi, yi, zi, ax, ay, az):
-        four(sh, k, eps2, xi, yi, zi, ax, ay, az)
-        four(sh, k + 4, eps2, xi, yi, zi, ax, ay, az)
-
-    @cuda.jit(device=True)
-    def sixteen(sh, k, eps2, xi, yi, zi, ax, ay, az):
-        eight(sh, k, eps2, xi, yi, zi, ax, ay, az)
-        eight(sh, k + 8, eps2, xi, yi, zi, ax, ay, az)
-
-    return {4: four, 8: eight, 16: sixteen}
 
 
 def _check(tile: int, jstep: int, bodies: int = BODIES) -> tuple[int, int]:
@@ -116,7 +75,7 @@ def make_unrolled(tile: int = 512, jstep: int = 8, bodies: int = BODIES):
     """
     T, J = _check(tile, jstep, bodies)
     P = bodies
-    step = _steps(P)[J]
+    step = nb._steps(P)[J]
     align = _ALIGN
     T32, J32 = int32(T), int32(J)
 
@@ -161,95 +120,15 @@ def make_unrolled(tile: int = 512, jstep: int = 8, bodies: int = BODIES):
     return nbody_unrolled
 
 
-@functools.lru_cache(maxsize=None)
 def make_streamk(tile: int = 512, jstep: int = 8, bodies: int = BODIES):
-    """:func:`make_unrolled`'s inner loop with the (i-block, j-tile) work split evenly over the grid, any grid size.
-
-    ``kernel(pos, eps2, acc)``: ``acc (n, 3)`` must be zero before the launch (:func:`launch_streamk` zeroes it).
-    The work is ``blocks_i x tiles`` units, ``blocks_i = ceil(n / (4 tile))`` groups of bodies and
-    ``tiles = ceil(n / tile)`` tiles of j-bodies, numbered i-block-major; block ``g`` of ``G`` takes units
-    ``[g W / G, (g + 1) W / G)``. Its range is walked as segments within one i-block; after each segment its
-    threads add their partial sums into ``acc`` atomically. Every quantity that decides the loops (``n``, ``g``,
-    ``G``) is the same in all threads of a block, so every thread reaches every barrier.
-    """
+    """The chapter's stream-K kernel, :func:`labhelpers.kernels.nbody.make_streamk` (``jstep`` is its ``unroll``)."""
     T, J = _check(tile, jstep, bodies)
-    P = bodies
-    step = _steps(P)[J]
-    align = _ALIGN
-    T32, J32 = int32(T), int32(J)
-
-    @cuda.jit(fastmath=True)
-    def nbody_streamk(pos, eps2, acc):
-        sh = cuda.shared.array((T, 4), float32, alignment=align)
-        xi = cuda.local.array(P, float32)
-        yi = cuda.local.array(P, float32)
-        zi = cuda.local.array(P, float32)
-        ax = cuda.local.array(P, float32)
-        ay = cuda.local.array(P, float32)
-        az = cuda.local.array(P, float32)
-        n = pos.shape[0]
-        t = cuda.threadIdx.x
-        tiles = (n + T - 1) // T
-        work = ((n + T * P - 1) // (T * P)) * tiles
-        g, grid = cuda.blockIdx.x, cuda.gridDim.x
-        u = (g * work) // grid  # int64: no overflow for any n a GPU can hold
-        end = ((g + 1) * work) // grid
-        while u < end:  # one segment: tiles t0 .. t1-1 of i-block b
-            b = u // tiles
-            t0 = u - b * tiles
-            t1 = min(tiles, t0 + (end - u))
-            first = b * (T * P) + t
-            for p in range(P):
-                i = first + p * T
-                x, y, z = float32(0), float32(0), float32(0)
-                if i < n:
-                    x, y, z = pos[i, 0], pos[i, 1], pos[i, 2]
-                xi[p], yi[p], zi[p] = x, y, z
-                ax[p], ay[p], az[p] = float32(0), float32(0), float32(0)
-            for tl in range(t0, t1):
-                j = tl * T + t
-                x, y, z, m = float32(0), float32(0), float32(0), float32(0)
-                if j < n:
-                    x, y, z, m = pos[j, 0], pos[j, 1], pos[j, 2], pos[j, 3]
-                sh[t, 0], sh[t, 1], sh[t, 2], sh[t, 3] = x, y, z, m
-                cuda.syncthreads()  # RAW
-                k = int32(0)
-                while k < T32:
-                    step(sh, k, eps2, xi, yi, zi, ax, ay, az)
-                    k += J32
-                cuda.syncthreads()  # WAR (also before the next segment reloads the tile)
-            for p in range(P):  # partial sums of this segment: other blocks may add to the same bodies
-                i = first + p * T
-                if i < n:
-                    cuda.atomic.add(acc, (i, 0), ax[p])
-                    cuda.atomic.add(acc, (i, 1), ay[p])
-                    cuda.atomic.add(acc, (i, 2), az[p])
-            u += t1 - t0
-
-    return nbody_streamk
-
-
-@cuda.jit
-def zero_rows(acc):
-    """``acc[:] = 0`` for an ``(n, 3)`` float32 array (the stream-K kernel accumulates into it)."""
-    i = cuda.grid(1)
-    if i < acc.shape[0]:
-        acc[i, 0] = float32(0)
-        acc[i, 1] = float32(0)
-        acc[i, 2] = float32(0)
+    return nb.make_streamk(T, J, bodies)
 
 
 def blocks_unrolled(n: int, tile: int, bodies: int = BODIES) -> int:
     """Blocks of :func:`make_unrolled` for ``n`` bodies: ``ceil(n / (bodies tile))``."""
     return blocks_for(int(n), tile, bodies)
-
-
-def streamk_grid(per_sm: int = STREAMK_PER_SM, sms: int | None = None) -> int:
-    """Blocks of the stream-K grid: ``sms x per_sm`` (``sms``: the GPU's SM count; :data:`SIM_SMS` simulated)."""
-    per_sm = validate.integer(per_sm, "per_sm", minimum=1)
-    if sms is None:
-        sms = SIM_SMS if backend.is_simulator() else cuda.get_current_device().MULTIPROCESSOR_COUNT
-    return validate.integer(sms, "sms", minimum=1) * per_sm
 
 
 def launch_unrolled(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, bodies: int = BODIES) -> None:
@@ -259,10 +138,8 @@ def launch_unrolled(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, bodi
 
 def launch_streamk(pos_d, eps2, acc_d, *, tile: int = 512, jstep: int = 8, blocks: int,
                    bodies: int = BODIES) -> None:
-    """Zero ``acc_d`` and launch :func:`make_streamk` with ``blocks`` blocks (no checks: the timing path)."""
-    n = acc_d.shape[0]
-    zero_rows[blocks_for(n, 256), 256](acc_d)
-    make_streamk(tile, jstep, bodies)[blocks, tile](pos_d, eps2, acc_d)
+    """Zero ``acc_d`` and launch the chapter's stream-K kernel with ``blocks`` blocks (no checks: the timing path)."""
+    nb.launch_streamk(pos_d, eps2, acc_d, blocks=blocks, tile=tile, unroll=jstep, bodies=bodies)
 
 
 def run_unrolled(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: int = 8,
@@ -278,10 +155,9 @@ def run_unrolled(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: 
 
 def run_streamk(pos, eps2: float = nb.DEFAULT_EPS2, *, tile: int = 512, jstep: int = 8,
                 blocks: int | None = None, bodies: int = BODIES) -> np.ndarray:
-    """Accelerations with :func:`make_streamk` (AoS), as a NumPy array.
+    """Accelerations with the chapter's stream-K kernel on ``blocks`` blocks (default :func:`streamk_grid`), NumPy.
 
-    ``blocks``: the grid (default :func:`streamk_grid`: as many blocks as fit on the GPU at once). Any positive
-    number is correct; the even split only pays when they all run at once.
+    Any positive number of blocks is correct; the even split only pays when they all run at once.
     """
     n = nb.check_positions(pos, "aos")
     e = nb._eps2(eps2)

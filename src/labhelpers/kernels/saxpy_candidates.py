@@ -2,8 +2,10 @@
 
 The book's :func:`labhelpers.kernels.cuda_intro.saxpy` (one element per thread, 4-byte accesses, Numba's signed
 indexing) reaches about 0.80 of a device-to-device copy on an H200. These kernels try what the field does to close
-the gap; ``bench/tuning/stencil.py`` times them beside the copy and the book's kernel. They are candidates: the
-chapter's kernel and its reference data stay as they are.
+the gap; ``bench/tuning/stencil.py`` times them beside the copy and the book's kernel. The winner, ``vec4`` at one
+group of four per thread (1.03 of CuPy's copy, November 2026), became the chapter's second SAXPY: it lives in
+:mod:`labhelpers.kernels.cuda_intro` (:func:`~labhelpers.kernels.cuda_intro.saxpy_vec4`) and is re-exported here
+for the sweep; the others stay candidates.
 
 ==========================  ============================================================================
  kernel                      what it changes
@@ -11,6 +13,7 @@ chapter's kernel and its reference data stay as they are.
  :func:`saxpy_flat`          one element per thread, the index unsigned 64-bit (no negative-index checks)
  :func:`saxpy_vec4`          a grid-stride loop over groups of four: one 16-byte load of x, one of y and
                              one 16-byte store per group (``load4``/``store4``), a scalar tail for n % 4
+                             (the chapter's kernel, :mod:`labhelpers.kernels.cuda_intro`)
  :func:`saxpy_vec4x2`        the same, two groups per trip: four 16-byte loads in flight before a store
 ==========================  ============================================================================
 
@@ -28,11 +31,8 @@ from .. import backend, validate
 from ..arrays import to_device, to_host
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import ConfiguredKernel, blocks_for
+from .cuda_intro import FOUR, aligned16, saxpy_vec4  # the chapter's vectorised SAXPY: its one home
 from .scan.tiled import load4, store4  # the repository's 16-byte accesses (ld.global.v4 / st.global.v4)
-
-# Unsigned constants: in Numba a uint64 mixed with a signed integer (a plain literal) becomes a float64.
-ZERO = np.uint64(0)
-FOUR = np.uint64(4)
 #: Threads per block the wrappers use unless told otherwise.
 THREADS = 256
 #: Waves of resident blocks in the grid-stride kernels' default grid (every SM full, several times over).
@@ -50,33 +50,6 @@ def saxpy_flat(a, x, y, out):
     """
     i = np.uint64(cuda.grid(1))
     if i < np.uint64(out.size):
-        out[i] = a * x[i] + y[i]
-
-
-@cuda.jit
-def saxpy_vec4(a, x, y, out):
-    """Four elements per access: a grid-stride loop over groups of four, 16-byte loads and stores.
-
-    Change: group ``g`` is elements ``4g .. 4g+3``; one ``load4`` of ``x``, one of ``y`` and one ``store4`` move
-    it, so a warp's access is 512 contiguous bytes instead of 128, and the loop issues a quarter of the memory
-    instructions. The grid is a few waves of blocks (not one thread per group), so each thread walks several
-    groups and the index arithmetic is paid once per launch. The last ``n % 4`` elements (a 16-byte access
-    would run past the end) are done with plain accesses by the grid's first threads. Why: the copy ceiling
-    is reached with 16-byte accesses; 4-byte ones need four times the load instructions in flight for the same
-    bytes. Needs arrays whose data start on a 16-byte boundary (every allocation does; the wrapper checks views).
-    """
-    n = np.uint64(out.size)
-    groups = n // FOUR
-    stride = np.uint64(cuda.gridsize(1))
-    t = np.uint64(cuda.grid(1))
-    g = t
-    while g < groups:
-        x0, x1, x2, x3 = load4(x, g)
-        y0, y1, y2, y3 = load4(y, g)
-        store4(out, g, a * x0 + y0, a * x1 + y1, a * x2 + y2, a * x3 + y3)
-        g += stride
-    i = groups * FOUR + t  # the tail: threads 0 .. n % 4 - 1 take one element each
-    if i < n:
         out[i] = a * x[i] + y[i]
 
 
@@ -119,16 +92,11 @@ SAXPY_CANDIDATES = {"flat": saxpy_flat, "vec4": saxpy_vec4, "vec4x2": saxpy_vec4
 ELEMENTS_PER_TRIP = {"flat": 1, "vec4": 4, "vec4x2": 8}
 
 
-def aligned16(a) -> bool:
-    """True unless ``a`` is a device array whose data does not start on a 16-byte boundary (a sliced view)."""
-    iface = getattr(a, "__cuda_array_interface__", None)
-    return iface is None or iface["data"][0] % 16 == 0
-
-
 def saxpy_grid(variant: str, n: int, threads: int = THREADS, blocks: int | None = None) -> int:
     """Blocks of a launch of ``variant`` on ``n`` elements: one thread per element for ``flat``; for the
     grid-stride kernels ``blocks`` if given, else :data:`WAVES` waves of resident blocks on this GPU (no more
-    than the elements need; 2 under the simulator, so that its runs stay short and still walk the loop)."""
+    than the elements need; 2 under the simulator, so that its runs stay short and still walk the loop), and
+    never fewer threads than the ``n % 4`` elements of the scalar tail."""
     validate.choice(variant, "variant", list(SAXPY_CANDIDATES))
     threads = validate.threads_per_block(threads)
     n = validate.integer(n, "n", minimum=0)
@@ -138,14 +106,15 @@ def saxpy_grid(variant: str, n: int, threads: int = THREADS, blocks: int | None 
             raise LaunchConfigError("saxpy_flat runs one thread per element: leave blocks=None "
                                      "(or choose variant='vec4' / 'vec4x2', whose grid-stride loop takes any grid).")
         return need
+    tail = blocks_for(n % 4, threads)  # the tail's threads are the grid's first n % 4
     if blocks is not None:
-        return validate.integer(blocks, "blocks", minimum=1, maximum=2**31 - 1)
+        return max(tail, validate.integer(blocks, "blocks", minimum=1, maximum=2**31 - 1))
     if backend.is_simulator():
-        return min(need, 2)
+        return max(tail, min(need, 2))
     from ..device import device_info  # the driver's SM counts: only on a GPU
 
     info = device_info()
-    return max(1, min(need, (info.sm_count or 1) * info.resident_blocks(threads) * WAVES))
+    return max(1, tail, min(need, (info.sm_count or 1) * info.resident_blocks(threads) * WAVES))
 
 
 def run_saxpy_candidate(a: float, x, y, variant: str = "vec4", threads: int = THREADS,

@@ -15,8 +15,10 @@ kernels, in order:
  ``jacobi_naive``                   2D 5-point Jacobi step, one thread per point, 5 reads per point
  ``jacobi_shared``                  the same with a shared tile and its halo
  ``jacobi_marching``                register blocking along y: a thread keeps a column strip in registers
+ ``jacobi_vec4_march``              fewer instructions per point: flat offsets, 16-byte accesses, 4 x 8 points
  ``filter3x3`` / ``sobel_magnitude``  image filters with clamped borders (``scipy.ndimage``'s "nearest")
  ``stencil3d_naive`` / ``stencil3d_marching``  3D 7-point step; the marching one walks planes along z
+ ``stencil3d_march_vec4``           marching planes without a tile or a barrier: z in registers, 16-byte loads
  (connected components)            in :mod:`labhelpers.kernels.stencil_labelling`, the chapter's second half
 =================================  =========================================================================
 
@@ -43,6 +45,7 @@ from .. import backend, validate
 from ..launch import ConfiguredKernel, blocks_for, grid_2d
 from ..arrays import to_device
 from ..errors import ArrayArgumentError, LaunchConfigError
+from .scan.tiled import load4, store4  # 16-byte accesses (ld.global.v4 / st.global.v4)
 
 # ---------------------------------------------------------------------------------------------
 # Sizes that shared arrays and register strips are built with (compile-time constants)
@@ -388,7 +391,122 @@ def jacobi_marching(u, v):
                     v[i, j] = QUARTER * ((col[r] + col[r + 2]) + (left[r] + right[r]))
 
 
-JACOBI = {"naive": jacobi_naive, "shared": jacobi_shared, "marching": jacobi_marching}
+# ---------------------------------------------------------------------------------------------
+# Fewer instructions per point: one unsigned offset, 16-byte accesses, several points per thread
+# ---------------------------------------------------------------------------------------------
+
+#: Unsigned 0..4 (in Numba a ``uint64`` mixed with a plain integer literal becomes a float64).
+U0, U1, U2, U3, U4 = (np.uint64(k) for k in range(5))
+#: Rows of one chunk of :func:`jacobi_vec4_march` (all their loads are issued before the first store).
+VEC_ROWS = 4
+#: Chunks per thread in the chapter's launches: ``VEC_ROWS * VEC_CHUNKS = ROWS`` rows, as ``jacobi_marching``.
+VEC_CHUNKS = ROWS // VEC_ROWS
+#: The register window of :func:`jacobi_vec4_march`: ``VEC_ROWS + 2`` rows of four columns (row-major).
+WINDOW = (VEC_ROWS + 2) * 4
+#: Default block of :func:`jacobi_vec4_march`: 64 quads (256 columns) by 2 strips.
+VEC_BLOCK = (64, 2)
+#: Variants whose kernels take the arrays flattened and the sizes as ``uint64`` (:func:`step_args`).
+FLAT_VARIANTS = ("vec4_march", "march_vec4")
+
+
+@cuda.jit(device=True)
+def _load_quad(u, o, j0, nx, aligned):
+    """``u[o .. o+3]``, the columns ``j0 .. j0+3`` of one row (``j0 < nx``); 0 for columns past the row's end.
+
+    ``aligned`` (``nx % 4 == 0``, so ``o`` is a multiple of 4 and the whole quad is in the row): one 16-byte load.
+    Otherwise four guarded scalar loads.
+    """
+    if aligned:
+        return load4(u, o // U4)
+    a = u[o]
+    b = u[o + U1] if j0 + U1 < nx else float32(0)
+    c = u[o + U2] if j0 + U2 < nx else float32(0)
+    d = u[o + U3] if j0 + U3 < nx else float32(0)
+    return a, b, c, d
+
+
+@cuda.jit(device=True)
+def _store_quad(v, o, j0, nx, aligned, a, b, c, d):
+    """Write ``a, b, c, d`` to ``v[o .. o+3]`` (columns ``j0 ..``): one 16-byte store where aligned, else the
+    columns that exist."""
+    if aligned:
+        store4(v, o // U4, a, b, c, d)
+    else:
+        v[o] = a
+        if j0 + U1 < nx:
+            v[o + U1] = b
+        if j0 + U2 < nx:
+            v[o + U2] = c
+        if j0 + U3 < nx:
+            v[o + U3] = d
+
+
+@cuda.jit
+def jacobi_vec4_march(u, v, ny, nx, chunks):
+    """Few instructions per point: 4 columns by ``VEC_ROWS * chunks`` rows per thread, 16 bytes per access.
+
+    The grids come flattened (1-D views, :func:`flat`) and the sizes as ``uint64``: an address is one unsigned
+    offset and a neighbour one addition away, where ``jacobi_naive`` computes a signed 2-D index, with its
+    wraparound checks, for each of its six accesses. A thread owns the columns ``4g .. 4g+3`` of a strip of
+    rows and walks down it in chunks of ``VEC_ROWS`` rows: it loads the chunk's rows (16-byte loads, the rows
+    above already in its register window ``w``) and the scalar neighbours left and right of its quads, all
+    before its first store; then it computes the chunk and stores each row's four points with one 16-byte
+    store, and the window's last two rows move up, in registers, for the next chunk. Neighbours outside the
+    grid are read at a point that exists (the point itself, or the last row) and border points copied by a
+    select: no load behind a branch. Launch: x over ``ceil(nx / 4)`` quads, y over ``ceil(ny / (VEC_ROWS *
+    chunks))`` strips.
+    """
+    w = cuda.local.array(WINDOW, float32)  # the row above the chunk, its rows, the row below (4 columns each)
+    lf = cuda.local.array(VEC_ROWS, float32)
+    rt = cuda.local.array(VEC_ROWS, float32)
+    g = np.uint64(cuda.blockIdx.x) * np.uint64(cuda.blockDim.x) + np.uint64(cuda.threadIdx.x)
+    strip = np.uint64(cuda.blockIdx.y) * np.uint64(cuda.blockDim.y) + np.uint64(cuda.threadIdx.y)
+    j0 = g * U4
+    i = strip * (np.uint64(VEC_ROWS) * chunks)  # first row of this thread's strip
+    if i < ny and j0 < nx:  # (no barrier in this kernel, so threads past the edge may simply do nothing)
+        aligned = nx % U4 == U0
+        lo = U1 if j0 > U0 else U0  # offsets of the left and right neighbours; 0 where there is none
+        ro = U4 if j0 + U4 < nx else U0
+        # interior columns of the quad: j >= 1 and j + 1 < nx for j = j0 .. j0 + 3
+        in0 = j0 > U0 and j0 + U1 < nx
+        in1 = j0 + U2 < nx
+        in2 = j0 + U3 < nx
+        in3 = j0 + U4 < nx
+        o = i * nx + j0  # this thread's quad in row i
+        last = (ny - U1) * nx + j0  # its quad in the last row: read instead of rows past the end
+        w[0], w[1], w[2], w[3] = _load_quad(u, o - nx if i > U0 else o, j0, nx, aligned)  # the row above
+        w[4], w[5], w[6], w[7] = _load_quad(u, o, j0, nx, aligned)
+        done = U0
+        while done < chunks and i < ny:
+            for r in range(VEC_ROWS):  # loads: the row below each row of the chunk, and its left and right
+                ri = i + np.uint64(r)
+                orow = o + np.uint64(r) * nx
+                below = orow + nx if ri + U1 < ny else last
+                here = orow if ri < ny else last
+                w[4 * r + 8], w[4 * r + 9], w[4 * r + 10], w[4 * r + 11] = _load_quad(u, below, j0, nx, aligned)
+                lf[r] = u[here - lo]
+                rt[r] = u[here + ro]
+            for r in range(VEC_ROWS):  # compute and store the chunk's rows
+                ri = i + np.uint64(r)
+                if ri < ny:
+                    c0, c1, c2, c3 = w[4 * r + 4], w[4 * r + 5], w[4 * r + 6], w[4 * r + 7]
+                    n0 = QUARTER * ((w[4 * r] + w[4 * r + 8]) + (lf[r] + c1))
+                    n1 = QUARTER * ((w[4 * r + 1] + w[4 * r + 9]) + (c0 + c2))
+                    n2 = QUARTER * ((w[4 * r + 2] + w[4 * r + 10]) + (c1 + c3))
+                    n3 = QUARTER * ((w[4 * r + 3] + w[4 * r + 11]) + (c2 + rt[r]))
+                    row_in = ri > U0 and ri + U1 < ny
+                    _store_quad(v, o + np.uint64(r) * nx, j0, nx, aligned,
+                                n0 if row_in and in0 else c0, n1 if row_in and in1 else c1,
+                                n2 if row_in and in2 else c2, n3 if row_in and in3 else c3)
+            for c in range(8):  # the chunk's last row and the row below it become the next chunk's first two
+                w[c] = w[4 * VEC_ROWS + c]
+            i += np.uint64(VEC_ROWS)
+            o += np.uint64(VEC_ROWS) * nx
+            done += U1
+
+
+
+JACOBI = {"naive": jacobi_naive, "shared": jacobi_shared, "marching": jacobi_marching, "vec4_march": jacobi_vec4_march}
 #: Bytes one Jacobi step must move per point: read the point once, write it once (float32).
 JACOBI_BYTES_PER_POINT = 8
 #: Floating-point operations per interior point: three additions and one multiplication.
@@ -428,8 +546,26 @@ def jacobi_grid(variant: str, shape: tuple[int, int], block: tuple[int, int]) ->
     """Blocks (x, y) that cover an ``ny x nx`` grid with ``block`` threads (ceiling divisions)."""
     ny, nx = shape
     bx, by = block
-    rows_per_thread = ROWS if variant == "marching" else 1
-    return (blocks_for(nx, bx), blocks_for(ny, by, rows_per_thread))
+    rows_per_thread = ROWS if variant in ("marching", "vec4_march") else 1
+    return (blocks_for(nx, bx, 4 if variant == "vec4_march" else 1), blocks_for(ny, by, rows_per_thread))
+
+
+def flat(a):
+    """A 1-D view of the C-contiguous (device) array ``a``, the same memory: what the 16-byte kernels take."""
+    return a.reshape(int(np.prod(a.shape)))
+
+
+def step_args(variant: str, u, v) -> tuple:
+    """The arguments of one step of ``variant`` from ``u`` into ``v`` (device arrays of the grid's shape).
+
+    ``(u, v)`` for the 2-D and 3-D kernels; for :data:`FLAT_VARIANTS` the arrays flattened, then the sizes and
+    the work per thread (``VEC_CHUNKS`` chunks, ``PLANES`` planes) as ``uint64``. Build them once, outside a
+    timed loop.
+    """
+    if variant not in FLAT_VARIANTS:
+        return (u, v)
+    work = VEC_CHUNKS if variant == "vec4_march" else PLANES
+    return (flat(u), flat(v), *(np.uint64(s) for s in u.shape), np.uint64(work))
 
 
 def check_block_2d(block, variant: str) -> tuple[int, int]:
@@ -457,8 +593,9 @@ class Jacobi:
     Args:
         u: the initial field, a 2-D C-contiguous float32 array without NaN or infinity (NumPy: copied to
             the device once; CuPy or a Numba device array: copied on the device, the input is left alone).
-        variant: ``naive``, ``shared`` or ``marching``.
-        block: threads per block (x, y); default (32, 8), or (128, 1) for ``marching``.
+        variant: ``naive``, ``shared``, ``marching`` or ``vec4_march``.
+        block: threads per block (x, y); default (32, 8), (128, 1) for ``marching``, (64, 2) for ``vec4_march``
+            (whose x counts quads of four columns).
     """
 
     u: Any
@@ -471,7 +608,7 @@ class Jacobi:
         validate.array(self.u, "u", dtype=np.float32, ndim=2, finite=isinstance(self.u, np.ndarray))
         if 0 in self.u.shape:
             raise ArrayArgumentError(f"u has shape {tuple(self.u.shape)}: a grid needs at least one point.")
-        default = MARCH_BLOCK if self.variant == "marching" else BLOCK_2D
+        default = {"marching": MARCH_BLOCK, "vec4_march": VEC_BLOCK}.get(self.variant, BLOCK_2D)
         self.block = check_block_2d(default if self.block is None else self.block, self.variant)
         self.shape = (int(self.u.shape[0]), int(self.u.shape[1]))
         self.grid = jacobi_grid(self.variant, self.shape, self.block)
@@ -483,6 +620,7 @@ class Jacobi:
             self._a.copy_to_device(to_device(self.u))
         self._b = cuda.device_array(self.shape, dtype=np.float32)
         self._launch = ConfiguredKernel(self._kernel, self.grid, self.block)
+        self._args = (step_args(self.variant, self._a, self._b), step_args(self.variant, self._b, self._a))
 
     @property
     def nbytes(self) -> int:
@@ -492,8 +630,9 @@ class Jacobi:
     def step(self, count: int = 1) -> None:
         """Launch ``count`` steps (asynchronous on a GPU), swapping the buffers after each."""
         for _ in range(count):
-            self._launch(self._a, self._b)
+            self._launch(*self._args[0])
             self._a, self._b = self._b, self._a
+            self._args = self._args[::-1]
             self.steps_done += 1
 
     @property
@@ -700,6 +839,9 @@ SIXTH = np.float32(1.0 / 6.0)
 #: Default block of :func:`stencil3d_naive` (x, y, z) and of :func:`stencil3d_marching` (x, y).
 BLOCK_3D = (32, 8, 1)
 MARCH3D_BLOCK = (32, 8)
+#: Default block of :func:`stencil3d_march_vec4` (x in quads of four columns, y in rows) and its planes per block.
+VEC3D_BLOCK = (64, 4)
+PLANES = 8
 
 
 @cuda.jit
@@ -762,7 +904,66 @@ def stencil3d_marching(u, v):
         above = u[k + 2, i, j] if inside and k + 2 < nz else float32(0)
 
 
-STENCIL3D = {"naive": stencil3d_naive, "marching": stencil3d_marching}
+@cuda.jit
+def stencil3d_march_vec4(u, v, nz, ny, nx, planes):
+    """Marching planes without a barrier: 4 columns per thread, ``planes`` planes per block, z in registers.
+
+    Flattened arrays and ``uint64`` sizes, as :func:`jacobi_vec4_march`. A thread owns the quad of columns
+    ``4g .. 4g+3`` of row ``i``; block ``z`` of the grid walks planes ``z * planes`` onwards (so the grid fills
+    the GPU whatever ``nz``), with the quads of planes k-1, k and k+1 in registers. Per plane a thread loads
+    the quad two planes up (for the next plane: a load in flight for a whole iteration), the quads of rows
+    i-1 and i+1 and the two scalars beside its quad (the neighbouring threads' data: the caches serve them),
+    and writes one quad. No shared tile, so no barrier. Launch: x over ``ceil(nx / 4)`` quads, y over the
+    rows, z over ``ceil(nz / planes)`` slabs.
+    """
+    g = np.uint64(cuda.blockIdx.x) * np.uint64(cuda.blockDim.x) + np.uint64(cuda.threadIdx.x)
+    i = np.uint64(cuda.blockIdx.y) * np.uint64(cuda.blockDim.y) + np.uint64(cuda.threadIdx.y)
+    k = np.uint64(cuda.blockIdx.z) * planes
+    j0 = g * U4
+    if i < ny and j0 < nx and k < nz:
+        end = min(k + planes, nz)
+        plane = ny * nx
+        aligned = nx % U4 == U0
+        o = (k * ny + i) * nx + j0
+        row_in = i > U0 and i + U1 < ny
+        dn = nx if i > U0 else U0  # neighbour offsets; 0 (the quad itself) where there is none
+        ds = nx if i + U1 < ny else U0
+        lo = U1 if j0 > U0 else U0
+        ro = U4 if j0 + U4 < nx else U0
+        in0 = j0 > U0 and j0 + U1 < nx
+        in1 = j0 + U2 < nx
+        in2 = j0 + U3 < nx
+        in3 = j0 + U4 < nx
+        zero = float32(0)
+        b0, b1, b2, b3 = zero, zero, zero, zero
+        if k > U0:
+            b0, b1, b2, b3 = _load_quad(u, o - plane, j0, nx, aligned)
+        c0, c1, c2, c3 = _load_quad(u, o, j0, nx, aligned)
+        a0, a1, a2, a3 = zero, zero, zero, zero
+        if k + U1 < nz:
+            a0, a1, a2, a3 = _load_quad(u, o + plane, j0, nx, aligned)
+        while k < end:
+            ahead = plane + plane if k + U2 < nz else U0
+            p0, p1, p2, p3 = _load_quad(u, o + ahead, j0, nx, aligned)  # prefetch: the next plane's "above"
+            s0, s1, s2, s3 = _load_quad(u, o - dn, j0, nx, aligned)  # north: row i - 1
+            t0, t1, t2, t3 = _load_quad(u, o + ds, j0, nx, aligned)  # south: row i + 1
+            west = u[o - lo]
+            east = u[o + ro]
+            n0 = SIXTH * (((b0 + a0) + (s0 + t0)) + (west + c1))
+            n1 = SIXTH * (((b1 + a1) + (s1 + t1)) + (c0 + c2))
+            n2 = SIXTH * (((b2 + a2) + (s2 + t2)) + (c1 + c3))
+            n3 = SIXTH * (((b3 + a3) + (s3 + t3)) + (c2 + east))
+            inner = row_in and k > U0 and k + U1 < nz  # a boundary plane or row is copied
+            _store_quad(v, o, j0, nx, aligned, n0 if inner and in0 else c0, n1 if inner and in1 else c1,
+                        n2 if inner and in2 else c2, n3 if inner and in3 else c3)
+            b0, b1, b2, b3 = c0, c1, c2, c3
+            c0, c1, c2, c3 = a0, a1, a2, a3
+            a0, a1, a2, a3 = p0, p1, p2, p3
+            o += plane
+            k += U1
+
+
+STENCIL3D = {"naive": stencil3d_naive, "marching": stencil3d_marching, "march_vec4": stencil3d_march_vec4}
 
 
 def stencil3d_reference(u, steps: int = 1) -> np.ndarray:
@@ -783,20 +984,23 @@ def stencil3d_reference(u, steps: int = 1) -> np.ndarray:
 
 
 def stencil3d_grid(variant: str, shape: tuple[int, int, int], block: tuple[int, ...]) -> tuple[int, ...]:
-    """Blocks that cover an ``nz x ny x nx`` volume: (x, y, z) for ``naive``, (x, y) for ``marching``."""
+    """Blocks that cover an ``nz x ny x nx`` volume: (x, y, z) for ``naive``, (x, y) for ``marching``, and for
+    ``march_vec4`` x over quads, y over rows, z over slabs of ``PLANES`` planes."""
     nz, ny, nx = shape
     if variant == "marching":
         return grid_2d((ny, nx), block)
+    if variant == "march_vec4":
+        return (blocks_for(nx, block[0], 4), blocks_for(ny, block[1]), blocks_for(nz, 1, PLANES))
     return (blocks_for(nx, block[0]), blocks_for(ny, block[1]), blocks_for(nz, block[2]))
 
 
 def _check_block_3d(block, variant: str) -> tuple[int, ...]:
     block = validate.block_shape(block)
-    if variant == "marching":
+    if variant in ("marching", "march_vec4"):
         if len(block) != 2:
-            raise LaunchConfigError(f"stencil3d_marching takes a 2D block (x, y), got {block}: e.g. block=(32, 8); "
+            raise LaunchConfigError(f"stencil3d_{variant} takes a 2D block (x, y), got {block}: e.g. block=(32, 8); "
                                     "its threads walk along z themselves.")
-        return check_block_2d(block, "shared")  # the same shared tile as jacobi_shared
+        return check_block_2d(block, "shared" if variant == "marching" else variant)  # marching: jacobi_shared's tile
     if len(block) != 3:
         raise LaunchConfigError(f"stencil3d_naive takes a 3D block (x, y, z), got {block}: e.g. block=(32, 8, 1).")
     return block
@@ -808,8 +1012,8 @@ def run_stencil3d(u, steps: int = 1, variant: str = "naive", block: tuple[int, .
     Args:
         u: 3-D C-contiguous float32 array without NaN or infinity (NumPy, CuPy or Numba device array).
         steps: number of steps (ping-pong between two buffers).
-        variant: ``naive`` (block (x, y, z), default (32, 8, 1)) or ``marching`` (block (x, y), at most
-            (32, 8), default (32, 8)).
+        variant: ``naive`` (block (x, y, z), default (32, 8, 1)), ``marching`` (block (x, y), at most
+            (32, 8), default (32, 8)) or ``march_vec4`` (block (x, y), x in quads, default (64, 4)).
 
     Raises:
         ArgumentError: wrong dtype or shape, an empty volume, NaN or infinity, a bad block or variant.
@@ -819,17 +1023,17 @@ def run_stencil3d(u, steps: int = 1, variant: str = "naive", block: tuple[int, .
     validate.array(u, "u", dtype=np.float32, ndim=3, finite=isinstance(u, np.ndarray))
     if 0 in u.shape:
         raise ArrayArgumentError(f"u has shape {tuple(u.shape)}: a volume needs at least one point.")
-    default = MARCH3D_BLOCK if variant == "marching" else BLOCK_3D
+    default = {"marching": MARCH3D_BLOCK, "march_vec4": VEC3D_BLOCK}.get(variant, BLOCK_3D)
     block = _check_block_3d(default if block is None else block, variant)
     shape = (int(u.shape[0]), int(u.shape[1]), int(u.shape[2]))
     a = cuda.device_array(shape, dtype=np.float32)
     a.copy_to_device(to_device(u))
     b = cuda.device_array(shape, dtype=np.float32)
     launch = ConfiguredKernel(STENCIL3D[variant], stencil3d_grid(variant, shape, block), block)
-    for _ in range(steps):
-        launch(a, b)
-        a, b = b, a
-    return a.copy_to_host()
+    args = (step_args(variant, a, b), step_args(variant, b, a))
+    for k in range(steps):
+        launch(*args[k % 2])
+    return (a if steps % 2 == 0 else b).copy_to_host()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -979,68 +1183,17 @@ def cupy_jacobi_step(u, v) -> None:
 
 
 __all__ = [
-    "BINOMIAL_WEIGHTS",
-    "BLOCK_2D",
-    "BLOCK_3D",
-    "BOX_WEIGHTS",
-    "check_block_2d",
-    "CONVERGENCE_TESTS",
-    "correlate3x3_reference",
-    "cupy_jacobi_step",
-    "filter3x3",
-    "grayscale",
-    "hot_plate",
-    "integer_valued",
-    "Jacobi",
-    "JACOBI",
-    "JACOBI_BYTES_PER_POINT",
-    "jacobi_counts",
-    "jacobi_grid",
-    "jacobi_marching",
-    "jacobi_naive",
-    "jacobi_reference",
-    "jacobi_residual",
-    "jacobi_residual_reference",
-    "jacobi_shared",
-    "jacobi_snapshots",
-    "JacobiSolver",
-    "MARCH3D_BLOCK",
-    "MARCH_BLOCK",
-    "MAX_RADIUS",
-    "MAX_THREADS",
-    "QUARTER",
-    "RES_THREADS",
-    "ROWS",
-    "run_box_blur",
-    "run_filter3x3",
-    "run_jacobi",
-    "run_sobel",
-    "run_stencil1d",
-    "run_stencil3d",
-    "sample_photo",
-    "SEED_BLOCK",
-    "SEED_RADIUS",
-    "seed_tile_indices",
-    "SH_X",
-    "SH_Y",
-    "SIXTH",
-    "sobel_magnitude",
-    "sobel_reference",
-    "SOBEL_X",
-    "SOBEL_Y",
-    "solve_jacobi_reference",
-    "STENCIL1D",
-    "stencil1d_global",
-    "stencil1d_global_index",
-    "stencil1d_local_halo",
-    "stencil1d_no_barrier",
-    "stencil1d_reference",
-    "stencil1d_shared",
-    "stencil1d_shared_any_radius",
-    "STENCIL3D",
-    "stencil3d_grid",
-    "stencil3d_marching",
-    "stencil3d_naive",
-    "stencil3d_reference",
-    "TILE_1D",
+    "BINOMIAL_WEIGHTS", "BLOCK_2D", "BLOCK_3D", "BOX_WEIGHTS", "check_block_2d", "CONVERGENCE_TESTS",
+    "correlate3x3_reference", "cupy_jacobi_step", "filter3x3", "flat", "FLAT_VARIANTS", "grayscale",
+    "hot_plate", "integer_valued", "Jacobi", "JACOBI", "JACOBI_BYTES_PER_POINT", "jacobi_counts", "jacobi_grid",
+    "jacobi_marching", "jacobi_naive", "jacobi_reference", "jacobi_residual", "jacobi_residual_reference",
+    "jacobi_shared", "jacobi_snapshots", "jacobi_vec4_march", "JacobiSolver", "MARCH3D_BLOCK", "MARCH_BLOCK",
+    "MAX_RADIUS", "MAX_THREADS", "PLANES", "QUARTER", "RES_THREADS", "ROWS", "run_box_blur", "run_filter3x3",
+    "run_jacobi", "run_sobel", "run_stencil1d", "run_stencil3d", "sample_photo", "SEED_BLOCK", "SEED_RADIUS",
+    "seed_tile_indices", "SH_X", "SH_Y", "SIXTH", "sobel_magnitude", "sobel_reference", "SOBEL_X", "SOBEL_Y",
+    "step_args", "solve_jacobi_reference", "STENCIL1D", "stencil1d_global", "stencil1d_global_index",
+    "stencil1d_local_halo", "stencil1d_no_barrier", "stencil1d_reference", "stencil1d_shared",
+    "stencil1d_shared_any_radius", "STENCIL3D", "stencil3d_grid", "stencil3d_march_vec4", "stencil3d_marching",
+    "stencil3d_naive", "stencil3d_reference", "TILE_1D", "U0", "U1", "U2", "U3", "U4", "VEC3D_BLOCK",
+    "VEC_BLOCK", "VEC_CHUNKS", "VEC_ROWS", "WINDOW",
 ]

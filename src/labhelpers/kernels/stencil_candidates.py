@@ -1,22 +1,25 @@
-"""Candidate 2D Jacobi and 3D 7-point kernels for the copy ceiling, beside the chapter's own (which stay as they are).
+"""Candidate 2D Jacobi and 3D 7-point kernels for the copy ceiling: the steps between the chapter's kernels.
 
-On an H200 the chapter's memory-bound stencils sit far below a device-to-device copy: the best 2D Jacobi kernel at
-about 0.60 of it, the naive 3D kernel at 0.22 and its marching-planes kernel slower still. Their PTX says why: the
+On an H200 the chapter's first stencils sit far below a device-to-device copy: the 2D marching kernel at about
+0.60 of it, the naive 3D kernel at 0.22 and its marching-planes kernel slower still. Their PTX says why: the
 naive 2D kernel spends about 108 instructions on each point (five loads and a store), the naive 3D one 166. Most
 are index arithmetic: Numba indexes with signed 64-bit integers and adds ``shape`` to a negative index
-(Python's wraparound) on every access, and multiplies out every stride. These kernels change, one idea at a time:
+(Python's wraparound) on every access, and multiplies out every stride. These kernels change, one idea at a time.
+The two winners, :func:`~labhelpers.kernels.stencil.jacobi_vec4_march` and
+:func:`~labhelpers.kernels.stencil.stencil3d_march_vec4`, now live in the chapter's module (one home per kernel);
+the launch builders below still take them, by the names ``vec4_march`` and ``march_vec4``, for the sweeps:
 
 ==============================  ====================================================================================
  kernel                          what it changes
 ==============================  ====================================================================================
  :func:`jacobi_flat`             2D, one thread per point, one unsigned 64-bit offset into the flattened grid
  :func:`jacobi_vec4`             2D, four columns per thread: 16-byte loads of the rows above, at and below
- :func:`jacobi_vec4_march`       2D, four columns by ``4 * chunks`` rows per thread, marching down in chunks of
+ ``jacobi_vec4_march``          2D, four columns by ``4 * chunks`` rows per thread, marching down in chunks of
                                  :data:`VEC_ROWS` rows; the two rows a chunk shares with the next stay in registers
  :func:`stencil3d_flat`          3D, one thread per point, one unsigned offset (neighbours at +-1, +-nx, +-nx*ny)
  :func:`stencil3d_march_regs`    3D, 2.5D blocking: a thread walks ``planes`` planes of its column with the
                                  z-1, z, z+1 values in registers; the in-plane neighbours come from the caches
- :func:`stencil3d_march_vec4`    3D, the same with four columns per thread and 16-byte loads
+ ``stencil3d_march_vec4``       3D, the same with four columns per thread and 16-byte loads
  :func:`stencil3d_march_shared`  3D, Micikevicius' scheme: the current plane in a double-buffered shared tile
                                  (one barrier per plane), z in registers, the block's edge neighbours prefetched
 ==============================  ====================================================================================
@@ -51,8 +54,8 @@ from .. import validate
 from ..arrays import to_device
 from ..errors import ArrayArgumentError, LaunchConfigError
 from ..launch import ConfiguredKernel, blocks_for
-from .scan.tiled import load4, store4  # the repository's 16-byte accesses (ld.global.v4 / st.global.v4)
-from .stencil import QUARTER, SIXTH
+from .stencil import (QUARTER, SIXTH, VEC_ROWS, _load_quad, _store_quad, flat, jacobi_vec4_march,
+                      stencil3d_march_vec4)
 
 # Unsigned constants: in Numba a uint64 mixed with a signed integer (a plain literal) becomes a float64.
 ZERO = np.uint64(0)
@@ -60,10 +63,6 @@ ONE = np.uint64(1)
 TWO = np.uint64(2)
 THREE = np.uint64(3)
 FOUR = np.uint64(4)
-#: Rows of one chunk of :func:`jacobi_vec4_march`: all their loads are issued before the first store.
-VEC_ROWS = 4
-#: The register window of :func:`jacobi_vec4_march`: ``VEC_ROWS + 2`` rows of four columns (row-major).
-WINDOW = (VEC_ROWS + 2) * 4
 #: Largest block of :func:`stencil3d_march_shared` (x, y): its two shared tiles are ``SH3_Y x SH3_X`` floats each.
 SH3_X, SH3_Y = 64, 16
 
@@ -74,43 +73,6 @@ JACOBI_DEFAULTS: dict[str, tuple[tuple[int, ...], int | None]] = {
 STENCIL3D_DEFAULTS: dict[str, tuple[tuple[int, ...], int | None]] = {
     "flat": ((32, 8, 1), None), "march_regs": ((32, 8), 64), "march_vec4": ((32, 8), 64),
     "march_shared": ((32, 8), 64)}
-
-
-# ---------------------------------------------------------------------------------------------
-# Four consecutive values of one row: 16 bytes at once where the row allows it
-# ---------------------------------------------------------------------------------------------
-
-
-@cuda.jit(device=True)
-def _load_quad(u, o, j0, nx, aligned):
-    """``u[o .. o+3]``, the columns ``j0 .. j0+3`` of one row (``j0 < nx``); 0 for columns past the row's end.
-
-    ``aligned`` (``nx % 4 == 0``, so ``o`` is a multiple of 4 and the whole quad is in the row): one 16-byte load.
-    Otherwise four guarded scalar loads.
-    """
-    if aligned:
-        return load4(u, o // FOUR)
-    a = u[o]
-    b = u[o + ONE] if j0 + ONE < nx else float32(0)
-    c = u[o + TWO] if j0 + TWO < nx else float32(0)
-    d = u[o + THREE] if j0 + THREE < nx else float32(0)
-    return a, b, c, d
-
-
-@cuda.jit(device=True)
-def _store_quad(v, o, j0, nx, aligned, a, b, c, d):
-    """Write ``a, b, c, d`` to ``v[o .. o+3]`` (columns ``j0 ..``): one 16-byte store where aligned, else the
-    columns that exist."""
-    if aligned:
-        store4(v, o // FOUR, a, b, c, d)
-    else:
-        v[o] = a
-        if j0 + ONE < nx:
-            v[o + ONE] = b
-        if j0 + TWO < nx:
-            v[o + TWO] = c
-        if j0 + THREE < nx:
-            v[o + THREE] = d
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,71 +137,6 @@ def jacobi_vec4(u, v, ny, nx):
         _store_quad(v, o, j0, nx, aligned,
                     n0 if row_in and j0 > ZERO and j0 + ONE < nx else c0, n1 if row_in and j0 + TWO < nx else c1,
                     n2 if row_in and j0 + THREE < nx else c2, n3 if row_in and j0 + FOUR < nx else c3)
-
-
-@cuda.jit
-def jacobi_vec4_march(u, v, ny, nx, chunks):
-    """Four columns by ``VEC_ROWS * chunks`` rows per thread, marching down with a register window.
-
-    Change: a thread owns columns ``4g .. 4g+3`` of a strip of ``VEC_ROWS * chunks`` rows. It walks the strip
-    in chunks of :data:`VEC_ROWS` rows: for a chunk it loads the quads of the ``VEC_ROWS`` rows below its window
-    and the scalar left and right neighbours of its rows (all loads first), then computes and stores the
-    chunk's rows; the last two rows of the window move up (registers, no reload) to become the next chunk's
-    "above" rows. Per point: 1/4 of a 16-byte load (each row is loaded once per strip, plus the rows just
-    above and below the strip) and 1/2 of a scalar load; ``VEC_ROWS`` quads and ``2 * VEC_ROWS`` scalars in
-    flight per thread. Rows past the grid's end are read from its last row instead (never used, never stored),
-    so no load sits behind a branch. Why: ``jacobi_vec4`` loads every row three times (once per output row it
-    neighbours) and has one row's loads in flight; the compiler cannot issue a load before an earlier store
-    (``v`` might overlap ``u``), so bytes in flight per thread come from loading a whole chunk first.
-    Launch: x over ``ceil(nx / 4)`` quads, y over ``ceil(ny / (VEC_ROWS * chunks))`` strips.
-    """
-    w = cuda.local.array(WINDOW, float32)  # the row above the chunk, its rows, the row below (4 columns each)
-    lf = cuda.local.array(VEC_ROWS, float32)
-    rt = cuda.local.array(VEC_ROWS, float32)
-    g = np.uint64(cuda.blockIdx.x) * np.uint64(cuda.blockDim.x) + np.uint64(cuda.threadIdx.x)
-    strip = np.uint64(cuda.blockIdx.y) * np.uint64(cuda.blockDim.y) + np.uint64(cuda.threadIdx.y)
-    j0 = g * FOUR
-    i = strip * (np.uint64(VEC_ROWS) * chunks)  # first row of this thread's strip
-    if i < ny and j0 < nx:  # (no barrier in this kernel, so threads past the edge may simply do nothing)
-        aligned = nx % FOUR == ZERO
-        lo = ONE if j0 > ZERO else ZERO  # offsets of the left and right neighbours; 0 where there is none
-        ro = FOUR if j0 + FOUR < nx else ZERO
-        # interior columns of the quad: j >= 1 and j + 1 < nx for j = j0 .. j0 + 3
-        in0 = j0 > ZERO and j0 + ONE < nx
-        in1 = j0 + TWO < nx
-        in2 = j0 + THREE < nx
-        in3 = j0 + FOUR < nx
-        o = i * nx + j0  # this thread's quad in row i
-        last = (ny - ONE) * nx + j0  # its quad in the last row: read instead of rows past the end
-        w[0], w[1], w[2], w[3] = _load_quad(u, o - nx if i > ZERO else o, j0, nx, aligned)  # the row above
-        w[4], w[5], w[6], w[7] = _load_quad(u, o, j0, nx, aligned)
-        done = ZERO
-        while done < chunks and i < ny:
-            for r in range(VEC_ROWS):  # loads: the row below each row of the chunk, and its left and right
-                ri = i + np.uint64(r)
-                orow = o + np.uint64(r) * nx
-                below = orow + nx if ri + ONE < ny else last
-                here = orow if ri < ny else last
-                w[4 * r + 8], w[4 * r + 9], w[4 * r + 10], w[4 * r + 11] = _load_quad(u, below, j0, nx, aligned)
-                lf[r] = u[here - lo]
-                rt[r] = u[here + ro]
-            for r in range(VEC_ROWS):  # compute and store the chunk's rows
-                ri = i + np.uint64(r)
-                if ri < ny:
-                    c0, c1, c2, c3 = w[4 * r + 4], w[4 * r + 5], w[4 * r + 6], w[4 * r + 7]
-                    n0 = QUARTER * ((w[4 * r] + w[4 * r + 8]) + (lf[r] + c1))
-                    n1 = QUARTER * ((w[4 * r + 1] + w[4 * r + 9]) + (c0 + c2))
-                    n2 = QUARTER * ((w[4 * r + 2] + w[4 * r + 10]) + (c1 + c3))
-                    n3 = QUARTER * ((w[4 * r + 3] + w[4 * r + 11]) + (c2 + rt[r]))
-                    row_in = ri > ZERO and ri + ONE < ny
-                    _store_quad(v, o + np.uint64(r) * nx, j0, nx, aligned,
-                                n0 if row_in and in0 else c0, n1 if row_in and in1 else c1,
-                                n2 if row_in and in2 else c2, n3 if row_in and in3 else c3)
-            for c in range(8):  # the chunk's last row and the row below it become the next chunk's first two
-                w[c] = w[4 * VEC_ROWS + c]
-            i += np.uint64(VEC_ROWS)
-            o += np.uint64(VEC_ROWS) * nx
-            done += ONE
 
 
 JACOBI_CANDIDATES = {"flat": jacobi_flat, "vec4": jacobi_vec4, "vec4_march": jacobi_vec4_march}
@@ -313,66 +210,6 @@ def stencil3d_march_regs(u, v, nz, ny, nx, planes):
             below = centre
             centre = above
             above = nxt
-            o += plane
-            k += ONE
-
-
-@cuda.jit
-def stencil3d_march_vec4(u, v, nz, ny, nx, planes):
-    """:func:`stencil3d_march_regs` with four columns per thread and 16-byte loads.
-
-    Change: a thread owns the quad of columns ``4g .. 4g+3`` of row ``i`` and marches it through ``planes``
-    planes with ``below``/``centre``/``above`` quads in registers. Per plane it loads the quad two planes up
-    (prefetch), the quads of rows ``i-1`` and ``i+1`` and the two scalars left and right of the quad, and
-    writes one quad: per point 1/4 of a DRAM quad load, 1/2 of a cached quad load and 1/2 of a scalar.
-    Missing neighbours are read at the point itself, border points copied by a select, as in
-    :func:`stencil3d_march_regs`. Why: the register march still spends five load instructions per point;
-    16-byte accesses cut the memory instructions fourfold and give each thread 16 bytes of DRAM read in
-    flight instead of 4. Launch: x over ``ceil(nx / 4)`` quads, y over rows, z over ``ceil(nz / planes)`` slabs.
-    """
-    g = np.uint64(cuda.blockIdx.x) * np.uint64(cuda.blockDim.x) + np.uint64(cuda.threadIdx.x)
-    i = np.uint64(cuda.blockIdx.y) * np.uint64(cuda.blockDim.y) + np.uint64(cuda.threadIdx.y)
-    k = np.uint64(cuda.blockIdx.z) * planes
-    j0 = g * FOUR
-    if i < ny and j0 < nx and k < nz:
-        end = min(k + planes, nz)
-        plane = ny * nx
-        aligned = nx % FOUR == ZERO
-        o = (k * ny + i) * nx + j0
-        row_in = i > ZERO and i + ONE < ny
-        dn = nx if i > ZERO else ZERO  # neighbour offsets; 0 (the quad itself) where there is none
-        ds = nx if i + ONE < ny else ZERO
-        lo = ONE if j0 > ZERO else ZERO
-        ro = FOUR if j0 + FOUR < nx else ZERO
-        in0 = j0 > ZERO and j0 + ONE < nx
-        in1 = j0 + TWO < nx
-        in2 = j0 + THREE < nx
-        in3 = j0 + FOUR < nx
-        zero = float32(0)
-        b0, b1, b2, b3 = zero, zero, zero, zero
-        if k > ZERO:
-            b0, b1, b2, b3 = _load_quad(u, o - plane, j0, nx, aligned)
-        c0, c1, c2, c3 = _load_quad(u, o, j0, nx, aligned)
-        a0, a1, a2, a3 = zero, zero, zero, zero
-        if k + ONE < nz:
-            a0, a1, a2, a3 = _load_quad(u, o + plane, j0, nx, aligned)
-        while k < end:
-            ahead = plane + plane if k + TWO < nz else ZERO
-            p0, p1, p2, p3 = _load_quad(u, o + ahead, j0, nx, aligned)  # prefetch: the next plane's "above"
-            s0, s1, s2, s3 = _load_quad(u, o - dn, j0, nx, aligned)  # north: row i - 1
-            t0, t1, t2, t3 = _load_quad(u, o + ds, j0, nx, aligned)  # south: row i + 1
-            west = u[o - lo]
-            east = u[o + ro]
-            n0 = SIXTH * (((b0 + a0) + (s0 + t0)) + (west + c1))
-            n1 = SIXTH * (((b1 + a1) + (s1 + t1)) + (c0 + c2))
-            n2 = SIXTH * (((b2 + a2) + (s2 + t2)) + (c1 + c3))
-            n3 = SIXTH * (((b3 + a3) + (s3 + t3)) + (c2 + east))
-            inner = row_in and k > ZERO and k + ONE < nz  # a boundary plane or row is copied
-            _store_quad(v, o, j0, nx, aligned, n0 if inner and in0 else c0, n1 if inner and in1 else c1,
-                        n2 if inner and in2 else c2, n3 if inner and in3 else c3)
-            b0, b1, b2, b3 = c0, c1, c2, c3
-            c0, c1, c2, c3 = a0, a1, a2, a3
-            a0, a1, a2, a3 = p0, p1, p2, p3
             o += plane
             k += ONE
 
@@ -456,11 +293,6 @@ STENCIL3D_CANDIDATES = {"flat": stencil3d_flat, "march_regs": stencil3d_march_re
 # ---------------------------------------------------------------------------------------------
 # Launches: checked once, then called with the flattened device arrays
 # ---------------------------------------------------------------------------------------------
-
-
-def flat(a):
-    """A 1-D view of the C-contiguous device array ``a`` (the same memory): what the candidates take."""
-    return a.reshape(int(np.prod(a.shape)))
 
 
 @dataclass

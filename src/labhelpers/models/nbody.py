@@ -10,7 +10,8 @@
   compute capability 9.0.)
 * :func:`layout_sectors`: what one warp's load of one field touches in each data layout (the sector model
   of chapter 3, :mod:`labhelpers.models.banks`).
-* :func:`busy_sms`: how many SMs a launch of the tiled kernel can keep busy at small n.
+* :func:`busy_sms`: how many SMs a launch of the tiled kernel can keep busy (at small n, and in its last wave).
+* :func:`streamk_split`: how evenly the stream-K kernel shares the same work out over its grid.
 """
 
 from __future__ import annotations
@@ -146,5 +147,23 @@ def busy_sms(n: int, tile: int, bodies: int = 1, *, sm_count: int) -> dict:
     return {"blocks": blocks, "warps": blocks * warps_for(tile, WARP), "busy_sm_share": min(1.0, blocks / sm_count)}
 
 
+def streamk_split(n: int, tile: int, bodies: int, blocks: int) -> dict:
+    """The stream-K kernel's work (:func:`labhelpers.kernels.nbody.make_streamk`) shared out over ``blocks`` blocks.
+
+    The units are (group of ``tile * bodies`` i-bodies, tile of ``tile`` j-bodies) pairs, each ``tile^2 bodies``
+    interactions; block ``g`` takes ``[g W / G, (g + 1) W / G)`` of the ``W`` units. Returns ``units``, the ``most``
+    and ``fewest`` units a block gets, and ``busy_share``: ``units / (blocks x most)``, the share of the grid's
+    block-time spent on interactions when the slowest block decides the end (1.0: perfectly even).
+    """
+    n = validate.integer(n, "n", minimum=1)
+    tile = validate.integer(tile, "tile", minimum=1)
+    bodies = validate.integer(bodies, "bodies", minimum=1)
+    blocks = validate.integer(blocks, "blocks", minimum=1)
+    units = tiles_for(n, tile * bodies) * tiles_for(n, tile)
+    fewest = units // blocks
+    most = fewest + (units % blocks > 0)  # some blocks get one unit more when blocks does not divide units
+    return {"units": units, "most": most, "fewest": fewest, "busy_share": units / (blocks * most)}
+
+
 __all__ = ["FLOPS_PER_INTERACTION", "LAYOUTS", "busy_sms", "flop_conventions", "layout_sectors", "limits_from_mix",
-           "unit_limits"]
+           "streamk_split", "unit_limits"]

@@ -17,11 +17,12 @@ use are re-exported here (``from labhelpers.kernels import scan as sk; sk.scan(.
                                    :func:`block_scan_shuffle` (warp shuffles, GPU only); across blocks:
                                    :data:`add_block_offsets`, :data:`chained_scan` (single pass)
  :mod:`.tiled`                     :func:`tile_kernels`: many items per thread, 16-byte loads, the
-                                   decoupled look-back (single pass, the fast one), tiled compaction and
-                                   radix kernels
+                                   decoupled look-back (single pass: the block's, then one warp's on
+                                   one 64-bit word per tile, the fast one), tiled compaction and radix
+                                   kernels
  :mod:`.planner`                   :class:`Scan` with ``method`` = scan-then-propagate, reduce-then-scan
-                                   (three kernels), chained, decoupled look-back (``lookback`` =
-                                   ``"block"``, the chapter's, or ``"warp"``, the candidate built as
+                                   (three kernels), chained, decoupled look-back (``"lookback"``: the
+                                   whole block looks back; ``"lookback_warp"``: warp 0 alone, built as
                                    CUB's); :func:`scan`, :func:`block_scan`
  :mod:`.patterns`                  :func:`compact`, :func:`radix_split`, :class:`RadixSorter`,
                                    :func:`histogram`
@@ -55,7 +56,7 @@ from .tiled import (
     tile_scan_lookback, tile_scan_warp_lookback,
 )
 from .planner import (
-    LOOKBACKS, METHODS, SIMULATOR_METHODS, Scan, block_scan, block_scan_reference, scan,
+    LOOKBACKS, METHODS, SIMULATOR_METHODS, TILED_METHODS, Scan, block_scan, block_scan_reference, scan,
 )
 from .patterns import (
     Compactor, RadixSorter, SPLIT_KEYS, enumerate_flags, enumerate_reference, SPLIT_TABLE, compact, compact_reference, histogram,
@@ -74,7 +75,7 @@ __all__ = [
     "CSR", "Compactor", "IntegerOverflowWarning", "LaunchConfigError", "LOOKBACKS", "MERGE_ITEMS", "METHODS",
     "OPERATORS", "RadixSorter", "SIMULATOR_METHODS", "SLIDE_CSR_INDEX", "SLIDE_CSR_VALUES", "SLIDE_INPUT",
     "SLIDE_OUTPUT_AS_PRINTED", "SLIDE_ROW_PTR", "SLIDE_ROW_PTR_AS_PRINTED", "SPLIT_KEYS", "SPLIT_TABLE",
-    "SPMV_METHODS", "Scan", "SpMV", "UnknownMethodError", "add_block_offsets", "blelloch_scan",
+    "SPMV_METHODS", "Scan", "SpMV", "TILED_METHODS", "UnknownMethodError", "add_block_offsets", "blelloch_scan",
     "blelloch_scan_unpadded", "blelloch_sweeps", "block_exclusive_scan", "block_scan", "block_scan_reference",
     "block_scan_shuffle", "chained_scan", "check_csr", "compact", "compact_reference", "csr_from_dense",
     "empty_and_long_rows", "hillis_steele_scan", "hillis_steele_single_buffer", "histogram",

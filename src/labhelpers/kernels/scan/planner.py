@@ -19,7 +19,7 @@ from .scans import (
     add_block_offsets, blelloch_scan, blelloch_scan_unpadded, block_reduce, block_scan_shuffle, chained_scan,
     hillis_steele_scan, hillis_steele_seed_bounds, hillis_steele_single_buffer,
 )
-from .tiled import tile_kernels
+from .tiled import SIM_TILE, WARP_LOOKBACK_TILE, tile_kernels
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,22 @@ METHODS: dict[str, Method] = {m.key: m for m in [
            "16 items per thread and 16-byte loads, three kernels: 12 bytes per element", 12),
     Method("lookback", "decoupled look-back (single pass)",
            "16 items per thread, 16-byte loads, one kernel: 8 bytes per element", 8),
+    Method("lookback_warp", "one-word look-back by one warp (single pass)",
+           "CUB's look-back: status and value in one 64-bit word, warp 0 alone, no fence; 128 x 32 tiles", 8),
 ]}
 
 #: Methods that run on the simulator too.
 SIMULATOR_METHODS = tuple(k for k, m in METHODS.items() if not m.gpu_only)
 
-#: The look-backs of method ``"lookback"`` (:class:`Scan`'s ``lookback``): ``"block"``, the chapter's
+#: The look-backs of the single pass (:class:`Scan`'s ``lookback``): ``"block"``, method ``"lookback"``'s
 #: (:func:`~.tiled.lookback`: flags and values in separate arrays, fences, the whole block per window);
-#: ``"warp"``, the candidate built as CUB's (:func:`~.tiled.lookback_warp`: status and value in one 64-bit
-#: word, warp 0 alone, relaxed loads, no fence); ``"warp_atomic"``, the candidate reading the words with
-#: 64-bit atomics instead (to measure what the read costs).
+#: ``"warp"``, method ``"lookback_warp"``'s, built as CUB's (:func:`~.tiled.lookback_warp`: status and value in
+#: one 64-bit word, warp 0 alone, relaxed loads, no fence); ``"warp_atomic"``, the same reading the words with
+#: 64-bit atomics instead (to measure what the read costs). ``Scan(x, "lookback_warp")`` is
+#: ``Scan(x, "lookback", lookback="warp")``: the same kernel and default tile.
 LOOKBACKS = ("block", "warp", "warp_atomic")
+#: The methods that run the tiled kernels.
+TILED_METHODS = ("lookback", "lookback_warp", "tiled_reduce_then_scan")
 
 
 def method_info(key: str) -> Method:
@@ -104,6 +109,20 @@ def _check_data(x, name: str = "x", dtypes=DTYPES) -> None:
         names = " or ".join(np.dtype(d).name for d in dtypes)
         raise ArrayArgumentError(f"{name} has dtype {np.dtype(x.dtype)}, but these kernels take {names}: pass "
                                  f"{name}.astype(np.{np.dtype(dtypes[0]).name}).")
+
+
+def _lookback_for(method: str, lookback) -> str | None:
+    """The look-back of ``method`` (None for the methods without one), ``lookback`` checked against it."""
+    if lookback is None:
+        return {"lookback": "block", "lookback_warp": "warp"}.get(method)
+    chosen = validate.choice(lookback, "lookback", LOOKBACKS)
+    if method == "lookback_warp" and chosen == "block":
+        raise ArgumentError("method 'lookback_warp' is the warp look-back ('warp' or 'warp_atomic'): for the block "
+                            "look-back use method 'lookback'")
+    if method not in ("lookback", "lookback_warp"):
+        raise ArgumentError(f"lookback={lookback!r} applies to the single pass only (methods 'lookback' and "
+                            f"'lookback_warp'), not to {method!r}")
+    return chosen
 
 
 def _threads_for(method: str, threads) -> int:
@@ -149,15 +168,15 @@ class Scan:
         method: a key of :data:`METHODS`.
         inclusive: inclusive (True) or exclusive (False) scan.
         threads: threads per block (default 256 on a GPU, 32 under the simulator; the tiled methods
-            use :func:`tile_kernels`' default tile unless given).
+            use :func:`tile_kernels`' default tile unless given, the warp look-back 128 x 32 on a GPU).
         items: items per thread of the tiled methods (4, 8, 16 or 32).
         out: where to write the result (default: a new device array; may be ``x`` itself).
         vector: 16-byte loads and stores in the tiled methods (default; 4-byte ones with False).
-        lookback: which look-back method ``"lookback"`` uses, one of :data:`LOOKBACKS` (default
-            ``"block"``, the chapter's; ``"warp"``: the candidate built as CUB's).
+        lookback: which look-back the single pass uses, one of :data:`LOOKBACKS` (default ``"block"`` for
+            method ``"lookback"``, ``"warp"`` for ``"lookback_warp"``, which takes ``"warp_atomic"`` too).
 
     Raises:
-        ArgumentError: ``lookback`` is not one of :data:`LOOKBACKS`, or is given for another method.
+        ArgumentError: ``lookback`` is not one of :data:`LOOKBACKS`, or does not fit the method.
         ArrayArgumentError: ``x`` is not a 1-D contiguous int32/float32 array, or ``out`` does not match it.
         LaunchConfigError: a block size the method cannot use.
         UnknownMethodError: no such method.
@@ -165,14 +184,12 @@ class Scan:
     """
 
     def __init__(self, x, method: str = "lookback", inclusive: bool = True, threads: int | None = None,
-                 items: int | None = None, out=None, vector: bool = True, *, lookback: str = "block") -> None:
+                 items: int | None = None, out=None, vector: bool = True, *, lookback: str | None = None) -> None:
         _check_data(x, "x", DTYPES + (np.dtype(np.uint32),))
         info = method_info(method)
         if not isinstance(inclusive, (bool, np.bool_)):
             raise ArgumentError(f"inclusive must be True or False, got {inclusive!r}")
-        self.lookback = validate.choice(lookback, "lookback", LOOKBACKS)
-        if self.lookback != "block" and info.key != "lookback":
-            raise ArgumentError(f"lookback={lookback!r} applies to method 'lookback' only, not to {method!r}")
+        self.lookback = _lookback_for(info.key, lookback)
         if info.gpu_only:
             backend.require_gpu(f"method {method!r} ({info.title})",
                                 because=f"uses {info.needs}, which Numba's CUDA simulator does not have",
@@ -191,14 +208,17 @@ class Scan:
         self.launches: list[Launch] = []
         self._epoch_launches: list[Launch] = []
         self._epoch = 0
-        tiled = info.key in ("lookback", "tiled_reduce_then_scan")
-        if tiled:
+        if info.key in TILED_METHODS:
             vector = bool(vector) and _aligned16(self.x) and _aligned16(self.out)
+            if self.lookback in ("warp", "warp_atomic"):  # its own default tile: 128 x 32 on a GPU
+                default = SIM_TILE if backend.is_simulator() else WARP_LOOKBACK_TILE
+                threads = default[0] if threads is None else threads
+                items = default[1] if items is None else items
             self.tiles = tile_kernels(self.dtype, threads, items, vector=vector)
             self.threads = self.tiles.config.threads
         else:
             if items is not None:
-                raise ArgumentError(f"items applies to the tiled methods only (lookback, tiled_reduce_then_scan), "
+                raise ArgumentError(f"items applies to the tiled methods only ({', '.join(TILED_METHODS)}), "
                                     f"not to {method!r}")
             self.threads = _threads_for(info.key, threads)
         if self.n == 0:
@@ -218,13 +238,13 @@ class Scan:
             flags, prefixes, counter = self._state
             self._add_epoch_launch(Launch("chained_scan", chained_scan.for_dtype(self.dtype), tiles, self.threads,
                                           (self.x, self.out, flags, prefixes, counter)), flag)
-        elif info.key == "lookback" and self.lookback == "block":
+        elif self.lookback == "block":
             tiles = tiles_for(self.n, self.tiles.config.tile)
             self._state = (_zeros(tiles, np.int32), cuda.device_array(tiles, dtype=self.dtype),
                            cuda.device_array(tiles, dtype=self.dtype), _zeros(1, np.int32))
             self._add_epoch_launch(Launch("tile_scan_lookback", self.tiles.tile_scan_lookback, tiles, self.threads,
                                           (self.x, self.out) + self._state), flag)
-        elif info.key == "lookback":  # the candidate: one uint64 word per tile (zeros: "nothing yet"), a counter
+        elif self.lookback is not None:  # one uint64 word per tile (zeros: "nothing yet"), a counter
             tiles = tiles_for(self.n, self.tiles.config.tile)
             self._state = (_zeros(tiles, np.uint64), _zeros(1, np.int32))
             name = "tile_scan_warp_lookback" if self.lookback == "warp" else "tile_scan_warp_lookback_atomic"
@@ -312,11 +332,11 @@ class Scan:
 
 
 def scan(x, method: str = "lookback", inclusive: bool = True, threads: int | None = None,
-         items: int | None = None, *, lookback: str = "block") -> np.ndarray:
+         items: int | None = None, *, lookback: str | None = None) -> np.ndarray:
     """Scan ``x`` (int32 or float32, 1-D) on the GPU or the simulator; returns a NumPy array.
 
     See :class:`Scan` for the arguments, :data:`METHODS` for the methods and :data:`LOOKBACKS` for the
-    look-backs of method ``"lookback"``.
+    look-backs of the single pass.
 
     Example:
         >>> scan(np.array([3, 1, 7, 0, 4, 1, 6, 3], np.int32), inclusive=False)   # doctest: +SKIP

@@ -606,11 +606,14 @@ def scan_tile_warp_lookback(x, out, descriptors, counter, epoch, inclusive, rela
 
 @tile_kernel
 def tile_scan_warp_lookback(x, out, descriptors, counter, epoch, inclusive):
-    """The single-pass scan with CUB's look-back (:func:`lookback_warp`): a candidate beside :func:`tile_scan_lookback`.
+    """The single pass with CUB's look-back (:func:`lookback_warp`): the chapter's fastest scan, the step after
+    :func:`tile_scan_lookback`.
 
     The same tile work (tile number, :func:`load_tile`, block scan, :func:`store_tile`); the look-back
     reads one uint64 word per tile (``descriptors``, status and value together, zeros before the first
-    call) with ``ld.relaxed.gpu``, in warp 0 only. ``out`` may be ``x``. ``inclusive`` is 1 or 0.
+    call) with ``ld.relaxed.gpu``, in warp 0 only, and the block meets at one barrier for it instead of
+    four per window. Built with 128 threads x 32 items on a GPU (:data:`WARP_LOOKBACK_TILE`). ``out`` may
+    be ``x``. ``inclusive`` is 1 or 0.
     """
     scan_tile_warp_lookback(x, out, descriptors, counter, epoch, inclusive, True)
 
@@ -916,16 +919,27 @@ _TILE_CACHE: dict[TileConfig, TileKernels] = {}
 #: Tile shape on a GPU (threads per block, items per thread) and under the simulator (small: it is slow).
 GPU_TILE = (256, 16)
 SIM_TILE = (32, 4)
+#: The GPU tile of the single pass with the warp look-back (:func:`tile_scan_warp_lookback`): 128 threads x 32
+#: items, the fastest shape of the H200 sweep (``bench/tuning/scan.py``); the simulator uses :data:`SIM_TILE`.
+WARP_LOOKBACK_TILE = (128, 32)
 ITEMS_CHOICES = (4, 8, 16, 32)
+
+
+def tile_shared_bytes(threads: int, items: int, itemsize: int = 4) -> int:
+    """Static shared memory of the tiled scan kernels for one tile shape: the padded tile, the block scan's
+    scratch (2 x threads) and the look-back's window (a few hundred bytes)."""
+    tile = threads * items
+    return itemsize * (tile + (tile >> LOG_BANKS) + 2 * threads + 2 * WARP) + 4 * (3 * WARP + 2)
 
 
 def tile_kernels(dtype=np.int32, threads: int | None = None, items: int | None = None, *,
                  shuffle: bool | None = None, vector: bool = True, radix_bits: int = 4) -> TileKernels:
     """The tiled kernels built for one element type and tile shape (cached).
 
-    Defaults: 256 threads x 16 items with warp shuffles on a GPU; 32 x 4 with shared-memory block
-    scans under the simulator (which has no shuffles). ``threads`` must be a multiple of 32 from 32
-    to 1024, ``items`` one of 4, 8, 16, 32.
+    Defaults: 256 threads x 16 items (:data:`GPU_TILE`) with warp shuffles on a GPU; 32 x 4 with
+    shared-memory block scans under the simulator (which has no shuffles). ``threads`` must be a power of
+    two from 32 to 1024, ``items`` one of 4, 8, 16, 32, and the tile must fit in a block's 48 KB of static
+    shared memory (:func:`tile_shared_bytes`: up to 8,192 elements of 4 bytes).
 
     Raises:
         LaunchConfigError: a tile shape the kernels cannot use.
@@ -944,6 +958,11 @@ def tile_kernels(dtype=np.int32, threads: int | None = None, items: int | None =
     if items not in ITEMS_CHOICES:
         raise LaunchConfigError(f"items per thread must be one of {ITEMS_CHOICES} (whole 16-byte vectors, and "
                                 f"bank-conflict-free padding), got {items}")
+    if tile_shared_bytes(threads, items, dtype.itemsize) > validate.DEFAULT_SHARED_PER_BLOCK:
+        raise LaunchConfigError(f"a tile of {threads} threads x {items} items needs "
+                                f"{tile_shared_bytes(threads, items, dtype.itemsize):,} bytes of shared memory per "
+                                f"block, more than the {validate.DEFAULT_SHARED_PER_BLOCK:,} a block gets: use fewer "
+                                f"items per thread or fewer threads (tiles of up to 8,192 four-byte elements fit)")
     radix_bits = validate.integer(radix_bits, "radix_bits", minimum=1, maximum=8)
     if shuffle is None:
         shuffle = backend.is_gpu()
