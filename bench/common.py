@@ -80,13 +80,13 @@ class Context:
         return self.copy_ceiling().value
 
     def dram_ceiling(self) -> roofline.CeilingMeasurement:
-        """The device-memory ceiling, measured once per run: :func:`labhelpers.roofline.measure.measure_stream_bandwidth`.
+        """The device-memory ceiling, measured once per run: :func:`labhelpers.roofline.measure_stream_bandwidth`.
 
         The fastest streaming kernel of this run: the copies of :meth:`copy_ceiling` (the same measurement, not
         a second one) and a read-2-write-1 triad, bytes read + written. No correct kernel's GB/s exceeds it.
         """
         if "dram" not in self.cache:
-            self.cache["dram"] = roofline.measure.measure_stream_bandwidth(copy=self.copy_ceiling())
+            self.cache["dram"] = roofline.measure_stream_bandwidth(copy=self.copy_ceiling())
         return self.cache["dram"]
 
     def dram_ceiling_gbs(self) -> float:

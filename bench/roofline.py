@@ -6,7 +6,8 @@ collect(out_dir) saves the tables the chapter plots:
     ch07_stopwatch          a copy kernel, 2^16..2^28 floats, with four clocks: host clock, events around a Python
                             launch, events with the stream held, Nsight Compute's duration (its rows marked
                             unavailable, with the reason, when ncu cannot read the counters)
-    ch07_ceilings           the measured ceilings (DRAM and L2 bandwidth, FP32 and FP64 FMA peaks)
+    ch07_ceilings           the measured ceilings (DRAM and L2 bandwidth, FP32 and FP64 FMA peaks); DRAM: the
+                            fastest stream, copies and a read-2-write-1 triad (roofline.measure_stream_bandwidth)
     ch07_copy_variants      every copy tried for the copy ceiling (4-, 8-, 16-byte accesses, grids, CuPy's)
     ch07_intensity_sweep    fma_per_element over FMA counts 1..1024 (the kernel walking along the roof)
     ch07_roofline_points    representative kernels (SAXPY, FMA-heavy kernels, cupy.sum, cupy.matmul)
@@ -19,7 +20,8 @@ collect(out_dir) saves the tables the chapter plots:
                             with the reason printed, when compute-sanitizer is missing
 bench(ctx) returns the rows with targets: the fastest Numba copy against CuPy's device-to-device copy, both timed
 in the same measurement of the copy ceiling (target 95%), and the measured FP32 FMA peak against the FP32 peak at
-the GPU's reported clock (target 90%); then one row per copy tried, against the copy ceiling (the fastest of them).
+the GPU's reported clock (target 90%); then one row per copy tried, against the copy ceiling (the fastest of them),
+and one per triad tried, against the DRAM ceiling (the fastest stream of all).
 
 Run: python bench/run_all.py --only roofline --collect src/labhelpers/data/reference
 To refresh only some tables, name them (without the ch07_ prefix) in ROOFLINE_COLLECT, e.g.
@@ -104,8 +106,8 @@ def collect(out_dir) -> None:
         save_reference("ch07_ceilings", table, out_dir,
                        meta={**meta, "datasheet": datasheet.label if datasheet else None,
                              "fp32_peak_at_clock_gflops": roofline.fp32_peak_at_clock(info)},
-                       notes="best of the configurations tried; bytes = read + written for the DRAM copy, "
-                             "read for L2")
+                       notes="best of the configurations tried; dram_gbs = the fastest stream (copies and a "
+                             "read-2-write-1 triad, saxpy_vec4), bytes = read + written; L2: bytes read")
     if "copy_variants" in wanted:
         save_reference("ch07_copy_variants", roofline.copy_variants_table(_ceilings()), out_dir, meta=meta,
                        notes="labhelpers.roofline.measure_dram_bandwidth: 1 GiB copied, bytes = read + written, "
@@ -182,7 +184,10 @@ def bench(ctx: Context) -> list[Row]:
         name = (f"  {v['kernel']} {int(v['access_bytes'])} B, {int(v['threads'])} thr"
                 if v["grid"] != roofline.LIBRARY else "  CuPy copy")
         size = {"one wave": "wave", roofline.LIBRARY: "library"}.get(v["grid"], "1 elem/thread")
-        rows.append(Row(TOPIC, name, size, v["gbps"], "GB/s", COPY_CEILING, c.dram_gbs))
+        rows.append(Row(TOPIC, name, size, v["gbps"], "GB/s", COPY_CEILING, c.copy_gbs()))
+    for v in c.details.get("tried", {}).get("dram_triads", []):  # the triads: the DRAM ceiling is the best stream
+        rows.append(Row(TOPIC, f"  {v['kernel']}, {v['threads']} thr", "1 group/thread", v["gbps"], "GB/s",
+                        "DRAM ceiling (best stream), same run", c.dram_gbs))
     return rows
 
 

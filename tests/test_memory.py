@@ -460,7 +460,7 @@ def test_chapter_prose_about_registers_and_coalescing_matches_the_reference_data
     misaligned = of.loc[of.index % 8 != 0, "relative"]
     slowdown32 = caps.loc[255, "gflops"] / caps.loc[32, "gflops"]
     peak = lh.load_reference("ch03_pointer_chase").meta["device"]["peak_memory_bandwidth_gbs"]
-    copy = rl.reference_ceilings().dram_gbs
+    copy = rl.reference_ceilings().copy_gbs()  # the copy, the yardstick
     lo, hi = (f"{v:.1f}" for v in (moved.loc[[2, 4, 8]].min(), moved.loc[[2, 4, 8]].max()))
     aligned8 = of.loc[(of.index % 8 == 0) & (of.index > 0) & (of.index < 32), "gbps"]
     assert aligned8.max() < 1.01 * of.loc[of.index % 8 != 0, "gbps"].max()  # "no faster ... within 1 %"
@@ -507,7 +507,7 @@ def test_chapter_prose_about_banks_latency_constants_and_transfers_matches_the_r
     gbps = tr.pivot(index="nbytes", columns="transfer", values="gbps")
     ms = tr.pivot(index="nbytes", columns="transfer", values="median_ms")
     big = gbps.index.max()
-    copy = rl.reference_ceilings().dram_gbs
+    copy = rl.reference_ceilings().copy_gbs()  # the copy, the yardstick
     throttle = lh.load_reference("ch04_occupancy_throttle").table
     ilp4_best = throttle.loc[throttle["ilp"] == 4, "gbps"].max()
     full = throttle[(throttle["ilp"] == 1) & (throttle["occupancy"] == 1.0)].iloc[0]  # chapter 4: latency under load

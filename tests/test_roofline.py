@@ -490,7 +490,7 @@ def test_record_point_refuses_bytes_faster_than_any_memory_ceiling_of_this_gpu()
     with pytest.raises(lh.ImpossibleMeasurement) as info:
         roofline.record_point("read_sum (lab 7)", 2**28, 2**30, _gpu_timing(0.05), chapter="07", source="lab")
     message = str(info.value)
-    for part in ("21,475 GB/s", "2.4 times", "L2 cache 9,000 GB/s", "its copy ceiling is 3,000 GB/s", "2026-01-02",
+    for part in ("21,475 GB/s", "2.4 times", "L2 cache 9,000 GB/s", "its device-memory ceiling is 3,000 GB/s", "2026-01-02",
                  "did not do the work it claims", "unfinished exercise", "Not recorded"):
         assert part in message, part
     assert len(roofline.load_points(HERE, include_labs=True)) == 0

@@ -215,8 +215,9 @@ def ceilings(table: pd.DataFrame, copy_gbs: float, *, copy_source: str = "",
     Args:
         table: a sweep table (:func:`reduction_sweep`): its ``cupy_sum`` row is the library's sum.
         copy_gbs: the copy ceiling of the same GPU: :func:`labhelpers.roofline.measure_dram_bandwidth`,
-            as ``labhelpers.roofline.ceilings_or_reference().dram_gbs`` gives it (this GPU's, or the
-            reference GPU's from reference ``ch07_ceilings``). One definition, one value, every chapter.
+            as ``labhelpers.roofline.ceilings_or_reference().copy_gbs()`` gives it (this GPU's, or the
+            reference GPU's from reference ``ch07_copy_variants``). One definition, one value, every chapter.
+            Not ``.dram_gbs``: that is the device-memory ceiling, the fastest stream, a triad included.
         copy_source, sum_source: where each comes from (e.g. a ``Measured.label``), added to the names
             for a plot's legend: ``"copy ceiling (read + write), reference: NVIDIA H200 (2026-11-22)"``.
     """

@@ -7,8 +7,10 @@ One module per job (``from labhelpers import roofline as rl`` gives every public
 * :mod:`~labhelpers.roofline.ceilings`: :class:`Ceilings`, datasheets, the reference GPU's ceilings, the
   per-device cache of measured ones.
 * :mod:`~labhelpers.roofline.measure`: measuring, in one place: this GPU's ceilings with the kernels of
-  :mod:`labhelpers.kernels.roofline`, including the one definition of the copy ceiling
-  (:func:`measure_dram_bandwidth`, every copy timed by :func:`time_copy`), and a kernel's point
+  :mod:`labhelpers.kernels.roofline`, including the one definition of the copy ceiling, the yardstick
+  (:func:`measure_dram_bandwidth`, every copy timed by :func:`time_copy`), the device-memory ceiling, the
+  roofline's memory roof (:func:`measure_stream_bandwidth`: the fastest of the copies and a triad, timed by
+  :func:`time_triad`), the host's memory ceiling (:func:`measure_host_bandwidth`), and a kernel's point
   (:func:`measure_point`: time a checked launch, then record it).
 * :mod:`~labhelpers.roofline.points`: recording kernels on this GPU's roofline, refusing impossible
   measurements (:class:`~labhelpers.errors.ImpossibleMeasurement`), lab points kept apart.
@@ -49,6 +51,8 @@ from .measure import (
     COPY_VARIANTS,
     HOST_COPY_BYTES,
     HOST_COPY_VARIANTS,
+    HOST_STREAM_VARIANTS,
+    TRIAD_VARIANTS,
     CeilingMeasurement,
     ceilings_or_reference,
     measure_ceilings,
@@ -57,8 +61,10 @@ from .measure import (
     measure_host_bandwidth,
     measure_l2_bandwidth,
     measure_point,
+    measure_stream_bandwidth,
     time_copy,
     time_host_copy,
+    time_triad,
 )
 from .model import (
     FP32_LANES_PER_SM,
@@ -99,7 +105,7 @@ from .tables import format_table
 
 __all__ = [
     "CACHE_ENV_VAR", "CEILINGS_FILE", "CEILING_NAMES", "CEILING_TOLERANCE", "COPY_BYTES", "COPY_VARIANTS",
-    "COPY_VARIANT_COLUMNS", "FP32_LANES_PER_SM", "HOST_COPY_BYTES", "HOST_COPY_VARIANTS", "FP64_LANES_PER_SM", "LAB_POINTS_FILE", "LIBRARY",
+    "COPY_VARIANT_COLUMNS", "FP32_LANES_PER_SM", "HOST_COPY_BYTES", "HOST_COPY_VARIANTS", "HOST_STREAM_VARIANTS", "FP64_LANES_PER_SM", "LAB_POINTS_FILE", "LIBRARY",
     "LIBRARY_COPY_NAME", "NBODY_FLOPS_PER_INTERACTION", "PCIE5_X16_GBS", "POINTS_FILE", "POINT_COLUMNS",
     "PRECISIONS", "REF_CEILINGS", "REF_COPY_VARIANTS", "REF_POINTS", "SOURCES", "CeilingMeasurement", "Ceilings",
     "ImpossibleMeasurement", "KernelCount", "attainable", "bound", "cache_root", "ceilings_from_table",
@@ -109,9 +115,9 @@ __all__ = [
     "fraction_of_roof", "gemm_intensity", "intensity_table", "load_cached_ceilings", "load_points",
     "machine_balance", "matmul_ideal_counts", "matmul_naive_counts", "matmul_tiled_counts", "measure_ceilings",
     "measure_dram_bandwidth", "measure_fma_peak", "measure_host_bandwidth",
-    "measure_l2_bandwidth", "measure_point", "nbody_counts", "peak_at_clock_gflops",
+    "measure_l2_bandwidth", "measure_point", "measure_stream_bandwidth", "TRIAD_VARIANTS", "nbody_counts", "peak_at_clock_gflops",
     "draw_roofline",
     "points_or_reference", "record_point", "reduction_counts", "reference_ceilings",
     "roofline_title", "save_cached_ceilings", "saxpy_counts", "stencil_counts", "time_bounds",
-    "time_copy", "time_host_copy",
+    "time_copy", "time_host_copy", "time_triad",
 ]

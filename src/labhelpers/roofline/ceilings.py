@@ -1,7 +1,9 @@
 """A GPU's roofline ceilings: what they are, where they come from, and where they are kept.
 
 :class:`Ceilings` holds the four ceilings (device-memory and L2 bandwidth, FP32 and FP64 FMA peaks) with their
-provenance. They come from one of three places:
+provenance. ``dram_gbs`` is the device-memory ceiling: the fastest streaming kernel of the run, copies and a
+read-2-write-1 triad (a copy is the book's yardstick, :meth:`Ceilings.copy_gbs`, not a bound: SAXPY with
+16-byte accesses beats it). They come from one of three places:
 
 * measured on this GPU by :func:`~labhelpers.roofline.measure.measure_ceilings`, and cached per device in
   ``<cache_root>/<device>/ceilings.json`` (:func:`load_cached_ceilings`, :func:`save_cached_ceilings`);
@@ -55,6 +57,19 @@ class Ceilings:
     source: str
     label: str
     details: dict = field(default_factory=dict)
+
+    def copy_gbs(self) -> float | None:
+        """The copy ceiling of these ceilings' run in GB/s: the yardstick, which ``dram_gbs`` is not always.
+
+        ``dram_gbs`` is the device-memory ceiling, the fastest streaming kernel measured (copies and a triad,
+        :func:`~labhelpers.roofline.measure.measure_stream_bandwidth`); the copy is its fastest copy
+        (:func:`~labhelpers.roofline.measure.measure_dram_bandwidth`), kept in ``details["copy_gbs"]`` by
+        :func:`~labhelpers.roofline.measure.measure_ceilings` and by :func:`reference_ceilings` (from
+        ``ch07_copy_variants``). Ceilings without it (cached before the triad was measured, a datasheet) have
+        only ``dram_gbs``, which then is the copy (or the datasheet's peak).
+        """
+        copy = self.details.get("copy_gbs")
+        return float(copy) if copy is not None else self.value("dram_gbs")
 
     def value(self, name: str) -> float | None:
         """The ceiling called ``name`` (``"dram_gbs"``, ``"l2_gbs"``, ``"fp32_gflops"``, ``"fp64_gflops"``)."""
@@ -217,10 +232,25 @@ def ceilings_from_table(table: pd.DataFrame, gpu: str, label: str, source: str =
                     **{k: values.get(k) for k in CEILING_NAMES})
 
 
+def reference_details(meta: dict) -> dict:
+    """The details of the reference GPU's ceilings: ``ch07_ceilings``' ``meta``, and ``copy_gbs``, the fastest copy
+    of the same run (reference ``ch07_copy_variants``; see :meth:`Ceilings.copy_gbs`)."""
+    details = dict(meta)
+    try:
+        copies = refdata.load_reference(REF_COPY_VARIANTS).table
+        details.setdefault("copy_gbs", float(copies["gbps"].max()))
+    except FileNotFoundError:  # a reference set without the copies: dram_gbs stands in (Ceilings.copy_gbs)
+        pass
+    return details
+
+
 def reference_ceilings() -> Ceilings:
-    """The ceilings measured on the reference GPU (reference data ``ch07_ceilings``), labelled with that GPU."""
+    """The ceilings measured on the reference GPU (reference data ``ch07_ceilings``), labelled with that GPU.
+
+    ``dram_gbs`` is its device-memory ceiling, :meth:`Ceilings.copy_gbs` its fastest copy (the yardstick).
+    """
     ref = refdata.load_reference(REF_CEILINGS)
-    return ceilings_from_table(ref.table, ref.gpu, ref.label, details=dict(ref.meta))
+    return ceilings_from_table(ref.table, ref.gpu, ref.label, details=reference_details(ref.meta))
 
 
 # ------------------------------------------------------------------------------- the copies tried

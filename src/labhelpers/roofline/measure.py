@@ -63,6 +63,7 @@ from .ceilings import (
     fp32_peak_at_clock,
     fp64_peak_at_clock,
     load_cached_ceilings,
+    reference_details,
     save_cached_ceilings,
 )
 
@@ -535,7 +536,7 @@ def ceilings_or_reference(*, progress: bool = True) -> Ceilings:
         line = (f"{SOURCE_PREFIX}ceilings measured on this GPU, {c.gpu}, on {c.details.get('date', '?')} "
                 f"(cached in {where}).")
     else:
-        c = ceilings_from_table(m.table, m.gpu, m.label, details=dict(m.reference.meta))
+        c = ceilings_from_table(m.table, m.gpu, m.label, details=reference_details(m.reference.meta))
         line = m.source_line()
     return dataclasses.replace(c, details={**c.details, "source_line": line})
 

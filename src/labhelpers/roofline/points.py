@@ -63,8 +63,9 @@ def check_against_ceilings(what: str, *, gflops: float, gbps: float, ceilings: C
 
     The bounds are the ones no correct measurement crosses:
 
-    * bytes: the fastest memory ceiling measured (the L2 cache's; the copy ceiling is not a bound for a kernel
-      that only reads, which skips the copy's read-write turnarounds);
+    * bytes: the fastest memory ceiling measured (the L2 cache's; the device-memory ceiling, the fastest stream
+      of copies and a triad, is not a bound for a kernel that only reads, which skips every read-write
+      turnaround);
     * flops: the FMA ceiling of the point's precision, unless ``tensor_cores`` (a library matrix multiply may
       run on tensor cores, which no FMA ceiling bounds).
 
@@ -75,8 +76,8 @@ def check_against_ceilings(what: str, *, gflops: float, gbps: float, ceilings: C
     if memory and math.isfinite(gbps):
         key, fastest = max(memory, key=lambda kv: kv[1])
         if gbps > fastest * (1 + tolerance):
-            copy = ceilings.value("dram_gbs")
-            also = f"; its copy ceiling is {copy:,.0f} GB/s" if key != "dram_gbs" and copy else ""
+            dram = ceilings.value("dram_gbs")
+            also = f"; its device-memory ceiling is {dram:,.0f} GB/s" if key != "dram_gbs" and dram else ""
             raise ImpossibleMeasurement(
                 f"{what}: {gbps:,.0f} GB/s is {gbps / fastest:.1f} times the fastest memory ceiling of "
                 f"{ceilings.gpu}, {CEILING_NAMES[key][0]} {fastest:,.0f} GB/s ({_where(ceilings)}{also}), and no "
