@@ -230,6 +230,18 @@ def test_timing_functions_do_nothing_under_the_simulator():
     assert (table["status"] == "simulator").all() and table["gflops"].isna().all()
 
 
+def test_unrolling_steps_read_the_tile_shape_table():
+    import pandas as pd
+
+    rows = [dict(kernel=k, bm=t.bm, bn=t.bn, bk=t.bk, min_blocks=t.min_blocks, registers=100 + i, gflops=1000.0 * (i + 1))
+            for i, (_, k, t) in enumerate(mm_exp.UNROLLING_STEPS)]
+    steps = mm_exp.unrolling_steps(pd.DataFrame(rows), cublas_gflops=8000.0)
+    assert list(steps["of cuBLAS FP32"]) == [0.125, 0.25, 0.375, 0.5]
+    assert list(steps["tile"]) == ["128 x 128 x 8", "128 x 128 x 8", "128 x 128 x 16", "128 x 128 x 16"]
+    with pytest.raises(KeyError, match="re-collect ch05_register_configs"):
+        mm_exp.unrolling_steps(pd.DataFrame(rows[:2]), cublas_gflops=8000.0)
+
+
 # ---------------------------------------------------------------------------------------- traffic model
 
 
@@ -513,23 +525,36 @@ def test_chapter_prose_about_the_cpu_loops_matches_the_reference_data():
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
 
 
+def _configs():
+    """The tile-shape table, indexed by (kernel, bm, bn, bk, min_blocks)."""
+    return lh.load_reference("ch05_register_configs").table.set_index(["kernel", "bm", "bn", "bk", "min_blocks"])
+
+
 def test_chapter_prose_about_the_gpu_kernels_matches_the_reference_data():
     a, a256, a1024 = _at(4096), _at(256), _at(1024)
     cfg = lh.load_reference("ch05_register_configs").table
-    key = cfg.set_index(["kernel", "bm", "bn", "bk"])
-    reg8, db8 = key.loc[("register", 128, 128, 8)], key.loc[("double_buffered", 128, 128, 8)]
-    reg16, db16 = key.loc[("register", 128, 128, 16)], key.loc[("double_buffered", 128, 128, 16)]
+    key = _configs()
+    reg8, db8 = key.loc[("register", 128, 128, 8, 2)], key.loc[("double_buffered", 128, 128, 8, 2)]
+    reg16, db16 = key.loc[("register", 128, 128, 16, 2)], key.loc[("double_buffered", 128, 128, 16, 2)]
+    unrolled = key.loc[("unrolled", 128, 128, 16, 1)]
     small = cfg[(cfg["bm"] == 64) & (cfg["bn"] == 64)]
     peak = lh.load_reference("ch07_ceilings").meta["fp32_peak_at_clock_gflops"]
     bound = peak / 8  # two shared loads per FMA: an eighth of the FMA rate
     best = cfg["gflops"].max()
-    assert best == db16["gflops"], "the text calls 128 x 128 x 16 double-buffered the best shape"
+    assert best == unrolled["gflops"], "the text calls the unrolled kernel at 128 x 128 x 16, min_blocks 1, the best"
+    gains = []  # the unrolled kernel over the double-buffered one of the same shape
+    for (kernel, bm, bn, bk, mb), row in key.iterrows():
+        if kernel == "unrolled" and ("double_buffered", bm, bn, bk, mb) in key.index:
+            gains.append(row["gflops"] / key.loc[("double_buffered", bm, bn, bk, mb), "gflops"] - 1)
+    slow3 = a256[["register", "double_buffered", "unrolled"]]
+    assert slow3.max() < a256.drop(slow3.index).min(), "the text: the 128 x 128 kernels are the three slowest at 256"
     phrases = [
         f"({db8['registers']:.0f} against {reg8['registers']:.0f} per thread for the 128 × 128 × 8 shape",
-        f"reaches {_h(a['double_buffered'])} GFLOP/s against {_h(a['register'])} for the register-tiled kernel, "
+        f"reaches {_h(a['double_buffered'])} GFLOP/s against {_h(a['register'])} for the register-tiled\nkernel, "
         f"{a['double_buffered'] / a['register'] - 1:.0%} more",
         f"34 MFLOP, {2 * 256**3 / a256['cublas_fp32'] / 1e3:.0f} to {2 * 256**3 / a256.min() / 1e3:.0f} µs of GPU time",
-        f"runs below {_h(a256.max())} GFLOP/s", f"slowest there ({a256[['register', 'double_buffered']].min():.0f} GFLOP/s)",
+        f"runs below {_h(a256.max())} GFLOP/s",
+        f"are the three slowest there ({slow3.min():,.0f} to {slow3.max():,.0f} GFLOP/s)",
         f"({_h(a1024['register'])} against {_h(a1024['coarsened'])} GFLOP/s",
         f"levels off at {_t(a['naive'])} GFLOP/s from $n = 2048$ on: {a['naive'] / a['cublas_fp32']:.1%} of cuBLAS",
         f"16 × 16 tiles reach {_h(a['tiled 16'])} GFLOP/s, {a['tiled 16'] / a['naive']:.1f} times naive, and 32 × 32 "
@@ -538,21 +563,101 @@ def test_chapter_prose_about_the_gpu_kernels_matches_the_reference_data():
         f"both sit at {a[['tiled 16', 'tiled 32']].max() / bound:.0%} of that bound",
         f"The 8 × 8 tiles ({_h(a['tiled 8'])})",
         f"{_h(a['coarsened'])} GFLOP/s with 4 × 4 per thread ({a['coarsened'] / a['tiled 16']:.1f} times the tiled kernel)",
+        f"{_h(a['register'])} with 8 × 8 per thread and 128 × 128 per block",
         f"{_h(a['double_buffered'])} ({a['double_buffered'] / a['cublas_fp32']:.0%} of cuBLAS FP32, "
         f"{a['double_buffered'] / a['naive']:.0f} times naive)",
+        f"the kernel reaches {_h(a['unrolled'])} ({a['unrolled'] / a['cublas_fp32']:.0%} of cuBLAS FP32, "
+        f"{a['unrolled'] / a['naive']:.0f} times naive)",
         f"{_h(a['cublas_fp64'])} against {_h(a['cublas_fp32'])} GFLOP/s at $n = 4096$",
         f"cuBLAS FP32 thus reaches about {a['cublas_fp32'] / peak:.0%} of the FP32 peak; our best kernel about "
         f"{best / peak:.0%}",
         f"({db8['gflops'] / reg8['gflops'] - 1:.0%} at `bk = 8` for 128 × 128, {db16['gflops'] / reg16['gflops'] - 1:.0%} "
         "at `bk = 16`",
+        f"by {min(gains):.0%} to {max(gains):.0%} over the double-buffered kernel of the same shape",
         f"reaches {_h(best)} GFLOP/s, {best / a['cublas_fp32']:.0%} of cuBLAS FP32",
         f"needs only {small['registers'].min():.0f} to {small['registers'].max():.0f} registers",
         f"stays at {round(small['gflops'].min(), -3):,.0f} to {round(small['gflops'].max(), -3):,.0f}",
+        f"{a['unrolled'] / a['cublas_fp32']:.0%} of cuBLAS instead of {a['double_buffered'] / a['cublas_fp32']:.0%}",
     ]
     missing = _missing(_prose(CHAPTER), phrases)
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
-    assert a1024["register"] < a1024["coarsened"] and _at(2048)["register"] > _at(2048)["coarsened"], (
-        "the text says the 128 x 128 kernels trail the 64 x 64 coarsened one up to n = 1024 and overtake it at 2048")
+    for kernel in ("register", "unrolled"):
+        assert a1024[kernel] < a1024["coarsened"] and _at(2048)[kernel] > _at(2048)["coarsened"], (
+            "the text says the 128 x 128 kernels trail the 64 x 64 coarsened one up to n = 1024 and overtake it at 2048")
+
+
+#: Nsight Compute's metrics of section 7 (bench/tuning/profile.py on the H200, November 2026).
+NCU = ROOT / "bench" / "tuning" / "results" / "ncu-2026-11-29.csv"
+
+
+def _ncu(kernel_prefix: str) -> dict[str, float]:
+    """The metrics of the one launch whose kernel name starts with ``kernel_prefix`` (``matmul::...`` for Numba)."""
+    import csv
+
+    rows = [r for r in csv.reader(NCU.open()) if len(r) >= 15 and r[0] != "ID"]
+    ids = {r[0] for r in rows if r[4].startswith(kernel_prefix)}
+    assert len(ids) == 1, f"{kernel_prefix}: {len(ids)} launches in {NCU.name}"
+    return {r[12]: float(r[14].replace(",", "")) for r in rows if r[0] in ids}
+
+
+def test_chapter_prose_about_the_unrolled_kernel_matches_the_profile_and_the_reference_data():
+    """Section 7: Nsight Compute's numbers (the CSV of the profiling run), the steps measured in the reference run."""
+    db, cublas = _ncu("matmul::matmul_double_buffered"), _ncu("sm80_xmma_gemm_f32f32")
+    single = _ncu("matmul_candidates::matmul_unrolled")  # the single-buffered candidate, written out
+    inst, ffma = "smsp__inst_executed.sum", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+    per = {k: m[inst] / (m[ffma] / 32) for k, m in (("db", db), ("cublas", cublas), ("single", single))}
+    issue = {k: m["smsp__issue_active.avg.pct_of_peak_sustained_active"] for k, m in (("db", db), ("cublas", cublas))}
+    stall = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+    us = {k: m["gpu__time_duration.sum"] / 1e3 for k, m in (("db", db), ("cublas", cublas), ("single", single))}
+    warps = "sm__warps_active.avg.pct_of_peak_sustained_active"
+    static_unrolled16 = 1256 / 1024  # SASS of one tile, sm_90, numba-cuda 0.30.4 / CUDA 13.0 (not re-measured here)
+    text = _prose(CHAPTER)
+    phrases = [
+        f"| time | {us['db']:,.0f} µs | {us['cublas']:,.0f} µs |",
+        f"| warp instructions executed | {db[inst] / 1e9:.2f} billion | {cublas[inst] / 1e9:.2f} billion |",
+        f"| of them `FFMA` | {db[ffma] / 32e9:.2f} billion | {cublas[ffma] / 32e9:.2f} billion |",
+        f"| instructions per `FFMA` | {per['db']:.2f} | {per['cublas']:.2f} |",
+        f"| issue slots busy | {issue['db']:.1f}% | {issue['cublas']:.1f}% |",
+        f"| warps resident per SM (of 64) | {db[warps] * 0.64:.1f} | {cublas[warps] * 0.64:.1f} |",
+        f"{issue['db']:.1f}% / {per['db']:.2f} = {issue['db'] / round(per['db'], 2):.0f}% for the\ndouble-buffered kernel, "
+        f"{issue['cublas']:.1f}% / {per['cublas']:.2f} = {issue['cublas'] / round(per['cublas'], 2):.0f}% for cuBLAS, "
+        f"a ratio of {(issue['db'] / per['db']) / (issue['cublas'] / per['cublas']):.2f}",
+        f"on average {db[stall.format('not_selected')]:.2f} warps were ready and *not selected*",
+        f"against {db[stall.format('short_scoreboard')]:.2f} waiting for shared memory",
+        f"and {db[stall.format('barrier')]:.2f} at the barrier",
+        f"issued {per['single']:.2f} per `FFMA` on the H200",
+        f"1.23 per `FFMA`. If its issue slots stay as busy as\nthe double-buffered kernel's, the estimate above gives "
+        f"{issue['db']:.1f}% / 1.23 = {issue['db'] / 1.23:.0f}% of the FMA peak, about "
+        f"{(issue['db'] / 1.23) / (issue['cublas'] / round(per['cublas'], 2)):.2f} of\ncuBLAS",
+        f"the same {db[ffma] / 32e9:.2f} billion `FFMA` warp instructions",
+        f"yet cuBLAS needs {1 - us['cublas'] / us['db']:.0%} less time",
+        f"({issue['db']:.1f}% / {per['db']:.2f} against {issue['cublas']:.1f}% / {per['cublas']:.2f})",
+        f"1.23 per `FFMA` in our kernel's machine code, {per['cublas']:.2f} in cuBLAS's",
+        f"({issue['cublas']:.1f}% against the double-buffered kernel's {issue['db']:.1f}%)",
+    ]
+    assert f"{static_unrolled16:.2f}" == "1.23"
+    assert abs(db[ffma] / cublas[ffma] - 1) < 1e-3, "the text: both execute the same FFMA instructions"
+    assert db[warps] > cublas[warps], "the text: cuBLAS runs with fewer warps"
+    assert db[stall.format("not_selected")] > 2 * max(db[stall.format(s)] for s in ("short_scoreboard", "barrier"))
+    missing = _missing(text, phrases)
+    assert not missing, "section 7 no longer matches the profile:\n" + "\n".join(missing)
+
+    sweep = _at(4096)
+    steps = mm_exp.unrolling_steps(lh.load_reference("ch05_register_configs").table, sweep["cublas_fp32"])
+    g = steps["GFLOP/s"]
+    key = _configs()
+    mb1, mb2 = key.loc[("unrolled", 128, 128, 16, 1)], key.loc[("unrolled", 128, 128, 16, 2)]
+    assert mb1["registers"] <= 128 and mb2["registers"] <= 128, "the text: two blocks of 256 threads still fit"
+    assert mb1["registers"] == mb2["registers"] - 1, "the text: one register fewer than under the bound of two blocks"
+    phrases = [
+        f"Writing the steps out gains {g[1] / g[0] - 1:.0%} ({_h(g[1])} GFLOP/s), the deeper slice another "
+        f"{g[2] / g[1] - 1:.0%} ({_h(g[2])}), and the launch\nbound {g[3] / g[2] - 1:.0%} more: {_h(g[3])} GFLOP/s, "
+        f"{steps['of cuBLAS FP32'].iloc[3]:.0%} of cuBLAS FP32 in the same run",
+        f"allowed 255 registers, it used\n{mb1['registers']:.0f}",
+    ]
+    missing = _missing(text, phrases)
+    assert not missing, "section 7 no longer matches the reference data:\n" + "\n".join(missing)
+    assert steps["of cuBLAS FP32"].iloc[3] >= 0.85, "the text: above the benchmark's 85%"
 
 
 def test_chapter_prose_about_the_roofline_matches_the_reference_data():
@@ -579,8 +684,9 @@ def test_lab_prose_matches_the_reference_data_and_the_checker():
     a = _at(4096)
     text = _prose(LAB)
     phrases = [f"{_t(a['naive'])} GFLOP/s for the naive kernel, {_h(a['tiled 16'])} for 16 × 16 tiles, "
-               f"{_h(a['register'])} with 8 × 8 per thread and {_h(a['double_buffered'])} with double buffering, "
-               f"against {_h(a['cublas_fp32'])} for cuBLAS FP32"]
+               f"{_h(a['register'])} with 8 × 8 per thread, {_h(a['double_buffered'])} with double buffering "
+               f"and {_h(a['unrolled'])} with the steps of $k$ written out, against {_h(a['cublas_fp32'])} for "
+               "cuBLAS FP32"]
     assert not _missing(text, phrases)
     assert "followed in memory by a band of NaN" in text, (
         "the lab must say what follows the matrices the checker passes (the harness's guard bands)")

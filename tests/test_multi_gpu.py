@@ -303,7 +303,7 @@ def _chapter14_figures() -> list[str]:
         f"at 8 GPUs the host's {strong.loc[8, 'issue_ms']:.2f} ms of issuing outlasts each GPU's "
         f"{strong.loc[8, 'compute_ms']:.3f} ms of work, and the speedup drops to {strong.loc[8, 'speedup']:.2f} "
         f"({strong.loc[16, 'speedup']:.2f} on 16)",
-        f"With the copy's rate it would have fallen sooner, to {wrong.loc[8, 'speedup']:.2f} on 8",
+        f"With the copy's rate it would have fallen further, to {wrong.loc[8, 'speedup']:.2f} on 8",
     ]
 
 

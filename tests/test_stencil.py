@@ -7,12 +7,16 @@ radius, sizes that are no multiple of the block, one-row and one-column grids); 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+import statistics
 from pathlib import Path
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import ndimage
 
@@ -22,6 +26,7 @@ from labhelpers.kernels import stencil_labelling as lbl
 from labhelpers.kernels import stencil as st
 from labhelpers.launch import grid_2d
 from markers import SIM, gpu_only, sim_only
+from prose import figure as _g
 
 matplotlib.use("Agg")
 
@@ -579,26 +584,44 @@ def _missing(text: str, phrases: list[str]) -> list[str]:
     return [p for p in phrases if " ".join(p.split()) not in text]
 
 
+def _share(t, variant: str | None = None, kernel: str | None = None) -> float:
+    """The best GB/s of ``variant`` (or of the row ``kernel``) over the table's copy of the same grid or volume."""
+    copy = float(t.loc[t["variant"] == "copy", "gbps"].iloc[0])
+    rows = t[t["variant"] == variant] if kernel is None else t[t["kernel"] == kernel]
+    return float(rows["gbps"].max()) / copy
+
+
 def test_chapter_claims_about_jacobi_hold_in_the_reference_data():
     from labhelpers.experiments import stencil as exp
 
     t = _ref("ch09_jacobi")
     copy = float(t.loc[t["variant"] == "copy", "gbps"].iloc[0])
-    best = exp.best_jacobi(t)
+    first = t[t["variant"] != "vec4_march"]  # the kernels the chapter measures before the profile
+    best_first, best = exp.best_jacobi(first), exp.best_jacobi(t)
     per = t.groupby("variant")["gbps"].max()
-    assert best["variant"] == "marching" and best["gbps"] < 0.80 * copy  # "the target ... 80% ... is missed"
-    assert best["gbps"] <= copy  # nothing beats the copy of the same grid
+    assert best_first["variant"] == "marching" and best_first["gbps"] < 0.85 * copy  # "short of ... 85%"
+    assert best["variant"] == "vec4_march" and best["gbps"] >= 0.85 * copy  # "the chapter's target ... is met"
     assert per["cupy slicing"] < min(per["naive"], per["shared"], per["marching"])  # "the slowest by far"
     assert per["shared"] <= per["naive"]  # "tiling a 5-point stencil does not pay"
-    assert t.loc[t["variant"] == "marching", "local_loads"].max() == 0  # "no ld.local"
+    assert t.loc[t["variant"].isin(["marching", "vec4_march"]), "local_loads"].max() == 0  # "no ld.local"
     marching = t.loc[t["variant"] == "marching", "gbps"]
-    assert len(marching) == 4 and marching.max() / marching.min() - 1 < 0.005  # "within half a percent"
-    share = f"{best['gbps'] / copy:.0%}"
+    assert len(marching) == 4
+    vec = t.loc[t["variant"] == "vec4_march", "gbps"]
+    assert len(vec) == 4
+    bx, by = int(best["block_x"]), int(best["block_y"])
     phrases = [
-        f"It is the fastest kernel, {per['marching'] / per['naive']:.1f} times the naive one, but it reaches only "
-        f"{share} of the copy of the same grid: the target of this chapter's benchmark, 80% of the copy "
-        "bandwidth, is missed.",
-        f"though at {share} of the copy bandwidth it misses the chapter's target of 80%.",
+        f"It is the fastest of the three, {per['marching'] / per['naive']:.1f} times the naive one, but it reaches "
+        f"only {best_first['gbps'] / copy:.0%} of the copy of the same grid, short of this chapter's benchmark "
+        "target, 85% of the copy.",
+        f"`jacobi_vec4_march` reaches {best['gbps'] / copy:.0%} of the copy of the same grid ({_g(best['gbps'])} GB/s "
+        f"with blocks of {bx} x {by}), {per['vec4_march'] / per['naive']:.1f} times the naive kernel and "
+        f"{per['vec4_march'] / per['marching']:.1f} times the marching one: the chapter's target, 85% of the copy, "
+        "is met.",
+        f"Its four block shapes lie within {vec.max() / vec.min() - 1:.1%} of each other",
+        f"the four block shapes run within {marching.max() / marching.min() - 1:.1%} of each other",
+        f"and the 2D step runs at {best['gbps'] / copy:.0%} of the copy.",
+        f"the kernels that follow from it, at {best['gbps'] / copy:.0%} and "
+        f"{_share(_ref('ch09_stencil3d'), 'march_vec4'):.0%} of the copy",
     ]
     missing = _missing(_prose(), phrases)
     assert not missing, "the chapter's text no longer matches the reference data:\n" + "\n".join(missing)
@@ -649,16 +672,20 @@ def _book_figures_3d() -> list[str]:
 
     s = exp.stencil3d_summary(_ref("ch09_stencil3d"))
     naive, marching = s[s.index.str.startswith("naive")], s[s.index.str.startswith("marching")]
+    vec = s[s.index.str.startswith("march_vec4")]
     copy = float(s.loc["copy", "gbps"])
     assert marching["gbps"].max() < naive["gbps"].min()  # "marching ... is the **slower** one"
     assert naive["share_of_copy"].max() < 0.25  # "neither comes near the copy"
-    kernels = s.drop(index="copy")
+    kernels = pd.concat([naive, marching])  # the two kernels of the first measurement
     assert kernels["median_ms"].min() > 1.0 and kernels["issue_ms"].max() < 0.05  # "more than a millisecond"
+    # the targets: 80% of the copy, a marching-planes kernel at least as fast as the naive one
+    assert vec["share_of_copy"].max() >= 0.80 and vec["x_naive"].max() >= 1.0
+    best = vec.loc[vec["gbps"].idxmax()]
     loads = model.stencil3d_loads_table().set_index(["bx", "by"])
-    jt = _ref("ch09_jacobi")
-    jshare = exp.best_jacobi(jt)["gbps"] / float(jt.loc[jt["variant"] == "copy", "gbps"].iloc[0])
     pct = lambda v: f"{v:.0%}"  # noqa: E731
     x = f"{marching['x_naive'].min():.2f} to {marching['x_naive'].max():.2f}"
+    lo, hi = f"{kernels['issue_ms'].min():.2f}", f"{kernels['issue_ms'].max():.2f}"
+    issue = lo if lo == hi else f"{lo} to {hi}"
     return [
         f"Counted in words, that is {loads['marching_dram_bytes'].min():.0f} to "
         f"{loads['marching_dram_bytes'].max():.0f} bytes per point",
@@ -668,13 +695,19 @@ def _book_figures_3d() -> list[str]:
         f"kernel's {naive['gbps'].min():,.0f} to {naive['gbps'].max():,.0f}, {x} times its speed.",
         f"({copy:,.0f} GB/s): the naive kernel reaches {pct(naive['share_of_copy'].max())} of it, marching "
         f"{pct(marching['share_of_copy'].min())} to {pct(marching['share_of_copy'].max())}.",
-        f"issuing a launch took {kernels['issue_ms'].min():.2f} to {kernels['issue_ms'].max():.2f} ms",
-        f"reaches {pct(jshare)} of its copy.",
+        f"issuing a launch took {issue} ms",
         f"Marching planes moves about {model.stencil3d_loads(32, 8)['marching_sector_bytes']:.0f} bytes per point "
         "with 32 x 8 blocks (counting sectors), the naive 3D kernel up to "
         f"{model.stencil3d_loads(32, 8)['naive_dram_bytes_worst']:.0f}",
-        f"marching runs at {x} times its speed, and the naive kernel reaches only "
+        f"marching with its shared tile runs at {x} times its speed, and the naive kernel reaches only "
         f"{pct(naive['share_of_copy'].max())} of the copy",
+        f"`stencil3d_march_vec4` reaches {pct(best['share_of_copy'])} of the copy of the same volume "
+        f"({_g(best['gbps'])} GB/s with blocks of {best.name.split()[1].replace('x', ' x ')}), "
+        f"{best['x_naive']:.1f} times the naive kernel and {best['gbps'] / marching['gbps'].max():.1f} times the "
+        "marching kernel with its shared tile: the chapter's targets, 80% of the copy and a marching-planes kernel "
+        "at least as fast as the naive one, are met.",
+        f"Its three block shapes lie within {vec['gbps'].max() / vec['gbps'].min() - 1:.1%} of each other.",
+        f"reaches {pct(best['share_of_copy'])} of the copy, {best['x_naive']:.1f} times the naive kernel.",
     ]
 
 
@@ -727,6 +760,113 @@ def _book_figures_union_find() -> list[str]:
         f"it is {s.loc['spiral', 'halving_speedup']:.1f} times faster than no compression on the spiral",
         f"{s.loc['random 0.6', 'halving ms']:.2f} ms against {s.loc['random 0.6', 'no compression ms']:.2f} ms.",
     ]
+
+
+# --- the profile and the tuning sweep behind the 16-byte kernels (H200, 2026-11-29) ---------------------------
+
+TUNING = ROOT / "bench" / "tuning" / "results"
+#: The kernels of the chapter's profile table, with the block the table names (checked against the profile).
+PROFILED = {"jacobi_naive": "32x8", "jacobi_marching": "128x1", "stencil3d_naive": "32x8x1",
+            "stencil3d_marching": "32x4"}
+
+
+def _ncu() -> dict[str, dict[str, float]]:
+    """Nsight Compute's metrics of each stencil kernel of ``ncu-2026-11-29.csv`` (one launch each), and its block."""
+    lines = (TUNING / "ncu-2026-11-29.csv").read_text().splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith('"ID"'))
+    out: dict[str, dict] = {}
+    for r in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        name = r["Kernel Name"].split("[")[0].split("::")[-1]
+        if name.startswith(("jacobi", "stencil3d")):
+            d = out.setdefault(name, {"block": r["Block Size"]})
+            d[r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
+    for name, d in out.items():
+        points = 8192 ** 2 if name.startswith("jacobi") else 512 ** 3
+        d["ipp"] = d["smsp__inst_executed.sum"] * 32 / points  # thread-instructions per point
+        d["bpp"] = (d["dram__bytes_read.sum"] + d["dram__bytes_write.sum"]) / points
+        d["dram"] = d["dram__throughput.avg.pct_of_peak_sustained_elapsed"]
+        d["issue"] = d["smsp__issue_active.avg.pct_of_peak_sustained_active"]
+        d["us"] = d["gpu__time_duration.sum"] / 1e3  # reported in ns
+        d["stall"] = {k.split("stalled_")[1].split("_per_issue")[0]: v for k, v in d.items()
+                      if isinstance(v, float) and k.startswith("smsp__average_warps_issue_stalled_")}
+    return out
+
+
+def _book_figures_profile() -> list[str]:
+    p = _ncu()
+    jt, t3 = _ref("ch09_jacobi"), _ref("ch09_stencil3d")
+    meta = lh.load_reference("ch09_jacobi").meta
+    sweep = pd.read_csv(TUNING / "tuning-stencil.csv")
+    swept = sweep.groupby("kernel")["ratio_to_copy"].max()
+    clock = statistics.median(d["sm__cycles_elapsed.avg.per_second"] for d in p.values()) / 1e9
+    copy = float(jt.loc[jt["variant"] == "copy", "gbps"].iloc[0])
+    rate = meta["sm_count"] * 4 * 32 * round(clock, 2) * 1e9  # thread-instructions per second
+    budget = rate / (copy / 8 * 1e9)  # per point at the copy's rate
+    assert meta["gpu"] == "NVIDIA H200" and meta["sm_count"] == 132  # "the H200's 132 SMs"
+    rows = []
+    for name, block in PROFILED.items():
+        d = p[name]
+        launched = tuple(int(v) for v in d["block"].strip("()").split(","))
+        named = tuple(int(v) for v in block.split("x"))
+        assert launched == named + (1,) * (3 - len(named)), (name, d["block"])
+        rows.append(f"| `{name}`, {block} | {_g(d['us'])} | {d['bpp']:.1f} | {d['dram']:.0f}% | {d['issue']:.0f}% | "
+                    f"{d['ipp']:.0f} |")
+    assert all(7.5 < d["bpp"] < 8.5 for d in p.values())  # "about 8 bytes per point", every kernel
+    names = list(PROFILED)
+    ceiling = [budget / p[n]["ipp"] for n in names]
+    issue = [p[n]["issue"] / 100 for n in names]
+    measured = [_share(jt, kernel="naive 32x8"), _share(jt, kernel="marching 128x1"),
+                _share(t3, kernel="naive 32x8x1"), _share(t3, kernel="marching 32x4")]
+    two = lambda vals: ", ".join(f"{v:.2f}" for v in vals[:-1]) + f" and {vals[-1]:.2f}"  # noqa: E731
+    vec2, vec3, naive2 = p["jacobi_vec4_march"], p["stencil3d_march_vec4"], p["jacobi_naive"]
+    assert 2.5 < p["stencil3d_marching"]["ipp"] / budget and p["stencil3d_naive"]["ipp"] / budget < 3.5  # "about three"
+    assert budget / vec2["ipp"] > 1 and budget / vec3["ipp"] > 1  # the winners fit the issue budget
+    rows_best = {r: sweep[(sweep["kernel"] == "jacobi_vec4_march") & sweep["config"].str.endswith(f"rows={r}")]
+                 ["ratio_to_copy"].max() for r in (4, 8, 16)}
+    assert max(rows_best, key=rows_best.get) == 8  # "8 rows per thread" is the sweep's best
+    assert st.ROWS == 8 and st.VEC_ROWS == 4 and st.PLANES == 8  # "a strip of 8 rows in chunks of 4", "= 8 planes"
+    return rows + [
+        f"Each of the H200's {meta['sm_count']} SMs has four schedulers",
+        f"at about {clock:.2f} GHz: {rate / 1e12:.0f} tera thread-instructions per second.",
+        f"At the copy's rate, {copy / 8:,.0f} G points per second (8 bytes each), that leaves about {budget:.0f} "
+        "instructions per point.",
+        f"`jacobi_naive` would reach at most {ceiling[0]:.2f} of the copy's rate, `jacobi_marching` {ceiling[1]:.2f}, "
+        f"the two 3D kernels {ceiling[2]:.2f} and {ceiling[3]:.2f}.",
+        f"Their schedulers issue only {min(issue):.0%} to {max(issue):.0%} of the cycles, which leaves "
+        f"{two([c * i for c, i in zip(ceiling, issue)])} of the copy; the measurements above give {two(measured)}.",
+        f"{naive2['stall']['not_selected']:.1f} warps on average were passed over for another, and "
+        f"{naive2['stall']['math_pipe_throttle']:.1f} waited for the arithmetic pipe",
+        f"{p['stencil3d_marching']['stall']['barrier']:.1f} warps waited at a barrier and "
+        f"{p['stencil3d_marching']['stall']['long_scoreboard']:.1f} for a load from memory",
+        f"from {swept['jacobi_naive']:.2f} to {swept['jacobi_flat']:.2f} of the copy, and the 3D step from "
+        f"{swept['stencil3d_naive']:.2f} to {swept['stencil3d_flat']:.2f} ({p['stencil3d_flat']['ipp']:.0f} "
+        f"instructions per point instead of {p['stencil3d_naive']['ipp']:.0f}).",
+        f"{p['jacobi_vec4']['ipp']:.0f} instructions per point, {swept['jacobi_vec4']:.2f} of the copy.",
+        f"{rows_best[4]:.2f}, {rows_best[8]:.2f} and {rows_best[16]:.2f} of the copy at their best blocks.",
+        f"{vec2['ipp']:.0f} instructions per point, the issue slots busy {vec2['issue']:.0f}% of the time, DRAM "
+        f"throughput at {vec2['dram']:.0f}% of its peak",
+        f"{vec2['stall']['long_scoreboard']:.1f} warps waiting for a load, against "
+        f"{naive2['stall']['long_scoreboard']:.1f} for `jacobi_naive`",
+        f"reached {swept['stencil3d_flat']:.2f} of the copy ({p['stencil3d_flat']['ipp']:.0f} instructions per "
+        f"point); marching in registers, one column per thread, {swept['stencil3d_march_regs']:.2f} "
+        f"({p['stencil3d_march_regs']['ipp']:.0f}); with 16-byte loads and four columns per thread, the kernel "
+        f"below ({vec3['ipp']:.0f}).",
+        f"reached only {swept['stencil3d_march_shared']:.2f}",
+        f"Its profile: {vec3['ipp']:.0f} instructions per point, the issue slots busy {vec3['issue']:.0f}% of the "
+        f"time, DRAM throughput at {vec3['dram']:.0f}% of its peak.",
+        f"and {min(p[n]['ipp'] for n in names):.0f} to {max(p[n]['ipp'] for n in names):.0f} instructions per point "
+        f"where the GPU can issue about {budget:.0f} at the copy's rate.",
+        f"cut that to {vec2['ipp']:.0f}, and the 2D step",
+        f"executing {p['stencil3d_marching']['ipp']:.0f} to {p['stencil3d_naive']['ipp']:.0f} instructions per point",
+        f"`stencil3d_march_vec4`, at {vec3['ipp']:.0f} instructions per point, reaches "
+        f"{_share(t3, 'march_vec4'):.0%} of the copy.",
+    ]
+
+
+def test_chapter_claims_about_the_profile_hold_in_the_profile_and_the_sweep():
+    """The profile table, the issue budget and the tuning ladder the chapter quotes (bench/tuning/results)."""
+    missing = _missing(_prose(), _book_figures_profile())
+    assert not missing, "the chapter's text no longer matches the profile or the sweep:\n" + "\n".join(missing)
 
 
 def test_chapter_claims_about_3d_convergence_and_union_find_hold_in_the_reference_data():

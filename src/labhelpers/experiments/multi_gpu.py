@@ -282,7 +282,7 @@ def missing_sentence(table: str, gpus: Sequence[int] = REFERENCE_GPUS) -> str | 
 
 
 #: Rows of chapter 9's ``ch09_jacobi`` table that are yardsticks, not Jacobi kernels: the copy (the memory's
-#: ceiling, about 1.6 times the best Jacobi kernel on the reference GPU) and the FMA peak (no bandwidth at all).
+#: yardstick, about 1.05 times the best Jacobi kernel on the reference GPU) and the FMA peak (no bandwidth at all).
 JACOBI_YARDSTICKS = ("copy", "fp32 FMA peak")
 
 
