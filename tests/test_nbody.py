@@ -635,15 +635,134 @@ def test_chapter_claims_about_the_kernels_hold_in_the_reference_data():
         assert abs(s[soa] / s[aos] - 1) < 0.05  # "no difference at scale"
     small = exp.ladder_summary(t.table, 2**12, t.meta["fp32_fma_peak_gflops"])["G interactions/s"]
     assert small["naive SoA, unroll 1"] > small["naive, unroll 1"]  # "at small n the SoA naive kernel is faster"
-    pct = exp.ladder_summary(t.table, 2**18, t.meta["fp32_fma_peak_gflops"]).loc[f"best: {nb.BEST.label}",
-                                                                                  "% of FMA peak"]
-    assert 60 <= pct < 72  # "about two thirds of the FP32 FMA peak", the target (60%) met
+    pct = exp.ladder_summary(t.table, 2**18, t.meta["fp32_fma_peak_gflops"])["% of FMA peak"]
+    assert 60 <= pct[f"best: {nb.BEST.label}"] < pct[exp.STREAMK_NAME] < 72  # "about two thirds"; 72% "missed"
+    assert s.idxmax() == exp.STREAMK_NAME and t.meta["streamk"] == nb.STREAMK.label  # stream-K: the last step
     tuning = lh.load_reference("ch08_tuning").table
     for _, g in tuning.groupby("tile"):
         assert g.set_index("bodies")["ginteractions"].idxmin() == 8  # eight bodies: "slower everywhere"
     traps = lh.load_reference("ch08_math_traps").table.set_index("math_mode")["slowdown"]
     gain = s[f"best: {nb.BEST.label}"] / s["tiled 256, unroll 4"]
     assert min(traps["precise"], traps["float64"]) > 2 * gain  # "both traps cost far more than any tuning gains"
+
+
+#: Nsight Compute's metrics of the best tiled kernel and of stream-K (one launch each at n = 2^18, H200, November
+#: 2026; bench/tuning/profile.py), and the IDs of those launches in the long CSV.
+NCU_CSV = CHAPTER.parents[1] / "bench" / "tuning" / "results" / "ncu-2026-11-29.csv"
+NCU_IDS = {"tiled": "19", "streamk": "21"}
+
+
+def _ncu() -> dict[str, dict[str, float]]:
+    import csv
+
+    out: dict[str, dict[str, float]] = {}
+    with NCU_CSV.open() as f:
+        for row in csv.reader(f):
+            for name, launch in NCU_IDS.items():
+                if len(row) > 14 and row[0] == launch:
+                    out.setdefault(name, {})[row[12]] = float(row[14].replace(",", ""))
+    return out
+
+
+def test_chapter_prose_about_streamk_matches_the_reference_data_and_the_profile():
+    ncu = _ncu()
+    assert {"nbody_tiled", "nbody_streamk"} == {  # the launches are the kernels the prose names
+        kernel.split("::")[-1].split("[")[0] for kernel in _ncu_kernels()}
+    t = lh.load_reference("ch08_throughput")
+    peak, sms = t.meta["fp32_fma_peak_gflops"], t.meta["sm_count"]
+    best, sk = f"best: {nb.BEST.label}", exp.STREAMK_NAME
+    at = {k: exp.ladder_summary(t.table, 2**k, peak) for k in (14, 18)}
+    mix = lh.load_reference("ch08_instruction_mix").table.set_index("kernel")
+    static = {k: mix.loc[k, "sass_total"] / mix.loc[k, "interactions_per_trip"] for k in (best, sk)}
+    n = 2**18
+    m = {}
+    for name, v in ncu.items():
+        m[name] = {"ms": v["gpu__time_duration.sum"] / 1e6, "inst": v["smsp__inst_executed.sum"] / (n * n / 32),
+                   "issue": v["smsp__issue_active.avg.pct_of_peak_sustained_active"],
+                   "fma": v["sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
+                   "ghz": v["sm__cycles_elapsed.avg.per_second"] / 1e9,
+                   "warps": v["sm__warps_active.avg.pct_of_peak_sustained_active"],
+                   "stall": {k: v[f"smsp__average_warps_issue_stalled_{k}_per_issue_active.ratio"]
+                             for k in ("not_selected", "wait", "dispatch_stall", "mio_throttle")}}
+    b, s = m["tiled"], m["streamk"]
+    grid = model.busy_sms(n, nb.BEST.tile, nb.BEST.bodies, sm_count=sms)
+    split = model.streamk_split(n, nb.STREAMK.tile, nb.STREAMK.bodies, sms * nb.STREAMK.per_sm)
+    peak_ghz = peak / (sms * 128 * 2)
+    ratio = b["ghz"] / peak_ghz
+    pct = {k: at[18].loc[k, "% of FMA peak"] for k in (best, sk)}
+    rate = {k: at[18].loc[k, "G interactions/s"] for k in (best, sk)}
+    small = at[14]["G interactions/s"]
+    blocks14 = model.busy_sms(2**14, nb.BEST.tile, nb.BEST.bodies, sm_count=sms)["blocks"]
+    units14 = model.streamk_split(2**14, nb.STREAMK.tile, nb.STREAMK.bodies, sms * nb.STREAMK.per_sm)["units"]
+    ceiling = 100 * 10 / s["inst"] * ratio
+    gain = rate[sk] / rate[best]
+    assert abs(s["ghz"] / b["ghz"] - 1) < 0.01  # one clock ratio for both kernels
+    assert abs(b["issue"] / 100 * grid["busy_sm_share"] * 10 / b["inst"] * ratio * 100 - pct[best]) < 1  # it adds up
+    assert abs(s["issue"] / 100 * ceiling - pct[sk]) < 1
+    assert abs(b["inst"] - static[best]) < 0.05 and 13 < static[sk] < s["inst"]  # static and measured counts agree
+    bound = model.limits_from_mix(mix.loc[best], fma_peak_gflops=peak).set_index("unit").loc["issue", "of_fma_peak"]
+    phrases = [
+        f"Why does the best kernel stop at about {pct[best] / 100 / bound:.0%} of its issue bound?",
+        f"| duration (`gpu__time_duration`) | {b['ms']:.1f} ms |",
+        f"| warp instructions per interaction (`smsp__inst_executed` / $(n^2/32)$) | {b['inst']:.2f} |",
+        f"| issue slots used, on SMs with work (`smsp__issue_active`) | {b['issue']:.1f}% |",
+        f"| FMA pipe busy (`sm__pipe_fma_cycles_active`) | {b['fma']:.1f}% |",
+        f"| SM clock (`sm__cycles_elapsed.avg.per_second`) | {b['ghz']:.2f} GHz |",
+        f"| stalls per issued instruction: not selected, wait, dispatch | {b['stall']['not_selected']:.2f}, "
+        f"{b['stall']['wait']:.2f}, {b['stall']['dispatch_stall']:.2f} |",
+        f"the static count of the compiled loop above ({static[best]:.2f} per interaction)",
+        f"The FMA pipe is {b['fma']:.0f}% busy",
+        f"make {grid['blocks']} blocks for {sms} SMs, one block each, and {sms - grid['blocks']} SMs have nothing",
+        f"at {b['inst']:.2f} instructions per interaction, would reach 10/{b['inst']:.2f} = {1000 / b['inst']:.1f}% of its",
+        f"measured {peak / 1e3:.1f} TFLOP/s in the benchmark run, which is {sms} SMs x 128 lanes x 2 flops at "
+        f"{peak_ghz:.2f} GHz; the SMs ran at {b['ghz']:.2f} GHz",
+        f"{ratio:.3f} times as fast",
+        f"{b['issue']:.1f}% x {grid['blocks']}/{sms} x 10/{b['inst']:.2f} x {ratio:.3f} = "
+        f"{b['issue'] / 100 * grid['busy_sm_share'] * 10 / b['inst'] * ratio * 100:.1f}%. Measured: {pct[best]:.1f}% "
+        "of the FMA peak.",
+        f"at $2^{{18}}$ there are ${grid['blocks']} \\times {n // nb.STREAMK.tile} = "
+        f"{split['units']:,}$ units".replace(",", "{,}"),
+        f"At $2^{{18}}$ stream-K makes {rate[sk]:,.0f} G interactions/s, {pct[sk]:.1f}% of the FMA peak against "
+        f"{pct[best]:.1f}% for the best tiled configuration: {gain:.2f} times.",
+        f"has {blocks14} blocks for {sms} SMs (it was tuned at $2^{{18}}$), while stream-K shares its {units14} units out "
+        f"over {sms * nb.STREAMK.per_sm} blocks: {small[sk]:,.0f} against {small[best]:,.0f} G interactions/s, "
+        f"{small[sk] / small[best]:.0f} times, and still {small[sk] / small['tiled 256, unroll 4']:.1f} times "
+        f"`tiled 256, unroll 4` with its {model.busy_sms(2**14, 256, sm_count=sms)['blocks']} blocks.",
+        f"| duration | {b['ms']:.1f} ms | {s['ms']:.1f} ms |",
+        f"| blocks (the grid) | {grid['blocks']} | {sms * nb.STREAMK.per_sm} |",
+        f"| warp instructions per interaction | {b['inst']:.2f} | {s['inst']:.2f} |",
+        f"| issue slots used, on SMs with work | {b['issue']:.1f}% | {s['issue']:.1f}% |",
+        f"| FMA pipe busy | {b['fma']:.1f}% | {s['fma']:.1f}% |",
+        f"| warps resident, of 64 per SM (`sm__warps_active`) | {b['warps']:.1f}% | {s['warps']:.1f}% |",
+        f"| stalls per issued instruction: not selected, dispatch, MIO throttle | {b['stall']['not_selected']:.2f}, "
+        f"{b['stall']['dispatch_stall']:.2f}, {b['stall']['mio_throttle']:.2f} | {s['stall']['not_selected']:.2f}, "
+        f"{s['stall']['dispatch_stall']:.2f}, {s['stall']['mio_throttle']:.2f} |",
+        f"there are {1 - s['inst'] / b['inst']:.1%} fewer instructions per interaction ({static[sk]:.2f} in the "
+        f"compiled inner loop, `ch08_instruction_mix`, against {static[best]:.2f})",
+        f"The issue share fell from {b['issue']:.1f}% to {s['issue']:.1f}%, with more warps resident",
+        f"Stream-K reaches {pct[sk]:.1f}%, and the target is **missed**",
+        f"at {s['inst']:.2f} instructions per interaction and the clock ratio of {ratio:.3f}, issuing in every slot "
+        f"would give {ceiling:.1f}% of the measured peak, and the {s['issue']:.1f}% of the slots the kernel used give "
+        f"{s['issue'] / 100 * ceiling:.1f}%. Reaching 72% needs {72 / ceiling:.0%} of the issue slots",
+        f"13 of the {s['inst']:.2f} instructions are the interaction itself",
+        f"runs at {pct[sk]:.1f}% of the FMA peak, {pct[sk] / ceiling:.0%} of the issue bound",
+        f"{gain - 1:.0%} faster at $2^{{18}}$, where {grid['blocks']} blocks met {sms} SMs, and "
+        f"{small[sk] / small[best]:.0f} times at $2^{{14}}$",
+        f"At {pct[sk]:.1f}% of the FMA peak it misses the 72% target, which would need {72 / ceiling:.0%}",
+        f"The stream-K kernel is {gain - 1:.0%} faster than the best tiled kernel at $n = 2^{{18}}$, and "
+        f"{small[sk] / small[best]:.0f} times faster at $2^{{14}}$.",
+        f"at $2^{{18}}$ that is {grid['blocks']} blocks for {sms} SMs ({sms - grid['blocks']} idle, "
+        f"{1 - grid['busy_sm_share']:.0%} of the GPU), at $2^{{14}}$ only {blocks14} blocks",
+    ]
+    missing = _missing(_prose(), phrases)
+    assert not missing, "the chapter's text no longer matches the reference data or the profile:\n" + "\n".join(missing)
+
+
+def _ncu_kernels() -> set[str]:
+    import csv
+
+    with NCU_CSV.open() as f:
+        return {row[4] for row in csv.reader(f) if len(row) > 14 and row[0] in NCU_IDS.values()}
 
 
 # --- figures -----------------------------------------------------------------------------------------

@@ -22,6 +22,19 @@ from ..roofline.draw import draw_roofline, table_ceilings
 FLOPS = model.FLOPS_PER_INTERACTION
 
 
+def _wrap_at_commas(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters after its commas (a longer part stays whole)."""
+    lines: list[str] = []
+    for part in text.split(", "):
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += ", " + part
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def _numeric(series) -> np.ndarray:
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
 
@@ -150,7 +163,8 @@ def plot_instruction_mix(mix: pd.DataFrame, *, ax=None, label: str) -> Figure:
     for yy, v in zip(y, total):
         ax.text(v, yy, f" {v:.1f}", va="center", fontsize=max(7, small))
     ax.axvline(13, color="k", ls=":", lw=1, label="13: the interaction itself")
-    ax.set_yticks(y, list(mix["kernel"]), fontsize=max(7, small))
+    names = [_wrap_at_commas(name, 44) for name in mix["kernel"]]  # stream-K's label: two lines
+    ax.set_yticks(y, names, fontsize=max(7, small))
     ax.invert_yaxis()
     ax.set_xlabel("SASS instructions per interaction (hot loop)")
     ax.set_title(f"What each kernel issues per interaction ({label})", fontsize=max(9, small))
