@@ -872,3 +872,15 @@ def test_a_device_function_of_another_module_is_swapped_once_per_launch(monkeypa
     assert report.ok and (out == np.arange(1, 131)).all()
     assert sorted(entered) == ["another_module", __name__], entered  # once each, not once per thread and call
     assert sim_kernel.swapped_cuda_module is counting and globals()["cuda"] is cuda  # all given back
+
+
+def test_gpu_route_imports_a_device_function_built_under_another_name():
+    """On a GPU the race detector rebuilds the kernel in a simulator process. A device function that a module builds
+    from a differently named function (``interaction_rsqrt = cuda.jit(...)(body_body_rsqrt)``) must be imported
+    there, so that the module's simulator fallback applies (``rsqrt`` without libdevice, whose simulator stub returns
+    None), not rebuilt from its source with the GPU process's globals (the H200 run of 2026-11-29 failed so)."""
+    from labhelpers import racecheck_gpu as rg
+    from labhelpers.kernels import nbody as nb
+
+    spec = rg._kernel_spec(nb.interaction_rsqrt, {})
+    assert spec == {"how": "import", "module": "labhelpers.kernels.nbody", "qualname": "interaction_rsqrt"}

@@ -83,6 +83,22 @@ def _importable(py_func) -> bool:
     return getattr(obj, "py_func", None) is py_func
 
 
+def _module_alias(py_func) -> str | None:
+    """The name under which ``py_func``'s module holds a kernel or device function built from it under another
+    name (``interaction = cuda.jit(device=True)(body)``), or None. Importing it in the simulator process lets the
+    module build it as it does under the simulator (a libdevice function, which the simulator lacks, becomes the
+    module's Python fallback), instead of rebuilding its source with the GPU's globals."""
+    module = sys.modules.get(getattr(py_func, "__module__", None) or "")
+    if module is None or module.__name__ == "__main__" or "<locals>" in py_func.__qualname__:
+        return None
+    if not getattr(module, "__file__", None):
+        return None
+    for name, obj in vars(module).items():
+        if getattr(obj, "py_func", None) is py_func:
+            return name
+    return None
+
+
 def _kernel_spec(kernel: Any, seen: dict) -> dict:
     py_func = kernel.py_func
     if id(py_func) in seen:
@@ -92,6 +108,11 @@ def _kernel_spec(kernel: Any, seen: dict) -> dict:
         device = bool(getattr(kernel, "targetoptions", {}).get("device", False))
     if _importable(py_func):
         spec = {"how": "import", "module": py_func.__module__, "qualname": py_func.__qualname__}
+        seen[id(py_func)] = spec
+        return spec
+    alias = _module_alias(py_func)
+    if alias is not None:
+        spec = {"how": "import", "module": py_func.__module__, "qualname": alias}
         seen[id(py_func)] = spec
         return spec
     try:
