@@ -15,10 +15,11 @@ import pytest
 from labhelpers.errors import ArgumentError
 from labhelpers.kernels import nbody as nb
 from labhelpers.kernels import nbody_candidates as nc
-from markers import sim_only
+from markers import full_only, sim_only
 
 
 @sim_only
+@full_only
 @pytest.mark.parametrize("n, tile, jstep", [(1, 32, 4), (70, 32, 8), (150, 32, 16)])
 def test_unrolled_matches_numpy(n, tile, jstep):
     pos = nb.random_bodies(n, np.random.default_rng(n))
